@@ -1,0 +1,338 @@
+//! The client: connect, migrate, enqueue (single, with options, bulk, or on
+//! the caller's own connection inside the caller's transaction), and ask
+//! about jobs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use diesel::{PgConnection, SqliteConnection};
+
+use crate::config::{MAX_UNIQUE_KEY_LEN, QueueConfig, validate_queue_name};
+use crate::error::{Error, Result};
+use crate::job::{EnqueueOptions, Job, JobInfo, StoredOptions};
+use crate::process::wakeups;
+use crate::store::{self, AnyConnection, Backend, DatabaseUrl, Driver, NewJob, PoolOptions, Store};
+
+/// A handle on a solidq database: cheap to clone, safe to share between
+/// threads. Everything a producer needs.
+#[derive(Clone)]
+pub struct Queue {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    config: QueueConfig,
+}
+
+impl Queue {
+    /// Connects with the default [`QueueConfig`]. `url` is `postgres://…`,
+    /// `sqlite://path` or a file path (see [`DatabaseUrl`]). Fails at once if
+    /// the database cannot be reached. Does not migrate: call
+    /// [`Queue::migrate`] or run `solidq migrate`.
+    pub fn connect(url: &str) -> Result<Queue> {
+        Queue::connect_with(url, QueueConfig::default())
+    }
+
+    /// Connects with `config`.
+    pub fn connect_with(url: &str, config: QueueConfig) -> Result<Queue> {
+        config.validate()?;
+        let url = DatabaseUrl::parse(url)?;
+        let store = Store::connect(
+            &url,
+            &PoolOptions {
+                size: config.pool_size,
+                timeout: config.pool_timeout,
+                sqlite_busy_timeout: config.sqlite_busy_timeout,
+            },
+        )?;
+        Ok(Queue {
+            inner: Arc::new(Inner { store, config }),
+        })
+    }
+
+    /// Creates or updates solidq's tables. Running it again changes nothing;
+    /// concurrent runs wait for each other. Returns the versions applied.
+    pub fn migrate(&self) -> Result<Vec<String>> {
+        self.inner.store.migrate()
+    }
+
+    /// The database's backend.
+    pub fn backend(&self) -> Backend {
+        self.inner.store.backend()
+    }
+
+    /// The database URL (its `Display` hides the password).
+    pub fn url(&self) -> &DatabaseUrl {
+        self.inner.store.url()
+    }
+
+    /// The configuration this queue was connected with.
+    pub fn config(&self) -> &QueueConfig {
+        &self.inner.config
+    }
+
+    /// The connection pool's size.
+    pub fn pool_size(&self) -> u32 {
+        self.inner.config.pool_size
+    }
+
+    pub(crate) fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// Enqueues `job` with its type's default options; returns its id.
+    pub fn enqueue<J: Job>(&self, job: &J) -> Result<i64> {
+        self.enqueue_with(job, EnqueueOptions::new())
+    }
+
+    /// Enqueues `job` with `options` overriding its type's defaults. A
+    /// `unique_key` already held by another job gives [`Error::Duplicate`]
+    /// with that job's id.
+    pub fn enqueue_with<J: Job>(&self, job: &J, options: EnqueueOptions) -> Result<i64> {
+        let new = self.build(job, &options)?;
+        let outcome = self.inner.store.jobs_enqueue(std::slice::from_ref(&new))?;
+        self.after_enqueue(std::slice::from_ref(&new));
+        single(&new, outcome)
+    }
+
+    /// Enqueues every job of `jobs` in one transaction with multi-row
+    /// inserts; returns their ids in order. If any unique key is taken,
+    /// nothing is enqueued and [`Error::Duplicate`] names the first.
+    pub fn enqueue_all<J: Job>(&self, jobs: &[J]) -> Result<Vec<i64>> {
+        let new = jobs
+            .iter()
+            .map(|job| self.build(job, &EnqueueOptions::new()))
+            .collect::<Result<Vec<_>>>()?;
+        let ids = self.inner.store.with_driver("jobs_enqueue", |d| {
+            store::in_transaction(d, |d| {
+                let outcome = store::enqueue_on_driver(d, &new)?;
+                if outcome.iter().any(|o| o.is_err()) {
+                    return Ok(Err(outcome));
+                }
+                Ok(Ok(outcome
+                    .into_iter()
+                    .map(|o| o.unwrap_or_default())
+                    .collect()))
+            })
+        })?;
+        match ids {
+            Ok(ids) => {
+                self.after_enqueue(&new);
+                Ok(ids)
+            }
+            Err(outcome) => Err(first_duplicate(&new, &outcome)),
+        }
+    }
+
+    /// Enqueues `job` on `conn`, the caller's own diesel connection to the
+    /// same database, so it commits or rolls back with the caller's
+    /// transaction: a rollback leaves no job.
+    ///
+    /// ```no_run
+    /// # use diesel::Connection;
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Serialize, Deserialize)] struct ShipOrder { id: i64 }
+    /// # impl solidq::Job for ShipOrder { const KIND: &'static str = "ship";
+    /// #   fn perform(&self, _: &solidq::JobContext) -> solidq::JobResult { Ok(serde_json::Value::Null) } }
+    /// # let queue = solidq::Queue::connect("postgres://localhost/app")?;
+    /// let mut conn = diesel::PgConnection::establish("postgres://localhost/app").unwrap();
+    /// conn.transaction::<_, solidq::Error, _>(|conn| {
+    ///     // insert the order with diesel, then:
+    ///     queue.enqueue_on(conn, &ShipOrder { id: 7 })?;
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), solidq::Error>(())
+    /// ```
+    pub fn enqueue_on<C: EnqueueConnection, J: Job>(&self, conn: &mut C, job: &J) -> Result<i64> {
+        self.enqueue_on_with(conn, job, EnqueueOptions::new())
+    }
+
+    /// [`Queue::enqueue_on`] with options.
+    pub fn enqueue_on_with<C: EnqueueConnection, J: Job>(
+        &self,
+        conn: &mut C,
+        job: &J,
+        options: EnqueueOptions,
+    ) -> Result<i64> {
+        let new = self.build(job, &options)?;
+        let outcome = store::enqueue_on_driver(conn.solidq_driver().0, std::slice::from_ref(&new))
+            .map_err(Error::db("jobs_enqueue"))?;
+        // The caller's transaction may still roll back; a worker woken early
+        // finds nothing and goes back to sleep.
+        self.after_enqueue(std::slice::from_ref(&new));
+        single(&new, outcome)
+    }
+
+    /// Everything known about job `id`.
+    pub fn job(&self, id: i64) -> Result<JobInfo> {
+        self.inner.store.job_info(store::JobLookup::Id(id))
+    }
+
+    /// Everything known about the job holding `unique_key`.
+    pub fn job_by_unique_key(&self, unique_key: &str) -> Result<JobInfo> {
+        self.inner
+            .store
+            .job_info(store::JobLookup::UniqueKey(unique_key))
+    }
+
+    /// Resolves `options` over the type's defaults over the queue's config.
+    fn build<J: Job>(&self, job: &J, options: &EnqueueOptions) -> Result<NewJob> {
+        let config = &self.inner.config;
+        let defaults = J::options();
+        let o = &options.job;
+        let queue = o
+            .queue
+            .clone()
+            .or(defaults.queue)
+            .unwrap_or_else(|| config.default_queue.clone());
+        validate_queue_name(&queue)?;
+        let max_attempts = o
+            .max_attempts
+            .or(defaults.max_attempts)
+            .unwrap_or(config.max_attempts);
+        let max_attempts = i32::try_from(max_attempts)
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| Error::InvalidOption {
+                option: "max_attempts",
+                value: max_attempts.to_string(),
+                reason: format!("must be between 1 and {}", i32::MAX),
+            })?;
+        let max_stalled_count = o
+            .max_stalled_count
+            .or(defaults.max_stalled_count)
+            .map(|n| i32::try_from(n).unwrap_or(i32::MAX));
+        let keep_result = o
+            .keep_result
+            .or(defaults.keep_result)
+            .unwrap_or(config.keep_result);
+        check_duration("keep_result", keep_result)?;
+        let timeout = o.timeout.or(defaults.timeout).or(config.timeout);
+        if let Some(timeout) = timeout {
+            check_duration("timeout", timeout)?;
+        }
+        if let Some(delay) = options.delay {
+            check_duration("delay", delay)?;
+        }
+        if let Some(key) = &options.unique_key
+            && (key.is_empty() || key.len() > MAX_UNIQUE_KEY_LEN)
+        {
+            return Err(Error::InvalidOption {
+                option: "unique_key",
+                value: key.clone(),
+                reason: format!("must be 1 to {MAX_UNIQUE_KEY_LEN} bytes"),
+            });
+        }
+        let stored = StoredOptions {
+            timeout_ms: timeout.map(|t| t.as_millis() as u64),
+            keep_result_ms: keep_result.as_millis() as u64,
+            backoff: o.backoff.or(defaults.backoff).unwrap_or(config.backoff),
+        };
+        let arguments = serde_json::to_string(job).map_err(|source| Error::SerializeArguments {
+            kind: J::KIND.to_string(),
+            source,
+        })?;
+        Ok(NewJob {
+            queue_name: queue,
+            kind: J::KIND.to_string(),
+            arguments,
+            priority: o.priority.or(defaults.priority).unwrap_or(0),
+            unique_key: options.unique_key.clone(),
+            concurrency_key: None,
+            options: serde_json::to_string(&stored).expect("options serialize"),
+            delivery: o.delivery.or(defaults.delivery).unwrap_or(config.delivery),
+            max_attempts,
+            max_stalled_count,
+            run_at: options.run_at.map(|t| t.naive_utc()),
+            delay: options.delay.unwrap_or(Duration::ZERO),
+        })
+    }
+
+    fn after_enqueue(&self, jobs: &[NewJob]) {
+        log::debug!(
+            "enqueued {} jobs (first kind {:?})",
+            jobs.len(),
+            jobs.first().map(|j| &j.kind)
+        );
+        if jobs.iter().any(|j| j.run_at.is_none() && j.delay.is_zero()) {
+            wakeups::wake(self.inner.store.url().expose());
+        }
+    }
+}
+
+/// Longest delay, timeout or retention solidq accepts: 100 years, so
+/// timestamps never overflow.
+const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+fn check_duration(option: &'static str, value: Duration) -> Result<()> {
+    if value > MAX_DURATION {
+        return Err(Error::InvalidOption {
+            option,
+            value: format!("{value:?}"),
+            reason: "longer than 100 years".into(),
+        });
+    }
+    Ok(())
+}
+
+fn single(job: &NewJob, mut outcome: Vec<std::result::Result<i64, i64>>) -> Result<i64> {
+    match outcome.pop() {
+        Some(Ok(id)) => Ok(id),
+        Some(Err(existing_id)) => Err(Error::Duplicate {
+            unique_key: job.unique_key.clone().unwrap_or_default(),
+            existing_id,
+        }),
+        None => unreachable!("one job in, one outcome out"),
+    }
+}
+
+fn first_duplicate(jobs: &[NewJob], outcome: &[std::result::Result<i64, i64>]) -> Error {
+    jobs.iter()
+        .zip(outcome)
+        .find_map(|(job, o)| match o {
+            Err(existing_id) => Some(Error::Duplicate {
+                unique_key: job.unique_key.clone().unwrap_or_default(),
+                existing_id: *existing_id,
+            }),
+            Ok(_) => None,
+        })
+        .expect("a duplicate was reported")
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for diesel::PgConnection {}
+    impl Sealed for diesel::SqliteConnection {}
+    impl Sealed for crate::store::AnyConnection {}
+}
+
+/// A diesel connection solidq can enqueue on: [`PgConnection`],
+/// [`SqliteConnection`] or solidq's own [`AnyConnection`]. Pooled
+/// connections deref to these (`&mut *pooled`).
+pub trait EnqueueConnection: sealed::Sealed {
+    #[doc(hidden)]
+    fn solidq_driver(&mut self) -> DriverRef<'_>;
+}
+
+/// Internal: the store's view of a caller's connection.
+#[doc(hidden)]
+pub struct DriverRef<'a>(&'a mut dyn Driver);
+
+impl EnqueueConnection for PgConnection {
+    fn solidq_driver(&mut self) -> DriverRef<'_> {
+        DriverRef(self)
+    }
+}
+
+impl EnqueueConnection for SqliteConnection {
+    fn solidq_driver(&mut self) -> DriverRef<'_> {
+        DriverRef(self)
+    }
+}
+
+impl EnqueueConnection for AnyConnection {
+    fn solidq_driver(&mut self) -> DriverRef<'_> {
+        DriverRef(store::driver(self))
+    }
+}

@@ -1,0 +1,294 @@
+//! Every setting, its default as an exported constant, and validation.
+//!
+//! [`QueueConfig`] holds the defaults applied when a job is enqueued (and the
+//! connection pool); [`WorkerConfig`] and [`DispatcherConfig`] configure the
+//! long-running loops. `validate()` reports errors (the value cannot work)
+//! and warnings (it works, probably not as intended) separately.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::job::{Backoff, Delivery};
+
+/// The queue a job goes to when neither its type nor the enqueue names one.
+pub const DEFAULT_QUEUE: &str = "default";
+/// Attempts a job gets (the first run included): one retry after a failure,
+/// as LeanCloud's Cloud Queue does.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
+/// The wait before a retry: 1 minute, doubling, capped at 1 hour, ±10 %.
+pub const DEFAULT_BACKOFF: Backoff = Backoff::Exponential {
+    base_ms: 60_000,
+    factor: 2.0,
+    max_ms: 3_600_000,
+    jitter: 0.1,
+};
+/// How long finished jobs and their results are kept: 1 day, as SolidQueue
+/// and River keep them.
+pub const DEFAULT_KEEP_RESULT: Duration = Duration::from_secs(24 * 3600);
+/// Worker threads per worker process.
+pub const DEFAULT_THREADS: usize = 5;
+/// How often an idle worker polls when no wake-up arrives.
+pub const DEFAULT_POLLING_INTERVAL: Duration = Duration::from_secs(1);
+/// How often a process writes its heartbeat.
+pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
+/// A process whose last heartbeat is older than this is considered dead.
+pub const DEFAULT_PROCESS_ALIVE_THRESHOLD: Duration = Duration::from_secs(60);
+/// How long a stopping worker lets running jobs finish.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many jobs a dispatcher moves from scheduled to ready per transaction.
+pub const DEFAULT_DISPATCHER_BATCH_SIZE: usize = 500;
+/// How often an idle dispatcher looks for due jobs.
+pub const DEFAULT_DISPATCHER_POLLING_INTERVAL: Duration = Duration::from_secs(1);
+/// Completions written per transaction by a worker, at most.
+pub const DEFAULT_COMPLETION_BATCH_SIZE: usize = 256;
+/// How long a worker waits to group completions before writing them.
+pub const DEFAULT_COMPLETION_FLUSH_INTERVAL: Duration = Duration::from_millis(2);
+/// Most connections in a queue's pool: enough for a worker of
+/// [`DEFAULT_THREADS`] threads.
+pub const DEFAULT_POOL_SIZE: u32 = 10;
+/// The longest a `unique_key` may be, in bytes.
+pub const MAX_UNIQUE_KEY_LEN: usize = 255;
+/// The longest a queue name may be, in bytes.
+pub const MAX_QUEUE_NAME_LEN: usize = 128;
+
+/// Client-side settings: the defaults applied at enqueue, and the pool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueConfig {
+    /// The queue for jobs that name none. Defaults to [`DEFAULT_QUEUE`].
+    pub default_queue: String,
+    /// Attempts per job. Defaults to [`DEFAULT_MAX_ATTEMPTS`].
+    pub max_attempts: u32,
+    /// Retry delays. Defaults to [`DEFAULT_BACKOFF`].
+    pub backoff: Backoff,
+    /// Per-attempt deadline. Defaults to none.
+    pub timeout: Option<Duration>,
+    /// Delivery mode. Defaults to [`Delivery::AtLeastOnce`].
+    pub delivery: Delivery,
+    /// How long finished jobs are kept. Defaults to [`DEFAULT_KEEP_RESULT`].
+    pub keep_result: Duration,
+    /// Most connections in the pool (opened on demand, so an idle client
+    /// holds one). A worker uses the queue's pool for its own loops (4) and
+    /// the jobs that enqueue (up to one per thread), and warns when this is
+    /// smaller than `threads + 4`. Defaults to [`DEFAULT_POOL_SIZE`].
+    pub pool_size: u32,
+    /// How long to wait for a pooled connection. Defaults to 30 s.
+    pub pool_timeout: Duration,
+    /// SQLite only: how long to wait for the write lock. Defaults to
+    /// [`crate::store::DEFAULT_SQLITE_BUSY_TIMEOUT`].
+    pub sqlite_busy_timeout: Duration,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        QueueConfig {
+            default_queue: DEFAULT_QUEUE.to_string(),
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            backoff: DEFAULT_BACKOFF,
+            timeout: None,
+            delivery: Delivery::AtLeastOnce,
+            keep_result: DEFAULT_KEEP_RESULT,
+            pool_size: DEFAULT_POOL_SIZE,
+            pool_timeout: Duration::from_secs(30),
+            sqlite_busy_timeout: crate::store::DEFAULT_SQLITE_BUSY_TIMEOUT,
+        }
+    }
+}
+
+impl QueueConfig {
+    /// Checks every setting; the first error found is returned.
+    pub fn validate(&self) -> Result<()> {
+        validate_queue_name(&self.default_queue)?;
+        positive("max_attempts", self.max_attempts as u64)?;
+        positive("pool_size", self.pool_size as u64)?;
+        Ok(())
+    }
+}
+
+/// Settings of a worker process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerConfig {
+    /// Queues to claim from, in order: exact names, `prefix*`, or `*`.
+    /// Defaults to `["*"]`.
+    pub queues: Vec<String>,
+    /// Threads running jobs. Defaults to [`DEFAULT_THREADS`].
+    pub threads: usize,
+    /// Idle poll interval. Defaults to [`DEFAULT_POLLING_INTERVAL`].
+    pub polling_interval: Duration,
+    /// Heartbeat interval. Defaults to [`DEFAULT_HEARTBEAT_INTERVAL`].
+    pub heartbeat_interval: Duration,
+    /// When heartbeats have failed this long, the worker stops itself (peers
+    /// consider it dead by then). Defaults to
+    /// [`DEFAULT_PROCESS_ALIVE_THRESHOLD`].
+    pub process_alive_threshold: Duration,
+    /// Grace period for running jobs at shutdown. Defaults to
+    /// [`DEFAULT_SHUTDOWN_TIMEOUT`].
+    pub shutdown_timeout: Duration,
+    /// Completions written per transaction, at most. Defaults to
+    /// [`DEFAULT_COMPLETION_BATCH_SIZE`].
+    pub completion_batch_size: usize,
+    /// Longest wait to group completions. Defaults to
+    /// [`DEFAULT_COMPLETION_FLUSH_INTERVAL`].
+    pub completion_flush_interval: Duration,
+    /// The supervisor that spawned this worker, if any. Defaults to none.
+    pub supervisor_id: Option<i64>,
+    /// A name for the process row. Defaults to `worker-<random>`.
+    pub name: Option<String>,
+    /// Whether the worker also moves due scheduled jobs (delays, retries) to
+    /// ready, so a standalone worker needs nothing else. Defaults to true;
+    /// workers spawned by a supervisor turn it off, the supervisor's
+    /// dispatcher does it.
+    pub dispatch_scheduled: bool,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            queues: vec!["*".to_string()],
+            threads: DEFAULT_THREADS,
+            polling_interval: DEFAULT_POLLING_INTERVAL,
+            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            process_alive_threshold: DEFAULT_PROCESS_ALIVE_THRESHOLD,
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            completion_batch_size: DEFAULT_COMPLETION_BATCH_SIZE,
+            completion_flush_interval: DEFAULT_COMPLETION_FLUSH_INTERVAL,
+            supervisor_id: None,
+            name: None,
+            dispatch_scheduled: true,
+        }
+    }
+}
+
+/// The result of validating a configuration that has no errors.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Warnings(pub Vec<String>);
+
+impl WorkerConfig {
+    /// Checks every setting: an error for values that cannot work, warnings
+    /// for values that work badly (a heartbeat slower than the threshold).
+    pub fn validate(&self) -> Result<Warnings> {
+        if self.queues.is_empty() {
+            return Err(Error::InvalidOption {
+                option: "queues",
+                value: "[]".into(),
+                reason: "a worker needs at least one queue (use \"*\" for all)".into(),
+            });
+        }
+        for queue in &self.queues {
+            crate::worker::QueuePattern::parse(queue)?;
+        }
+        positive("threads", self.threads as u64)?;
+        positive("completion_batch_size", self.completion_batch_size as u64)?;
+        nonzero_duration("polling_interval", self.polling_interval)?;
+        nonzero_duration("heartbeat_interval", self.heartbeat_interval)?;
+        nonzero_duration("process_alive_threshold", self.process_alive_threshold)?;
+        let mut warnings = Vec::new();
+        if self.heartbeat_interval * 2 > self.process_alive_threshold {
+            warnings.push(format!(
+                "heartbeat_interval {:?} is more than half of process_alive_threshold {:?}: one late heartbeat can get a live worker pruned",
+                self.heartbeat_interval, self.process_alive_threshold
+            ));
+        }
+        Ok(Warnings(warnings))
+    }
+}
+
+/// Settings of a dispatcher (scheduled → ready).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DispatcherConfig {
+    /// Idle poll interval. Defaults to [`DEFAULT_DISPATCHER_POLLING_INTERVAL`].
+    pub polling_interval: Duration,
+    /// Jobs moved per transaction. Defaults to
+    /// [`DEFAULT_DISPATCHER_BATCH_SIZE`].
+    pub batch_size: usize,
+    /// Heartbeat interval. Defaults to [`DEFAULT_HEARTBEAT_INTERVAL`].
+    pub heartbeat_interval: Duration,
+}
+
+impl Default for DispatcherConfig {
+    fn default() -> Self {
+        DispatcherConfig {
+            polling_interval: DEFAULT_DISPATCHER_POLLING_INTERVAL,
+            batch_size: DEFAULT_DISPATCHER_BATCH_SIZE,
+            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+        }
+    }
+}
+
+impl DispatcherConfig {
+    /// Checks every setting.
+    pub fn validate(&self) -> Result<()> {
+        positive("batch_size", self.batch_size as u64)?;
+        nonzero_duration("polling_interval", self.polling_interval)?;
+        nonzero_duration("heartbeat_interval", self.heartbeat_interval)
+    }
+}
+
+/// Queue names are short and plain so they can be inlined in prepared SQL
+/// and typed in a shell: letters, digits, `_ - . :`.
+pub(crate) fn validate_queue_name(name: &str) -> Result<()> {
+    let bad = |reason: &str| Error::InvalidOption {
+        option: "queue name",
+        value: name.to_string(),
+        reason: reason.to_string(),
+    };
+    if name.is_empty() {
+        return Err(bad("empty"));
+    }
+    if name.len() > MAX_QUEUE_NAME_LEN {
+        return Err(bad(&format!("longer than {MAX_QUEUE_NAME_LEN} bytes")));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b))
+    {
+        return Err(bad("only letters, digits and _ - . : are allowed"));
+    }
+    Ok(())
+}
+
+fn positive(option: &'static str, value: u64) -> Result<()> {
+    if value == 0 {
+        return Err(Error::InvalidOption {
+            option,
+            value: "0".into(),
+            reason: "must be at least 1".into(),
+        });
+    }
+    Ok(())
+}
+
+fn nonzero_duration(option: &'static str, value: Duration) -> Result<()> {
+    if value.is_zero() {
+        return Err(Error::InvalidOption {
+            option,
+            value: "0s".into(),
+            reason: "must be longer than zero".into(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names_are_plain() {
+        for ok in ["default", "mail", "critical-1", "a.b:c_d"] {
+            validate_queue_name(ok).unwrap();
+        }
+        for bad in ["", "has space", "quote'", "star*", &"x".repeat(200)] {
+            assert!(validate_queue_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn worker_config_reports_errors_and_warnings_apart() {
+        let mut config = WorkerConfig::default();
+        assert_eq!(config.validate().unwrap(), Warnings::default());
+        config.heartbeat_interval = Duration::from_secs(50);
+        assert_eq!(config.validate().unwrap().0.len(), 1);
+        config.threads = 0;
+        assert!(config.validate().is_err());
+    }
+}

@@ -1,0 +1,175 @@
+//! The dispatcher: moves due scheduled executions (delayed jobs, retries) to
+//! ready in batches. A batch that comes back full is followed at once by the
+//! next; otherwise the loop sleeps `polling_interval`. On PostgreSQL the due
+//! rows are locked with `SKIP LOCKED`, so any number of dispatchers can run;
+//! on SQLite they take turns on the write lock.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Sender, bounded};
+
+use crate::client::Queue;
+use crate::config::DispatcherConfig;
+use crate::error::{Error, Result};
+use crate::process::heartbeat::{Beat, Heartbeat};
+use crate::process::{self, ProcessKind, wakeups};
+use crate::store::{ReleaseReason, Store};
+
+/// Moves due scheduled jobs to ready.
+pub struct Dispatcher {
+    store: Store,
+    config: DispatcherConfig,
+    /// Whether it registers its own process row (standalone) or runs inside
+    /// a process that has one (a worker, a supervisor).
+    register: bool,
+}
+
+impl Dispatcher {
+    /// A standalone dispatcher on `queue`'s database: it registers a process
+    /// row of kind `dispatcher` and heartbeats into it.
+    pub fn new(queue: Queue) -> Dispatcher {
+        Dispatcher {
+            store: queue.store().clone(),
+            config: DispatcherConfig::default(),
+            register: true,
+        }
+    }
+
+    /// A dispatcher inside a process that already registers itself.
+    pub(crate) fn embedded(queue: Queue) -> Dispatcher {
+        Dispatcher {
+            register: false,
+            ..Dispatcher::new(queue)
+        }
+    }
+
+    /// Replaces the configuration.
+    pub fn config(mut self, config: DispatcherConfig) -> Dispatcher {
+        self.config = config;
+        self
+    }
+
+    /// Moves one batch of due jobs; returns how many moved.
+    pub fn run_once(&self) -> Result<usize> {
+        let queues = self.store.scheduled_dispatch(self.config.batch_size)?;
+        if !queues.is_empty() {
+            log::debug!("dispatched {} scheduled jobs to ready", queues.len());
+            wakeups::wake(self.store.url().expose());
+        }
+        Ok(queues.len())
+    }
+
+    /// Starts the loop on its own thread and returns at once.
+    pub fn start(self) -> Result<DispatcherHandle> {
+        self.config.validate()?;
+        let process_id = Arc::new(AtomicI64::new(0));
+        let mut heartbeat = None;
+        if self.register {
+            let row = process::describe(
+                ProcessKind::Dispatcher,
+                None,
+                None,
+                serde_json::json!({ "batch_size": self.config.batch_size }),
+            );
+            let id = process::register(&self.store, &row)?;
+            process_id.store(id, Ordering::SeqCst);
+            let name = row.name.clone();
+            let store = self.store.clone();
+            heartbeat = Some(Heartbeat::spawn(
+                "solidq-dispatcher-heartbeat",
+                self.store.clone(),
+                self.config.heartbeat_interval,
+                crate::config::DEFAULT_PROCESS_ALIVE_THRESHOLD,
+                Arc::clone(&process_id),
+                move |beat| {
+                    if let Beat::RowGone(id) = beat {
+                        log::warn!(
+                            "dispatcher {name}: process row {id} was pruned; registering again"
+                        );
+                        if let Err(e) = process::register(&store, &row) {
+                            log::warn!("dispatcher cannot register again: {e}");
+                        }
+                    }
+                },
+            )?);
+        }
+        let (stop, stopped) = bounded::<()>(1);
+        let store = self.store.clone();
+        let thread = std::thread::Builder::new()
+            .name("solidq-dispatcher".into())
+            .spawn(move || {
+                let mut failures = 0u32;
+                loop {
+                    let wait = match self.run_once() {
+                        Ok(moved) if moved >= self.config.batch_size => continue,
+                        Ok(_) => {
+                            failures = 0;
+                            self.config.polling_interval
+                        }
+                        Err(error) => {
+                            failures += 1;
+                            let wait = (self.config.polling_interval * 2u32.pow(failures.min(5)))
+                                .min(std::time::Duration::from_secs(30));
+                            log::warn!("dispatching failed ({error}); retrying in {wait:?}");
+                            wait
+                        }
+                    };
+                    if stopped.recv_timeout(wait).is_ok() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|source| Error::Thread {
+                name: "solidq-dispatcher".into(),
+                source,
+            })?;
+        Ok(DispatcherHandle {
+            stop,
+            thread: Some(thread),
+            heartbeat,
+            process_id,
+            store,
+        })
+    }
+}
+
+/// A running dispatcher.
+pub struct DispatcherHandle {
+    stop: Sender<()>,
+    thread: Option<JoinHandle<()>>,
+    heartbeat: Option<Heartbeat>,
+    process_id: Arc<AtomicI64>,
+    store: Store,
+}
+
+impl DispatcherHandle {
+    /// Stops the loop, waits for it, and deregisters. Idempotent.
+    pub fn stop(mut self) {
+        self.shut_down();
+    }
+
+    fn shut_down(&mut self) {
+        let _ = self.stop.try_send(());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        if let Some(mut heartbeat) = self.heartbeat.take() {
+            heartbeat.stop();
+            let id = self.process_id.load(Ordering::SeqCst);
+            if let Err(e) = self
+                .store
+                .process_deregister(id, ReleaseReason::Shutdown, &[])
+            {
+                log::warn!("dispatcher cannot deregister process {id}: {e}");
+            }
+        }
+    }
+}
+
+impl Drop for DispatcherHandle {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}

@@ -1,0 +1,222 @@
+//! The crate's error type: one variant per cause, each carrying the offending
+//! values, never a flattened string where a typed cause exists.
+
+use std::time::Duration;
+
+/// Convenience alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in solidq's library calls.
+///
+/// The enum is `#[non_exhaustive]`: match the variants you handle and keep a
+/// catch-all arm. [`Error::is_transient`] tells whether retrying the same call
+/// later can succeed (a dropped connection, a locked SQLite file).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The database URL names no backend solidq supports, or is malformed.
+    /// The URL is stored with its password removed.
+    #[error("invalid database URL {url:?}: {reason}")]
+    InvalidDatabaseUrl {
+        /// The URL as given, password redacted.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A connection to the database could not be established.
+    #[error("cannot connect to {url}: {source}")]
+    Connect {
+        /// The URL, password redacted.
+        url: String,
+        /// diesel's connection error.
+        #[source]
+        source: diesel::ConnectionError,
+    },
+
+    /// No connection could be checked out of the pool in time.
+    #[error("no database connection available for {url} (pool of {pool_size}): {source}")]
+    Pool {
+        /// The URL, password redacted.
+        url: String,
+        /// The pool's maximum size.
+        pool_size: u32,
+        /// r2d2's error (usually a timeout).
+        #[source]
+        source: r2d2::Error,
+    },
+
+    /// A query failed. `operation` names the store operation (for example
+    /// `ready_claim`), so logs say what was being done.
+    #[error("database error in {operation}: {source}")]
+    Database {
+        /// The store operation that failed.
+        operation: &'static str,
+        /// diesel's error.
+        #[source]
+        source: diesel::result::Error,
+    },
+
+    /// Running the embedded migrations failed.
+    #[error("migration failed: {source}")]
+    Migration {
+        /// The migration harness's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// A job's arguments could not be serialized to JSON.
+    #[error("cannot serialize the arguments of job kind {kind:?}: {source}")]
+    SerializeArguments {
+        /// The job kind.
+        kind: String,
+        /// serde_json's error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// An option or setting has a value solidq cannot use.
+    #[error("invalid {option} {value:?}: {reason}")]
+    InvalidOption {
+        /// The option's name, as documented.
+        option: &'static str,
+        /// The offending value, rendered.
+        value: String,
+        /// Why it is rejected.
+        reason: String,
+    },
+
+    /// A job with the same `unique_key` already exists (waiting, running, or
+    /// finished and still kept).
+    #[error("a job with unique key {unique_key:?} already exists (job {existing_id})")]
+    Duplicate {
+        /// The key that collided.
+        unique_key: String,
+        /// The id of the job that holds the key.
+        existing_id: i64,
+    },
+
+    /// No job has this id (or unique key).
+    #[error("job {0} not found")]
+    JobNotFound(String),
+
+    /// The worker was built without any job types registered.
+    #[error("the worker has no job types registered; call Worker::register::<YourJob>()")]
+    NoJobTypes,
+
+    /// A process could not keep its heartbeat for longer than the alive
+    /// threshold: peers consider it dead, so it stopped itself.
+    #[error(
+        "heartbeats failed for {elapsed:?} (alive threshold {threshold:?}); stopped so a fresh process can take over: {source}"
+    )]
+    HeartbeatLost {
+        /// How long heartbeats had been failing.
+        elapsed: Duration,
+        /// The configured alive threshold.
+        threshold: Duration,
+        /// The last heartbeat error.
+        #[source]
+        source: Box<Error>,
+    },
+
+    /// Installing the SIGTERM/SIGINT handler failed.
+    #[error("cannot install signal handlers: {0}")]
+    Signals(#[from] ctrlc::Error),
+
+    /// A thread could not be spawned.
+    #[error("cannot spawn thread {name}: {source}")]
+    Thread {
+        /// The thread's name.
+        name: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Lets `solidq::Error` be the error type of a caller's diesel transaction
+/// around [`crate::Queue::enqueue_on`].
+impl From<diesel::result::Error> for Error {
+    fn from(source: diesel::result::Error) -> Error {
+        Error::Database {
+            operation: "caller transaction",
+            source,
+        }
+    }
+}
+
+impl Error {
+    /// Wraps a diesel error with the store operation that raised it.
+    pub(crate) fn db(operation: &'static str) -> impl FnOnce(diesel::result::Error) -> Error {
+        move |source| Error::Database { operation, source }
+    }
+
+    /// Whether the same call may succeed if retried later: lost connections,
+    /// pool timeouts, SQLite's `database is locked`, serialization failures
+    /// and deadlocks. Logic errors (constraint violations, bad input) are not.
+    pub fn is_transient(&self) -> bool {
+        use diesel::result::{DatabaseErrorKind as K, Error as D};
+        match self {
+            Error::Pool { .. } | Error::Connect { .. } => true,
+            Error::HeartbeatLost { .. } => false,
+            Error::Database { source, .. } => match source {
+                D::DatabaseError(kind, info) => match kind {
+                    K::ClosedConnection | K::SerializationFailure => true,
+                    K::UniqueViolation
+                    | K::ForeignKeyViolation
+                    | K::NotNullViolation
+                    | K::CheckViolation
+                    | K::ReadOnlyTransaction => false,
+                    _ => is_transient_message(info.message()),
+                },
+                D::BrokenTransactionManager | D::AlreadyInTransaction => true,
+                D::QueryBuilderError(_) | D::DeserializationError(_) | D::SerializationError(_) => {
+                    false
+                }
+                D::NotFound | D::RollbackTransaction => false,
+                other => is_transient_message(&other.to_string()),
+            },
+            _ => false,
+        }
+    }
+}
+
+/// Messages of errors that diesel reports without a precise kind but that a
+/// retry can cure: SQLite's busy/locked family and PostgreSQL connection loss
+/// or deadlock detection.
+fn is_transient_message(message: &str) -> bool {
+    const TRANSIENT: [&str; 9] = [
+        "database is locked",
+        "database table is locked",
+        "database is busy",
+        "deadlock detected",
+        "server closed the connection",
+        "terminating connection",
+        "connection to server",
+        "could not serialize access",
+        "no connection to the server",
+    ];
+    let lower = message.to_ascii_lowercase();
+    TRANSIENT.iter().any(|needle| lower.contains(needle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use diesel::result::{DatabaseErrorKind, Error as D};
+
+    fn db_error(kind: DatabaseErrorKind, message: &str) -> Error {
+        Error::Database {
+            operation: "test",
+            source: D::DatabaseError(kind, Box::new(message.to_string())),
+        }
+    }
+
+    #[test]
+    fn locked_sqlite_is_transient_and_constraints_are_not() {
+        assert!(db_error(DatabaseErrorKind::Unknown, "database is locked").is_transient());
+        assert!(db_error(DatabaseErrorKind::ClosedConnection, "gone").is_transient());
+        assert!(!db_error(DatabaseErrorKind::UniqueViolation, "duplicate key").is_transient());
+        assert!(!db_error(DatabaseErrorKind::Unknown, "syntax error").is_transient());
+    }
+}

@@ -1,0 +1,94 @@
+//! # solidq: durable background jobs for synchronous Rust programs
+//!
+//! Jobs live in SQL tables, SQLite by default (one file, several processes)
+//! or PostgreSQL for fleets, modelled on Ruby's SolidQueue. Producers
+//! [`Queue::enqueue`] jobs, possibly inside their own transaction; worker
+//! threads in the user's binary claim and run them; a separate supervisor
+//! process restarts workers and releases the jobs of dead ones.
+//!
+//! ## The promises
+//! 1. Nothing is lost: once `enqueue` returns, the job survives any crash.
+//! 2. At least once, and no more than needed: a job runs again only when
+//!    the process running it is gone, never because it is slow.
+//! 3. A stalled job is counted, logged and bounded.
+//! 4. Deploys are graceful: SIGTERM lets running jobs finish, hands back
+//!    the rest, and deregisters.
+//! 5. Bad input gets a clear [`Error`] and changes nothing.
+//!
+//! ## Lifecycle
+//!
+//! A job is always in exactly one execution table, or finished; every move
+//! between tables is one transaction.
+//!
+//! ```text
+//! enqueue ──► scheduled ──(due: dispatcher)──► ready ──(claim: worker)──► claimed ──► finished (kept for keep_result)
+//!    │                                           ▲                          │
+//!    └── (no delay) ─────────────────────────────┘                          ├─ error, attempts left ──► scheduled (retry_at)
+//!                                                 ▲                          ├─ error, none left ──────► failed
+//!                                                 └── graceful shutdown ─────┘ (released, not a stall)
+//! ```
+//!
+//! Every finalize deletes the claim row matching both the job and the
+//! claiming process; if none matched, the claim was lost (the process was
+//! pruned meanwhile) and nothing is written over the new claim.
+//!
+//! ## Example
+//!
+//! ```no_run
+//! use serde::{Deserialize, Serialize};
+//! use solidq::{EnqueueOptions, Job, JobContext, JobResult, Queue, Worker};
+//! use std::time::Duration;
+//!
+//! #[derive(Serialize, Deserialize)]
+//! struct SendEmail { user_id: i64 }
+//!
+//! impl Job for SendEmail {
+//!     const KIND: &'static str = "send_email";
+//!     fn perform(&self, _ctx: &JobContext) -> JobResult {
+//!         Ok(serde_json::json!({ "sent_to": self.user_id }))
+//!     }
+//! }
+//!
+//! fn main() -> Result<(), solidq::Error> {
+//!     let queue = Queue::connect("sqlite://jobs.sqlite3")?;
+//!     queue.migrate()?;
+//!     let id = queue.enqueue(&SendEmail { user_id: 7 })?;
+//!     queue.enqueue_with(
+//!         &SendEmail { user_id: 8 },
+//!         EnqueueOptions::new().queue("mail").priority(-5).delay(Duration::from_secs(30)),
+//!     )?;
+//!     println!("enqueued job {id}");
+//!     Worker::new(queue).queues(["mail", "*"]).threads(8).register::<SendEmail>().run()
+//! }
+//! ```
+#![warn(missing_docs)]
+
+mod client;
+pub mod config;
+mod dispatcher;
+mod error;
+mod job;
+mod process;
+mod store;
+mod worker;
+
+#[cfg(feature = "cli")]
+pub mod cli;
+
+pub use client::{DriverRef, EnqueueConnection, Queue};
+pub use config::{DispatcherConfig, QueueConfig, WorkerConfig};
+pub use dispatcher::{Dispatcher, DispatcherHandle};
+pub use error::{Error, Result};
+pub use job::{
+    Backoff, Delivery, EnqueueOptions, ErrorInfo, Job, JobContext, JobError, JobInfo, JobOptions,
+    JobResult, JobStatus,
+};
+pub use process::{install_signal_handlers, signal_received};
+pub use store::{AnyConnection, Backend, DatabaseUrl};
+pub use worker::{QueuePattern, Worker, WorkerHandle};
+
+/// The migration versions embedded in this build for `backend`, oldest
+/// first; both backends carry the same versions.
+pub fn embedded_migrations(backend: Backend) -> Vec<String> {
+    store::Store::embedded_migrations(backend)
+}

@@ -1,0 +1,76 @@
+//! What every long-running process shares: a row in `solidq_processes`
+//! (register, heartbeat, deregister), signal handling, and how it names
+//! itself.
+
+pub(crate) mod heartbeat;
+mod signals;
+pub(crate) mod wakeups;
+
+pub(crate) use signals::subscribe as subscribe_signals;
+pub use signals::{install_signal_handlers, signal_received};
+
+use crate::error::Result;
+use crate::store::{NewProcess, Store};
+
+/// The kinds of process rows solidq writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProcessKind {
+    Worker,
+    Dispatcher,
+}
+
+impl ProcessKind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ProcessKind::Worker => "worker",
+            ProcessKind::Dispatcher => "dispatcher",
+        }
+    }
+}
+
+/// The facts a process row records about this OS process.
+pub(crate) fn describe(
+    kind: ProcessKind,
+    name: Option<&str>,
+    supervisor_id: Option<i64>,
+    metadata: serde_json::Value,
+) -> NewProcess {
+    NewProcess {
+        kind: kind.as_str().to_string(),
+        name: name.map_or_else(
+            || format!("{}-{:012x}", kind.as_str(), fastrand::u64(..) >> 16),
+            str::to_string,
+        ),
+        pid: std::process::id() as i32,
+        hostname: gethostname::gethostname().to_string_lossy().into_owned(),
+        supervisor_id,
+        metadata: metadata.to_string(),
+    }
+}
+
+/// Registers `process`; on a name clash (a restarted process reusing an
+/// explicit name whose old row is still there) a random suffix is added.
+pub(crate) fn register(store: &Store, process: &NewProcess) -> Result<i64> {
+    match store.process_register(process) {
+        Ok(id) => Ok(id),
+        Err(e) if is_unique_violation(&e) => {
+            let mut renamed = process.clone();
+            renamed.name = format!("{}-{:06x}", process.name, fastrand::u32(..) >> 8);
+            store.process_register(&renamed)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn is_unique_violation(error: &crate::Error) -> bool {
+    matches!(
+        error,
+        crate::Error::Database {
+            source: diesel::result::Error::DatabaseError(
+                diesel::result::DatabaseErrorKind::UniqueViolation,
+                _
+            ),
+            ..
+        }
+    )
+}

@@ -1,0 +1,148 @@
+//! Result queries: a job's row and the execution table it sits in, read in
+//! one statement so the status is a consistent snapshot. Backend-neutral:
+//! written once with diesel's DSL on [`AnyConnection`].
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+use diesel::prelude::*;
+
+use super::schema::{
+    solidq_blocked_executions as blocked, solidq_claimed_executions as claimed,
+    solidq_failed_executions as failed, solidq_jobs as jobs, solidq_ready_executions as ready,
+    solidq_scheduled_executions as scheduled,
+};
+use super::{AnyConnection, Store};
+use crate::error::{Error, Result};
+use crate::job::{Delivery, ErrorInfo, JobInfo, JobStatus};
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = jobs)]
+struct JobRow {
+    id: i64,
+    queue_name: String,
+    kind: String,
+    arguments: String,
+    priority: i32,
+    unique_key: Option<String>,
+    delivery: String,
+    max_attempts: i32,
+    attempts: i32,
+    stalled_count: i32,
+    result: Option<String>,
+    errors: Option<String>,
+    scheduled_at: NaiveDateTime,
+    finished_at: Option<NaiveDateTime>,
+    created_at: NaiveDateTime,
+}
+
+/// Which execution table holds the job, as `LEFT JOIN`s found it.
+type Placement = (
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+);
+
+/// How to find the job.
+pub(crate) enum JobLookup<'a> {
+    Id(i64),
+    UniqueKey(&'a str),
+}
+
+impl Store {
+    /// Everything known about one job, or `JobNotFound`.
+    pub(crate) fn job_info(&self, lookup: JobLookup<'_>) -> Result<JobInfo> {
+        let mut conn = self.conn()?;
+        let row = load(&mut conn, &lookup).map_err(Error::db("job_info"))?;
+        let not_found = || match lookup {
+            JobLookup::Id(id) => Error::JobNotFound(id.to_string()),
+            JobLookup::UniqueKey(key) => Error::JobNotFound(format!("with unique key {key:?}")),
+        };
+        row.map(to_info).ok_or_else(not_found)
+    }
+}
+
+fn load(
+    conn: &mut AnyConnection,
+    lookup: &JobLookup<'_>,
+) -> QueryResult<Option<(JobRow, Placement)>> {
+    let query = jobs::table
+        .left_join(failed::table.on(failed::job_id.eq(jobs::id)))
+        .left_join(claimed::table.on(claimed::job_id.eq(jobs::id)))
+        .left_join(ready::table.on(ready::job_id.eq(jobs::id)))
+        .left_join(scheduled::table.on(scheduled::job_id.eq(jobs::id)))
+        .left_join(blocked::table.on(blocked::job_id.eq(jobs::id)))
+        .select((
+            JobRow::as_select(),
+            (
+                failed::error.nullable(),
+                claimed::process_id.nullable(),
+                ready::job_id.nullable(),
+                scheduled::job_id.nullable(),
+                blocked::job_id.nullable(),
+            ),
+        ))
+        .into_boxed();
+    let query = match lookup {
+        JobLookup::Id(id) => query.filter(jobs::id.eq(*id)),
+        JobLookup::UniqueKey(key) => query.filter(jobs::unique_key.eq(key.to_string())),
+    };
+    query.first(conn).optional()
+}
+
+fn utc(t: NaiveDateTime) -> DateTime<Utc> {
+    t.and_utc()
+}
+
+fn to_info(
+    (row, (failed_error, process_id, in_ready, in_scheduled, in_blocked)): (JobRow, Placement),
+) -> JobInfo {
+    let errors: Vec<ErrorInfo> = row
+        .errors
+        .as_deref()
+        .and_then(|e| serde_json::from_str(e).ok())
+        .unwrap_or_default();
+    let status = if row.finished_at.is_some() {
+        JobStatus::Succeeded
+    } else if failed_error.is_some() {
+        JobStatus::Failed
+    } else if process_id.is_some() {
+        JobStatus::Running
+    } else if in_ready.is_some() {
+        JobStatus::Ready
+    } else if in_blocked.is_some() {
+        JobStatus::Blocked
+    } else if in_scheduled.is_some() && row.attempts > 0 {
+        JobStatus::Retrying
+    } else {
+        JobStatus::Scheduled
+    };
+    let error = failed_error
+        .as_deref()
+        .and_then(|e| serde_json::from_str(e).ok())
+        .or_else(|| errors.last().cloned());
+    JobInfo {
+        id: row.id,
+        kind: row.kind,
+        queue: row.queue_name,
+        priority: row.priority,
+        arguments: serde_json::from_str(&row.arguments).unwrap_or(serde_json::Value::Null),
+        status,
+        attempts: row.attempts.max(0) as u32,
+        max_attempts: row.max_attempts.max(0) as u32,
+        stalled_count: row.stalled_count.max(0) as u32,
+        delivery: Delivery::from_column(&row.delivery),
+        unique_key: row.unique_key,
+        created_at: utc(row.created_at),
+        scheduled_at: utc(row.scheduled_at),
+        finished_at: row.finished_at.map(utc),
+        retry_at: (status == JobStatus::Retrying).then(|| utc(row.scheduled_at)),
+        result: row
+            .result
+            .as_deref()
+            .and_then(|r| serde_json::from_str(r).ok()),
+        error,
+        errors,
+        process_id,
+    }
+}

@@ -1,0 +1,370 @@
+//! PostgreSQL half of the store: `FOR UPDATE SKIP LOCKED` claims, batches
+//! passed as arrays and expanded with `unnest`, every time taken from the
+//! database clock (`LOCALTIMESTAMP`; diesel sets the session to UTC), and
+//! each operation in as few statements (round trips) as the SQL allows.
+
+use chrono::NaiveDateTime;
+use diesel::sql_types::{Array, BigInt, Integer, Nullable, Text, Timestamp};
+use diesel::{Connection, PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
+
+use super::{
+    Cached, ClaimQuery, ClaimedJob, Driver, Failed, NewJob, NewProcess, Released, ReleasedJob,
+    Retried, Succeeded, micros,
+};
+
+#[derive(QueryableByName)]
+struct IdRow {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+}
+
+#[derive(QueryableByName)]
+struct InsertedRow {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Nullable<Text>)]
+    unique_key: Option<String>,
+}
+
+#[derive(QueryableByName)]
+struct KeyRow {
+    #[diesel(sql_type = Text)]
+    unique_key: String,
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+}
+
+#[derive(QueryableByName)]
+struct QueueRow {
+    #[diesel(sql_type = Text)]
+    queue_name: String,
+}
+
+/// One statement: the jobs, then their ready or scheduled executions, with
+/// duplicates of a unique key skipped (not an error, which would abort the
+/// caller's transaction).
+const INSERT_JOBS: &str = "\
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[],
+                         $7::text[], $8::text[], $9::int[], $10::int[], $11::timestamp[], $12::bigint[])
+        WITH ORDINALITY AS i(queue_name, kind, arguments, priority, unique_key, concurrency_key,
+                             options, delivery, max_attempts, max_stalled_count, run_at, delay_us, ord)
+), inserted AS (
+    INSERT INTO solidq_jobs (queue_name, kind, arguments, priority, unique_key, concurrency_key,
+                             options, delivery, max_attempts, max_stalled_count, scheduled_at,
+                             created_at, updated_at)
+    SELECT queue_name, kind, arguments, priority, unique_key, concurrency_key, options, delivery,
+           max_attempts, max_stalled_count,
+           COALESCE(run_at, LOCALTIMESTAMP + delay_us * INTERVAL '1 microsecond'),
+           LOCALTIMESTAMP, LOCALTIMESTAMP
+    FROM input ORDER BY ord
+    ON CONFLICT (unique_key) DO NOTHING
+    RETURNING id, queue_name, priority, scheduled_at, unique_key
+), ready AS (
+    INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+    SELECT id, queue_name, priority, LOCALTIMESTAMP FROM inserted WHERE scheduled_at <= LOCALTIMESTAMP
+), scheduled AS (
+    INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at, created_at)
+    SELECT id, queue_name, priority, scheduled_at, LOCALTIMESTAMP FROM inserted WHERE scheduled_at > LOCALTIMESTAMP
+)
+SELECT id, unique_key FROM inserted";
+
+const DISPATCH_SCHEDULED: &str = "\
+WITH due AS (
+    SELECT job_id FROM solidq_scheduled_executions
+    WHERE scheduled_at <= LOCALTIMESTAMP
+    ORDER BY scheduled_at, priority, job_id
+    LIMIT $1 FOR UPDATE SKIP LOCKED
+), moved AS (
+    DELETE FROM solidq_scheduled_executions s USING due WHERE s.job_id = due.job_id
+    RETURNING s.job_id, s.queue_name, s.priority
+)
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+SELECT job_id, queue_name, priority, LOCALTIMESTAMP FROM moved
+RETURNING queue_name";
+
+const DELETE_CLAIMS_FENCED: &str = "\
+DELETE FROM solidq_claimed_executions WHERE process_id = $1 AND job_id = ANY($2) RETURNING job_id AS id";
+
+const DELETE_CLAIMS_OF_PROCESS: &str = "\
+WITH gone AS (DELETE FROM solidq_claimed_executions WHERE process_id = $1 RETURNING job_id)
+SELECT j.id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count
+FROM solidq_jobs j JOIN gone ON gone.job_id = j.id ORDER BY j.id";
+
+const SUCCEED: &str = "\
+UPDATE solidq_jobs j SET finished_at = LOCALTIMESTAMP,
+       expires_at = LOCALTIMESTAMP + u.keep_us * INTERVAL '1 microsecond',
+       result = u.result, attempts = j.attempts + 1, updated_at = LOCALTIMESTAMP
+FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS u(id, result, keep_us)
+WHERE j.id = u.id";
+
+const DELETE_JOBS: &str = "DELETE FROM solidq_jobs WHERE id = ANY($1)";
+
+/// Appends one error object to the job's `errors` JSON array.
+const APPEND_ERROR: &str =
+    "(COALESCE(j.errors, '[]')::jsonb || jsonb_build_array(u.error::jsonb))::text";
+
+fn retry_sql() -> String {
+    format!(
+        "WITH u AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS u(id, error, delay_us)),
+         upd AS (
+             UPDATE solidq_jobs j SET attempts = j.attempts + 1, errors = {APPEND_ERROR},
+                    scheduled_at = LOCALTIMESTAMP + u.delay_us * INTERVAL '1 microsecond',
+                    updated_at = LOCALTIMESTAMP
+             FROM u WHERE j.id = u.id
+             RETURNING j.id, j.queue_name, j.priority, j.scheduled_at)
+         INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at, created_at)
+         SELECT id, queue_name, priority, scheduled_at, LOCALTIMESTAMP FROM upd"
+    )
+}
+
+fn fail_sql() -> String {
+    format!(
+        "WITH u AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::int[])
+                    AS u(id, error, attempt_inc, stall_inc)),
+         upd AS (
+             UPDATE solidq_jobs j SET attempts = j.attempts + u.attempt_inc,
+                    stalled_count = j.stalled_count + u.stall_inc,
+                    errors = {APPEND_ERROR}, updated_at = LOCALTIMESTAMP
+             FROM u WHERE j.id = u.id RETURNING j.id)
+         INSERT INTO solidq_failed_executions (job_id, error, created_at)
+         SELECT u.id, u.error, LOCALTIMESTAMP FROM u JOIN upd ON upd.id = u.id"
+    )
+}
+
+const RELEASE: &str = "\
+WITH u AS (SELECT * FROM unnest($1::bigint[], $2::int[]) AS u(id, stall_inc)),
+upd AS (
+    UPDATE solidq_jobs j SET stalled_count = j.stalled_count + u.stall_inc, updated_at = LOCALTIMESTAMP
+    FROM u WHERE j.id = u.id RETURNING j.id, j.queue_name, j.priority)
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+SELECT id, queue_name, priority, LOCALTIMESTAMP FROM upd";
+
+const INSERT_PROCESS: &str = "\
+INSERT INTO solidq_processes (kind, name, pid, hostname, supervisor_id, metadata, last_heartbeat_at, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, LOCALTIMESTAMP, LOCALTIMESTAMP) RETURNING id";
+
+/// The claim statement for a queue list: lock candidates with SKIP LOCKED,
+/// move them from ready to claimed, return the jobs in claim order.
+pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
+    let candidates = claim.candidates_sql("$1", " FOR UPDATE SKIP LOCKED");
+    // With several patterns a job can match more than one (`mail` and `*`):
+    // keep its first.
+    let picked = if claim.patterns.len() == 1 {
+        "SELECT job_id, ord, priority FROM candidates".to_string()
+    } else {
+        "SELECT job_id, min(ord) AS ord, min(priority) AS priority FROM candidates \
+         GROUP BY job_id ORDER BY min(ord), min(priority), job_id LIMIT $1"
+            .to_string()
+    };
+    format!(
+        "WITH candidates AS ({candidates}),
+         picked AS ({picked}),
+         deleted AS (DELETE FROM solidq_ready_executions r USING picked p
+                     WHERE r.job_id = p.job_id RETURNING r.job_id),
+         claimed AS (INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
+                     SELECT job_id, $2, LOCALTIMESTAMP FROM deleted RETURNING job_id)
+         SELECT j.id, j.queue_name, j.kind, j.arguments, j.priority, j.options, j.delivery,
+                j.max_attempts, j.attempts, j.stalled_count, j.created_at, p.ord::bigint AS ord
+         FROM claimed c JOIN picked p ON p.job_id = c.job_id JOIN solidq_jobs j ON j.id = c.job_id
+         ORDER BY p.ord, j.priority, j.id"
+    )
+}
+
+impl Driver for PgConnection {
+    fn transaction(
+        &mut self,
+        body: &mut dyn FnMut(&mut dyn Driver) -> QueryResult<()>,
+    ) -> QueryResult<()> {
+        Connection::transaction(self, |c| body(c))
+    }
+
+    fn jobs_insert(&mut self, jobs: &[NewJob]) -> QueryResult<Vec<Option<i64>>> {
+        let column = |f: fn(&NewJob) -> &str| jobs.iter().map(f).collect::<Vec<_>>();
+        let rows: Vec<InsertedRow> = Cached(
+            sql_query(INSERT_JOBS)
+                .bind::<Array<Text>, _>(column(|j| &j.queue_name))
+                .bind::<Array<Text>, _>(column(|j| &j.kind))
+                .bind::<Array<Text>, _>(column(|j| &j.arguments))
+                .bind::<Array<Integer>, _>(jobs.iter().map(|j| j.priority).collect::<Vec<_>>())
+                .bind::<Array<Nullable<Text>>, _>(
+                    jobs.iter()
+                        .map(|j| j.unique_key.as_deref())
+                        .collect::<Vec<_>>(),
+                )
+                .bind::<Array<Nullable<Text>>, _>(
+                    jobs.iter()
+                        .map(|j| j.concurrency_key.as_deref())
+                        .collect::<Vec<_>>(),
+                )
+                .bind::<Array<Text>, _>(column(|j| &j.options))
+                .bind::<Array<Text>, _>(column(|j| j.delivery.as_str()))
+                .bind::<Array<Integer>, _>(jobs.iter().map(|j| j.max_attempts).collect::<Vec<_>>())
+                .bind::<Array<Nullable<Integer>>, _>(
+                    jobs.iter().map(|j| j.max_stalled_count).collect::<Vec<_>>(),
+                )
+                .bind::<Array<Nullable<Timestamp>>, _>(
+                    jobs.iter()
+                        .map(|j| j.run_at)
+                        .collect::<Vec<Option<NaiveDateTime>>>(),
+                )
+                .bind::<Array<BigInt>, _>(jobs.iter().map(|j| micros(j.delay)).collect::<Vec<_>>()),
+        )
+        .load(self)?;
+        Ok(align_inserted(jobs, rows))
+    }
+
+    fn jobs_find_by_unique_keys(&mut self, keys: &[String]) -> QueryResult<Vec<(String, i64)>> {
+        let rows: Vec<KeyRow> = Cached(
+            sql_query("SELECT unique_key, id FROM solidq_jobs WHERE unique_key = ANY($1)")
+                .bind::<Array<Text>, _>(keys),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().map(|r| (r.unique_key, r.id)).collect())
+    }
+
+    fn ready_claim(
+        &mut self,
+        claim: &ClaimQuery,
+        process_id: i64,
+        limit: usize,
+    ) -> QueryResult<Vec<ClaimedJob>> {
+        let sql = claim.postgres_sql();
+        Cached(
+            sql_query(sql)
+                .bind::<BigInt, _>(limit as i64)
+                .bind::<BigInt, _>(process_id),
+        )
+        .load(self)
+    }
+
+    fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>> {
+        let rows: Vec<QueueRow> =
+            Cached(sql_query(DISPATCH_SCHEDULED).bind::<BigInt, _>(batch as i64)).load(self)?;
+        Ok(rows.into_iter().map(|r| r.queue_name).collect())
+    }
+
+    fn claimed_delete_fenced(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
+        let rows: Vec<IdRow> = Cached(
+            sql_query(DELETE_CLAIMS_FENCED)
+                .bind::<BigInt, _>(process_id)
+                .bind::<Array<BigInt>, _>(job_ids),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+
+    fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>> {
+        Cached(sql_query(DELETE_CLAIMS_OF_PROCESS).bind::<BigInt, _>(process_id)).load(self)
+    }
+
+    fn jobs_succeed(&mut self, rows: &[Succeeded]) -> QueryResult<()> {
+        Cached(
+            sql_query(SUCCEED)
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
+                .bind::<Array<Nullable<Text>>, _>(
+                    rows.iter().map(|r| r.result.as_deref()).collect::<Vec<_>>(),
+                )
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.keep)).collect::<Vec<_>>()),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
+    fn jobs_delete(&mut self, ids: &[i64]) -> QueryResult<()> {
+        Cached(sql_query(DELETE_JOBS).bind::<Array<BigInt>, _>(ids))
+            .execute(self)
+            .map(drop)
+    }
+
+    fn jobs_retry(&mut self, rows: &[Retried]) -> QueryResult<()> {
+        Cached(
+            sql_query(retry_sql())
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
+                .bind::<Array<Text>, _>(rows.iter().map(|r| r.error.as_str()).collect::<Vec<_>>())
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.delay)).collect::<Vec<_>>()),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
+    fn jobs_fail(&mut self, rows: &[Failed]) -> QueryResult<()> {
+        Cached(
+            sql_query(fail_sql())
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
+                .bind::<Array<Text>, _>(rows.iter().map(|r| r.error.as_str()).collect::<Vec<_>>())
+                .bind::<Array<Integer>, _>(
+                    rows.iter()
+                        .map(|r| i32::from(r.ends_attempt))
+                        .collect::<Vec<_>>(),
+                )
+                .bind::<Array<Integer>, _>(
+                    rows.iter()
+                        .map(|r| i32::from(r.stalled))
+                        .collect::<Vec<_>>(),
+                ),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
+    fn jobs_release(&mut self, rows: &[Released]) -> QueryResult<()> {
+        Cached(
+            sql_query(RELEASE)
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
+                .bind::<Array<Integer>, _>(
+                    rows.iter()
+                        .map(|r| i32::from(r.stalled))
+                        .collect::<Vec<_>>(),
+                ),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
+    fn process_insert(&mut self, p: &NewProcess) -> QueryResult<i64> {
+        let row: IdRow = Cached(
+            sql_query(INSERT_PROCESS)
+                .bind::<Text, _>(&p.kind)
+                .bind::<Text, _>(&p.name)
+                .bind::<Integer, _>(p.pid)
+                .bind::<Text, _>(&p.hostname)
+                .bind::<Nullable<BigInt>, _>(p.supervisor_id)
+                .bind::<Text, _>(&p.metadata),
+        )
+        .get_result(self)?;
+        Ok(row.id)
+    }
+
+    fn process_heartbeat(&mut self, id: i64) -> QueryResult<bool> {
+        let n = Cached(
+            sql_query(
+                "UPDATE solidq_processes SET last_heartbeat_at = LOCALTIMESTAMP WHERE id = $1",
+            )
+            .bind::<BigInt, _>(id),
+        )
+        .execute(self)?;
+        Ok(n > 0)
+    }
+
+    fn process_delete(&mut self, id: i64) -> QueryResult<bool> {
+        let n =
+            Cached(sql_query("DELETE FROM solidq_processes WHERE id = $1").bind::<BigInt, _>(id))
+                .execute(self)?;
+        Ok(n > 0)
+    }
+}
+
+/// Maps `RETURNING` rows (inserted rows only, in input order) back onto the
+/// inputs: a keyed input whose key is not next in line was a duplicate.
+fn align_inserted(jobs: &[NewJob], rows: Vec<InsertedRow>) -> Vec<Option<i64>> {
+    let mut rows = rows.into_iter().peekable();
+    jobs.iter()
+        .map(|job| match rows.peek() {
+            Some(row) if job.unique_key.is_none() || row.unique_key == job.unique_key => {
+                rows.next().map(|r| r.id)
+            }
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,144 @@
+//! diesel table definitions, shared by both backends. Written by hand: the
+//! migrations under `migrations/postgres` and `migrations/sqlite` define the
+//! same columns with each backend's types (TIMESTAMP holding UTC on
+//! PostgreSQL, TEXT on SQLite, both diesel `Timestamp`).
+
+diesel::table! {
+    solidq_jobs (id) {
+        id -> BigInt,
+        queue_name -> Text,
+        kind -> Text,
+        arguments -> Text,
+        priority -> Integer,
+        unique_key -> Nullable<Text>,
+        concurrency_key -> Nullable<Text>,
+        options -> Text,
+        delivery -> Text,
+        max_attempts -> Integer,
+        max_stalled_count -> Nullable<Integer>,
+        attempts -> Integer,
+        stalled_count -> Integer,
+        result -> Nullable<Text>,
+        errors -> Nullable<Text>,
+        scheduled_at -> Timestamp,
+        finished_at -> Nullable<Timestamp>,
+        expires_at -> Nullable<Timestamp>,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    solidq_ready_executions (job_id) {
+        job_id -> BigInt,
+        queue_name -> Text,
+        priority -> Integer,
+        created_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    solidq_scheduled_executions (job_id) {
+        job_id -> BigInt,
+        queue_name -> Text,
+        priority -> Integer,
+        scheduled_at -> Timestamp,
+        created_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    solidq_claimed_executions (job_id) {
+        job_id -> BigInt,
+        process_id -> BigInt,
+        created_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    solidq_blocked_executions (job_id) {
+        job_id -> BigInt,
+        queue_name -> Text,
+        priority -> Integer,
+        concurrency_key -> Text,
+        expires_at -> Timestamp,
+        created_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    solidq_failed_executions (job_id) {
+        job_id -> BigInt,
+        error -> Text,
+        created_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    solidq_semaphores (key) {
+        key -> Text,
+        value -> Integer,
+        expires_at -> Timestamp,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    solidq_pauses (queue_name) {
+        queue_name -> Text,
+        created_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    solidq_processes (id) {
+        id -> BigInt,
+        kind -> Text,
+        name -> Text,
+        pid -> Integer,
+        hostname -> Text,
+        supervisor_id -> Nullable<BigInt>,
+        metadata -> Text,
+        last_heartbeat_at -> Timestamp,
+        created_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    solidq_recurring_tasks (key) {
+        key -> Text,
+        schedule -> Text,
+        timezone -> Text,
+        kind -> Text,
+        arguments -> Text,
+        queue_name -> Nullable<Text>,
+        priority -> Nullable<Integer>,
+        description -> Nullable<Text>,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    solidq_recurring_executions (task_key, run_at) {
+        task_key -> Text,
+        run_at -> Timestamp,
+        job_id -> BigInt,
+        created_at -> Timestamp,
+    }
+}
+
+diesel::allow_tables_to_appear_in_same_query!(
+    solidq_jobs,
+    solidq_ready_executions,
+    solidq_scheduled_executions,
+    solidq_claimed_executions,
+    solidq_blocked_executions,
+    solidq_failed_executions,
+    solidq_semaphores,
+    solidq_pauses,
+    solidq_processes,
+    solidq_recurring_tasks,
+    solidq_recurring_executions,
+);

@@ -1,0 +1,460 @@
+//! SQLite half of the store. One writer at a time: every write transaction
+//! is `BEGIN IMMEDIATE` (it takes the write lock up front, so two writers
+//! never deadlock upgrading a read lock), waits out `busy_timeout`, and the
+//! store retries what is still `database is locked`. Operations that may
+//! find nothing to do (claims, dispatch) look first with a plain read, so an
+//! idle worker never takes the write lock. Batches of ids travel as one JSON
+//! array (`json_each`), which keeps each statement's text fixed and its
+//! prepared form cached. "Now" is the host clock: SQLite has no server, and
+//! every process using the file shares the host.
+
+use std::collections::HashMap;
+
+use chrono::NaiveDateTime;
+
+use diesel::connection::{AnsiTransactionManager, TransactionManager};
+use diesel::sql_types::{BigInt, Integer, Nullable, Text, Timestamp};
+use diesel::{Connection, QueryResult, QueryableByName, RunQueryDsl, SqliteConnection, sql_query};
+
+use super::{
+    Cached, ClaimQuery, ClaimedJob, Driver, Failed, NewJob, NewProcess, Released, ReleasedJob,
+    Retried, Succeeded, utc_now,
+};
+
+#[derive(QueryableByName)]
+struct IdRow {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+}
+
+#[derive(QueryableByName)]
+struct KeyRow {
+    #[diesel(sql_type = Text)]
+    unique_key: String,
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+}
+
+#[derive(QueryableByName)]
+struct Candidate {
+    #[diesel(sql_type = BigInt)]
+    job_id: i64,
+    #[diesel(sql_type = BigInt)]
+    ord: i64,
+    #[diesel(sql_type = Integer)]
+    priority: i32,
+}
+
+#[derive(QueryableByName)]
+struct DueRow {
+    #[diesel(sql_type = BigInt)]
+    job_id: i64,
+    #[diesel(sql_type = Text)]
+    queue_name: String,
+}
+
+const INSERT_JOB: &str = "\
+INSERT INTO solidq_jobs (queue_name, kind, arguments, priority, unique_key, concurrency_key, options,
+                         delivery, max_attempts, max_stalled_count, scheduled_at, created_at, updated_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)
+ON CONFLICT (unique_key) DO NOTHING
+RETURNING id";
+
+const INSERT_READY: &str = "\
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at) VALUES (?1, ?2, ?3, ?4)";
+
+const INSERT_SCHEDULED: &str = "\
+INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at, created_at)
+VALUES (?1, ?2, ?3, ?4, ?5)";
+
+const FIND_DUE: &str = "\
+SELECT job_id, queue_name FROM solidq_scheduled_executions
+WHERE scheduled_at <= ?1 ORDER BY scheduled_at, priority, job_id LIMIT ?2";
+
+const MOVE_DUE: &str = "\
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+SELECT job_id, queue_name, priority, ?2 FROM solidq_scheduled_executions
+WHERE job_id IN (SELECT value FROM json_each(?1))";
+
+const DELETE_SCHEDULED: &str = "\
+DELETE FROM solidq_scheduled_executions WHERE job_id IN (SELECT value FROM json_each(?1))";
+
+const SELECT_CLAIMED_JOBS: &str = "\
+SELECT id, queue_name, kind, arguments, priority, options, delivery, max_attempts, attempts,
+       stalled_count, created_at, 0 AS ord
+FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1))";
+
+const JOBS_OF_PROCESS: &str = "\
+SELECT j.id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count
+FROM solidq_claimed_executions c JOIN solidq_jobs j ON j.id = c.job_id
+WHERE c.process_id = ?1 ORDER BY j.id";
+
+const APPEND_ERROR: &str = "json_insert(COALESCE(errors, '[]'), '$[#]', json(?1))";
+
+fn json_ids(ids: &[i64]) -> String {
+    serde_json::to_string(ids).expect("integers serialize")
+}
+
+fn plus(now: NaiveDateTime, d: std::time::Duration) -> NaiveDateTime {
+    chrono::Duration::from_std(d)
+        .ok()
+        .and_then(|d| now.checked_add_signed(d))
+        .unwrap_or(chrono::NaiveDateTime::MAX)
+}
+
+impl ClaimQuery {
+    fn sqlite_candidates(&self) -> &str {
+        self.sqlite_sql
+            .get_or_init(|| self.candidates_sql("?1", ""))
+    }
+}
+
+fn claim_candidates(
+    conn: &mut SqliteConnection,
+    claim: &ClaimQuery,
+    limit: usize,
+) -> QueryResult<Vec<Candidate>> {
+    {
+        let mut rows: Vec<Candidate> =
+            Cached(sql_query(claim.sqlite_candidates()).bind::<BigInt, _>(limit as i64))
+                .load(conn)?;
+        // A job can match several patterns (`mail` and `*`): keep its first.
+        rows.sort_by_key(|c| (c.job_id, c.ord));
+        rows.dedup_by_key(|c| c.job_id);
+        rows.sort_by_key(|c| (c.ord, c.priority, c.job_id));
+        rows.truncate(limit);
+        Ok(rows)
+    }
+}
+
+impl Driver for SqliteConnection {
+    fn transaction(
+        &mut self,
+        body: &mut dyn FnMut(&mut dyn Driver) -> QueryResult<()>,
+    ) -> QueryResult<()> {
+        let depth =
+            AnsiTransactionManager::transaction_manager_status_mut(self).transaction_depth()?;
+        if depth.is_some() {
+            // Inside the caller's transaction: a savepoint, so a failure
+            // undoes our part only.
+            Connection::transaction(self, |c| body(c))
+        } else {
+            self.immediate_transaction(|c| body(c))
+        }
+    }
+
+    fn jobs_insert(&mut self, jobs: &[NewJob]) -> QueryResult<Vec<Option<i64>>> {
+        let now = utc_now();
+        let mut ids = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let scheduled_at = job.run_at.unwrap_or_else(|| plus(now, job.delay));
+            let row: Option<IdRow> = Cached(
+                sql_query(INSERT_JOB)
+                    .bind::<Text, _>(&job.queue_name)
+                    .bind::<Text, _>(&job.kind)
+                    .bind::<Text, _>(&job.arguments)
+                    .bind::<Integer, _>(job.priority)
+                    .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
+                    .bind::<Nullable<Text>, _>(job.concurrency_key.as_deref())
+                    .bind::<Text, _>(&job.options)
+                    .bind::<Text, _>(job.delivery.as_str())
+                    .bind::<Integer, _>(job.max_attempts)
+                    .bind::<Nullable<Integer>, _>(job.max_stalled_count)
+                    .bind::<Timestamp, _>(scheduled_at)
+                    .bind::<Timestamp, _>(now),
+            )
+            .get_result(self)
+            .map(Some)
+            .or_else(|e| match e {
+                diesel::result::Error::NotFound => Ok(None),
+                e => Err(e),
+            })?;
+            let Some(IdRow { id }) = row else {
+                ids.push(None);
+                continue;
+            };
+            if scheduled_at <= now {
+                Cached(
+                    sql_query(INSERT_READY)
+                        .bind::<BigInt, _>(id)
+                        .bind::<Text, _>(&job.queue_name)
+                        .bind::<Integer, _>(job.priority)
+                        .bind::<Timestamp, _>(now),
+                )
+                .execute(self)?;
+            } else {
+                Cached(
+                    sql_query(INSERT_SCHEDULED)
+                        .bind::<BigInt, _>(id)
+                        .bind::<Text, _>(&job.queue_name)
+                        .bind::<Integer, _>(job.priority)
+                        .bind::<Timestamp, _>(scheduled_at)
+                        .bind::<Timestamp, _>(now),
+                )
+                .execute(self)?;
+            }
+            ids.push(Some(id));
+        }
+        Ok(ids)
+    }
+
+    fn jobs_find_by_unique_keys(&mut self, keys: &[String]) -> QueryResult<Vec<(String, i64)>> {
+        let keys = serde_json::to_string(keys).expect("strings serialize");
+        let rows: Vec<KeyRow> = Cached(
+            sql_query(
+                "SELECT unique_key, id FROM solidq_jobs WHERE unique_key IN (SELECT value FROM json_each(?1))",
+            )
+            .bind::<Text, _>(keys),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().map(|r| (r.unique_key, r.id)).collect())
+    }
+
+    fn ready_claim(
+        &mut self,
+        claim: &ClaimQuery,
+        process_id: i64,
+        limit: usize,
+    ) -> QueryResult<Vec<ClaimedJob>> {
+        // Look without the write lock first: an idle poll stays a read.
+        if claim_candidates(self, claim, limit)?.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.immediate_transaction(|c| {
+            let picked = claim_candidates(c, claim, limit)?;
+            if picked.is_empty() {
+                return Ok(Vec::new());
+            }
+            let ids: Vec<i64> = picked.iter().map(|p| p.job_id).collect();
+            let ids_json = json_ids(&ids);
+            Cached(
+                sql_query(
+                    "DELETE FROM solidq_ready_executions WHERE job_id IN (SELECT value FROM json_each(?1))",
+                )
+                .bind::<Text, _>(&ids_json),
+            )
+            .execute(c)?;
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
+                     SELECT value, ?2, ?3 FROM json_each(?1)",
+                )
+                .bind::<Text, _>(&ids_json)
+                .bind::<BigInt, _>(process_id)
+                .bind::<Timestamp, _>(utc_now()),
+            )
+            .execute(c)?;
+            let mut jobs: Vec<ClaimedJob> =
+                Cached(sql_query(SELECT_CLAIMED_JOBS).bind::<Text, _>(&ids_json)).load(c)?;
+            let order: HashMap<i64, i64> =
+                picked.iter().enumerate().map(|(i, p)| (p.job_id, i as i64)).collect();
+            for job in &mut jobs {
+                job.ord = order[&job.id];
+            }
+            jobs.sort_by_key(|j| j.ord);
+            Ok(jobs)
+        })
+    }
+
+    fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>> {
+        let find = |c: &mut SqliteConnection, limit: i64| -> QueryResult<Vec<DueRow>> {
+            Cached(
+                sql_query(FIND_DUE)
+                    .bind::<Timestamp, _>(utc_now())
+                    .bind::<BigInt, _>(limit),
+            )
+            .load(c)
+        };
+        if find(self, 1)?.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.immediate_transaction(|c| {
+            let due = find(c, batch as i64)?;
+            if due.is_empty() {
+                return Ok(Vec::new());
+            }
+            let ids = json_ids(&due.iter().map(|d| d.job_id).collect::<Vec<_>>());
+            Cached(
+                sql_query(MOVE_DUE)
+                    .bind::<Text, _>(&ids)
+                    .bind::<Timestamp, _>(utc_now()),
+            )
+            .execute(c)?;
+            Cached(sql_query(DELETE_SCHEDULED).bind::<Text, _>(&ids)).execute(c)?;
+            Ok(due.into_iter().map(|d| d.queue_name).collect())
+        })
+    }
+
+    fn claimed_delete_fenced(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
+        let rows: Vec<IdRow> = Cached(
+            sql_query(
+                "DELETE FROM solidq_claimed_executions
+                 WHERE process_id = ?1 AND job_id IN (SELECT value FROM json_each(?2))
+                 RETURNING job_id AS id",
+            )
+            .bind::<BigInt, _>(process_id)
+            .bind::<Text, _>(json_ids(job_ids)),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+
+    fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>> {
+        let jobs: Vec<ReleasedJob> =
+            Cached(sql_query(JOBS_OF_PROCESS).bind::<BigInt, _>(process_id)).load(self)?;
+        Cached(
+            sql_query("DELETE FROM solidq_claimed_executions WHERE process_id = ?1")
+                .bind::<BigInt, _>(process_id),
+        )
+        .execute(self)?;
+        Ok(jobs)
+    }
+
+    fn jobs_succeed(&mut self, rows: &[Succeeded]) -> QueryResult<()> {
+        let now = utc_now();
+        for row in rows {
+            Cached(
+                sql_query(
+                    "UPDATE solidq_jobs SET finished_at = ?1, expires_at = ?2, result = ?3,
+                            attempts = attempts + 1, updated_at = ?1 WHERE id = ?4",
+                )
+                .bind::<Timestamp, _>(now)
+                .bind::<Timestamp, _>(plus(now, row.keep))
+                .bind::<Nullable<Text>, _>(row.result.as_deref())
+                .bind::<BigInt, _>(row.id),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn jobs_delete(&mut self, ids: &[i64]) -> QueryResult<()> {
+        Cached(
+            sql_query("DELETE FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1))")
+                .bind::<Text, _>(json_ids(ids)),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
+    fn jobs_retry(&mut self, rows: &[Retried]) -> QueryResult<()> {
+        let now = utc_now();
+        for row in rows {
+            let retry_at = plus(now, row.delay);
+            Cached(
+                sql_query(format!(
+                    "UPDATE solidq_jobs SET attempts = attempts + 1, errors = {APPEND_ERROR},
+                            scheduled_at = ?2, updated_at = ?3 WHERE id = ?4"
+                ))
+                .bind::<Text, _>(&row.error)
+                .bind::<Timestamp, _>(retry_at)
+                .bind::<Timestamp, _>(now)
+                .bind::<BigInt, _>(row.id),
+            )
+            .execute(self)?;
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at, created_at)
+                     SELECT id, queue_name, priority, scheduled_at, ?2 FROM solidq_jobs WHERE id = ?1",
+                )
+                .bind::<BigInt, _>(row.id)
+                .bind::<Timestamp, _>(now),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn jobs_fail(&mut self, rows: &[Failed]) -> QueryResult<()> {
+        let now = utc_now();
+        for row in rows {
+            let updated = Cached(
+                sql_query(format!(
+                    "UPDATE solidq_jobs SET attempts = attempts + ?2, stalled_count = stalled_count + ?3,
+                            errors = {APPEND_ERROR}, updated_at = ?4 WHERE id = ?5"
+                ))
+                .bind::<Text, _>(&row.error)
+                .bind::<Integer, _>(i32::from(row.ends_attempt))
+                .bind::<Integer, _>(i32::from(row.stalled))
+                .bind::<Timestamp, _>(now)
+                .bind::<BigInt, _>(row.id),
+            )
+            .execute(self)?;
+            if updated == 0 {
+                continue;
+            }
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_failed_executions (job_id, error, created_at) VALUES (?1, ?2, ?3)",
+                )
+                .bind::<BigInt, _>(row.id)
+                .bind::<Text, _>(&row.error)
+                .bind::<Timestamp, _>(now),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn jobs_release(&mut self, rows: &[Released]) -> QueryResult<()> {
+        let now = utc_now();
+        for row in rows {
+            Cached(
+                sql_query(
+                    "UPDATE solidq_jobs SET stalled_count = stalled_count + ?1, updated_at = ?2 WHERE id = ?3",
+                )
+                .bind::<Integer, _>(i32::from(row.stalled))
+                .bind::<Timestamp, _>(now)
+                .bind::<BigInt, _>(row.id),
+            )
+            .execute(self)?;
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+                     SELECT id, queue_name, priority, ?2 FROM solidq_jobs WHERE id = ?1",
+                )
+                .bind::<BigInt, _>(row.id)
+                .bind::<Timestamp, _>(now),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn process_insert(&mut self, p: &NewProcess) -> QueryResult<i64> {
+        let now = utc_now();
+        let row: IdRow = Cached(
+            sql_query(
+                "INSERT INTO solidq_processes (kind, name, pid, hostname, supervisor_id, metadata,
+                                               last_heartbeat_at, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7) RETURNING id",
+            )
+            .bind::<Text, _>(&p.kind)
+            .bind::<Text, _>(&p.name)
+            .bind::<Integer, _>(p.pid)
+            .bind::<Text, _>(&p.hostname)
+            .bind::<Nullable<BigInt>, _>(p.supervisor_id)
+            .bind::<Text, _>(&p.metadata)
+            .bind::<Timestamp, _>(now),
+        )
+        .get_result(self)?;
+        Ok(row.id)
+    }
+
+    fn process_heartbeat(&mut self, id: i64) -> QueryResult<bool> {
+        let n = Cached(
+            sql_query("UPDATE solidq_processes SET last_heartbeat_at = ?1 WHERE id = ?2")
+                .bind::<Timestamp, _>(utc_now())
+                .bind::<BigInt, _>(id),
+        )
+        .execute(self)?;
+        Ok(n > 0)
+    }
+
+    fn process_delete(&mut self, id: i64) -> QueryResult<bool> {
+        let n =
+            Cached(sql_query("DELETE FROM solidq_processes WHERE id = ?1").bind::<BigInt, _>(id))
+                .execute(self)?;
+        Ok(n > 0)
+    }
+}

@@ -1,0 +1,154 @@
+//! The completer thread: every outcome from every executor thread of the
+//! process goes through it and is written in batches, one transaction per
+//! batch. A batch holds whatever queued up while the previous one was being
+//! written, after lingering up to `flush_interval` for more, capped at
+//! `batch_size`: under load batches grow, when idle a lone completion is
+//! written at once.
+//!
+//! Fencing is per row: a completion whose claim is gone is skipped and
+//! logged; the others in its batch are written. A failed write is retried
+//! with backoff, forever, while the jobs stay claimed: a completion is never
+//! dropped unless the worker is stopping past its deadline, and then the
+//! jobs are still claimed, so the supervisor releases them.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use crate::error::{Error, Result};
+use crate::store::{Completion, Store};
+
+/// A message to the completer.
+pub(crate) enum Message {
+    /// Record this outcome.
+    Done(Completion),
+    /// Write what is pending, then exit.
+    Stop,
+}
+
+/// A running completer thread.
+pub(crate) struct Completer {
+    pub(crate) tx: Sender<Message>,
+    exited: Receiver<()>,
+    abandon: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Completer {
+    pub(crate) fn spawn(store: Store, batch_size: usize, linger: Duration) -> Result<Completer> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (exited_tx, exited) = crossbeam_channel::bounded(1);
+        let abandon = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let abandon = Arc::clone(&abandon);
+            std::thread::Builder::new()
+                .name("solidq-completer".into())
+                .spawn(move || {
+                    run(&store, &rx, batch_size.max(1), linger, &abandon);
+                    let _ = exited_tx.send(());
+                })
+                .map_err(|source| Error::Thread {
+                    name: "solidq-completer".into(),
+                    source,
+                })?
+        };
+        Ok(Completer {
+            tx,
+            exited,
+            abandon,
+            thread: Some(thread),
+        })
+    }
+
+    /// Asks the completer to write what it has and exit; waits until
+    /// `deadline`, then tells it to give up on writes still failing.
+    pub(crate) fn stop(&mut self, deadline: Instant) {
+        let _ = self.tx.send(Message::Stop);
+        if self.exited.recv_deadline(deadline).is_err() {
+            self.abandon.store(true, Ordering::SeqCst);
+            let _ = self.exited.recv_timeout(Duration::from_secs(1));
+        }
+        if let Some(thread) = self.thread.take()
+            && thread.is_finished()
+        {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(
+    store: &Store,
+    rx: &Receiver<Message>,
+    batch_size: usize,
+    linger: Duration,
+    abandon: &AtomicBool,
+) {
+    let mut pending: Vec<Completion> = Vec::new();
+    let mut stopping = false;
+    let mut failures = 0u32;
+    loop {
+        if pending.is_empty() {
+            if stopping {
+                return;
+            }
+            match rx.recv() {
+                Ok(Message::Done(c)) => pending.push(c),
+                Ok(Message::Stop) | Err(_) => {
+                    stopping = true;
+                    continue;
+                }
+            }
+            let until = Instant::now() + linger;
+            while pending.len() < batch_size && !stopping {
+                match rx.recv_deadline(until) {
+                    Ok(Message::Done(c)) => pending.push(c),
+                    Ok(Message::Stop) => stopping = true,
+                    Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
+        }
+        while pending.len() < batch_size && !stopping {
+            match rx.try_recv() {
+                Ok(Message::Done(c)) => pending.push(c),
+                Ok(Message::Stop) => stopping = true,
+                Err(_) => break,
+            }
+        }
+        let take = pending.len().min(batch_size);
+        match store.claimed_finish(&pending[..take]) {
+            Ok(report) => {
+                failures = 0;
+                for id in &report.lost {
+                    log::warn!(
+                        "claim on job {id} was lost (this process was pruned meanwhile): its outcome was not recorded over the new claim"
+                    );
+                }
+                log::debug!("recorded {} completions", report.written.len());
+                pending.drain(..take);
+            }
+            Err(error) => {
+                failures += 1;
+                if abandon.load(Ordering::SeqCst) {
+                    log::error!(
+                        "giving up on {} completions at shutdown ({error}); those jobs stay claimed until this process's row is pruned and they are released",
+                        pending.len()
+                    );
+                    return;
+                }
+                let pause = Duration::from_millis(50 * 2u64.pow(failures.min(7)))
+                    .min(Duration::from_secs(5));
+                log::warn!(
+                    "cannot record {} completions ({error}); retrying in {pause:?}, the jobs stay claimed meanwhile",
+                    pending.len()
+                );
+                let until = Instant::now() + pause;
+                while Instant::now() < until && !abandon.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(20).min(pause));
+                }
+            }
+        }
+    }
+}

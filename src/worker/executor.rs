@@ -1,0 +1,220 @@
+//! Runs one claimed job on the current thread and turns what happened into
+//! an [`Outcome`]: success, a retry with its delay, or a final failure.
+//! Panics are caught (`catch_unwind`) with their message and location.
+
+use std::cell::RefCell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Once};
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+
+use super::registry::Registry;
+use crate::job::{Delivery, ErrorInfo, JobContext, JobError, ShutdownSignal, StoredOptions};
+use crate::store::{ClaimedJob, Outcome};
+
+thread_local! {
+    /// `Some` on executor threads: the panic hook leaves the panic's
+    /// location and backtrace here instead of printing it.
+    static PANIC_CAPTURE: RefCell<Option<Option<String>>> = const { RefCell::new(None) };
+}
+
+/// Installs (once per process) a panic hook that captures panics on
+/// executor threads and defers to the previous hook everywhere else.
+pub(crate) fn install_panic_capture() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let captured = PANIC_CAPTURE.with(|slot| {
+                let mut slot = slot.borrow_mut();
+                match slot.as_mut() {
+                    Some(capture) => {
+                        let location = info
+                            .location()
+                            .map(|l| {
+                                format!("panicked at {}:{}:{}", l.file(), l.line(), l.column())
+                            })
+                            .unwrap_or_default();
+                        let backtrace = std::backtrace::Backtrace::capture();
+                        *capture = Some(match backtrace.status() {
+                            std::backtrace::BacktraceStatus::Captured => {
+                                format!("{location}\n{backtrace}")
+                            }
+                            _ => location,
+                        });
+                        true
+                    }
+                    None => false,
+                }
+            });
+            if !captured {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Marks the current thread as an executor for the panic hook.
+pub(crate) fn arm_panic_capture() {
+    PANIC_CAPTURE.with(|slot| *slot.borrow_mut() = Some(None));
+}
+
+/// What running a job came to, with the facts the worker logs.
+pub(crate) struct Execution {
+    pub outcome: Outcome,
+    pub elapsed: Duration,
+    /// The error's kind and message, for logs; `None` on success.
+    pub error: Option<(String, String)>,
+}
+
+/// Runs `job` and decides its outcome.
+pub(crate) fn execute(
+    job: &ClaimedJob,
+    registry: &Registry,
+    shutdown: &Arc<ShutdownSignal>,
+) -> Execution {
+    let options = StoredOptions::parse(&job.options);
+    let attempt = u32::try_from(job.attempts).unwrap_or(0).saturating_add(1);
+    let max_attempts = u32::try_from(job.max_attempts).unwrap_or(1).max(1);
+    let started = Instant::now();
+    let deadline = options
+        .timeout_ms
+        .map(|ms| started + Duration::from_millis(ms));
+    let ctx = JobContext {
+        id: job.id,
+        kind: job.kind.clone(),
+        queue: job.queue_name.clone(),
+        attempt,
+        max_attempts,
+        stalled_count: u32::try_from(job.stalled_count).unwrap_or(0),
+        enqueued_at: job.created_at.and_utc(),
+        deadline,
+        shutdown: Arc::clone(shutdown),
+    };
+
+    let ran = catch_unwind(AssertUnwindSafe(|| {
+        registry.run(&job.kind, &job.arguments, &ctx)
+    }));
+    let elapsed = started.elapsed();
+    let timed_out = deadline.is_some_and(|d| Instant::now() > d);
+
+    let failure: Result<serde_json::Value, (ErrorInfo, bool)> = match ran {
+        Err(payload) => {
+            let message = panic_message(payload.as_ref());
+            let backtrace =
+                PANIC_CAPTURE.with(|slot| slot.borrow_mut().as_mut().and_then(Option::take));
+            Err((info("panic", message, backtrace, attempt), true))
+        }
+        Ok(None) => {
+            let known = registry.kinds().join(", ");
+            Err((
+                info(
+                    "unknown_kind",
+                    format!(
+                        "no job type registered for kind {:?} on this worker (registered: {known})",
+                        job.kind
+                    ),
+                    None,
+                    attempt,
+                ),
+                false,
+            ))
+        }
+        Ok(Some(Err(parse_error))) => Err((
+            info(
+                "malformed_arguments",
+                format!(
+                    "arguments of kind {:?} do not deserialize: {parse_error}; arguments: {}",
+                    job.kind, job.arguments
+                ),
+                None,
+                attempt,
+            ),
+            false,
+        )),
+        Ok(Some(Ok(Err(JobError {
+            kind,
+            message,
+            backtrace,
+        })))) => Err((info(&kind, message, backtrace, attempt), true)),
+        Ok(Some(Ok(Ok(value)))) => Ok(value),
+    };
+    // A job that returns after its deadline failed by timeout, whatever it
+    // returned: its caller was promised an answer by then.
+    let failure = match failure {
+        Ok(_) if timed_out => Err((timeout_info(options.timeout_ms, elapsed, attempt), true)),
+        Err((e, retryable)) if timed_out && e.kind != "unknown_kind" => {
+            let mut t = timeout_info(options.timeout_ms, elapsed, attempt);
+            t.message = format!(
+                "{}; the attempt also failed: {}: {}",
+                t.message, e.kind, e.message
+            );
+            Err((t, retryable))
+        }
+        other => other,
+    };
+
+    match failure {
+        Ok(value) => Execution {
+            outcome: Outcome::Succeeded {
+                result: (!value.is_null()).then(|| value.to_string()),
+                keep: Duration::from_millis(options.keep_result_ms),
+            },
+            elapsed,
+            error: None,
+        },
+        Err((error, retryable)) => {
+            let summary = Some((error.kind.clone(), error.message.clone()));
+            let at_most_once_timeout = error.kind == "timeout"
+                && Delivery::from_column(&job.delivery) == Delivery::AtMostOnce;
+            let json = serde_json::to_string(&error).expect("error info serializes");
+            let outcome = if retryable && attempt < max_attempts && !at_most_once_timeout {
+                Outcome::Retry {
+                    error: json,
+                    delay: options.backoff.delay(attempt, fastrand::f64()),
+                }
+            } else {
+                Outcome::Failed { error: json }
+            };
+            Execution {
+                outcome,
+                elapsed,
+                error: summary,
+            }
+        }
+    }
+}
+
+fn info(kind: &str, message: String, backtrace: Option<String>, attempt: u32) -> ErrorInfo {
+    ErrorInfo {
+        kind: kind.to_string(),
+        message,
+        backtrace,
+        attempt: Some(attempt),
+        at: Some(Utc::now()),
+    }
+}
+
+fn timeout_info(timeout_ms: Option<u64>, elapsed: Duration, attempt: u32) -> ErrorInfo {
+    info(
+        "timeout",
+        format!(
+            "attempt ran {:.3}s, past its timeout of {:.3}s",
+            elapsed.as_secs_f64(),
+            Duration::from_millis(timeout_ms.unwrap_or(0)).as_secs_f64()
+        ),
+        None,
+        attempt,
+    )
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    }
+}

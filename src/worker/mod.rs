@@ -1,0 +1,197 @@
+//! Workers: threads in the user's binary that claim ready jobs and run them.
+//!
+//! A worker registers a process row and heartbeats into it on its own
+//! thread; a poller claims batches of at most the free-thread count (in the
+//! order of its queue list, then priority, then id) and hands them to a
+//! fixed pool of threads over a crossbeam channel; a completer writes the
+//! outcomes in batches, each fenced by its claim. When a thread frees up
+//! after a full claim, the poller is woken at once; otherwise it sleeps
+//! `polling_interval` or until an enqueue in this process wakes it.
+//!
+//! Shutdown (SIGTERM, SIGINT, or [`WorkerHandle::stop`]): stop claiming,
+//! hand back claimed jobs that never started, let running ones finish for up
+//! to `shutdown_timeout`, then release what is still claimed (at-most-once
+//! jobs that were running fail instead) and delete the process row in one
+//! transaction. The heartbeat runs until that transaction is done.
+
+mod completer;
+mod executor;
+mod registry;
+mod runtime;
+
+use std::time::Duration;
+
+pub use runtime::WorkerHandle;
+
+use crate::client::Queue;
+use crate::config::{WorkerConfig, validate_queue_name};
+use crate::error::{Error, Result};
+use crate::job::Job;
+use registry::Registry;
+
+/// One entry of a worker's queue list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueuePattern {
+    /// `mail`: exactly this queue.
+    Exact(String),
+    /// `mail*`: every queue whose name starts with `mail`, merged and taken
+    /// in priority then id order.
+    Prefix(String),
+    /// `*`: every queue.
+    All,
+}
+
+impl QueuePattern {
+    /// Parses `name`, `prefix*` or `*`.
+    pub fn parse(pattern: &str) -> Result<QueuePattern> {
+        if pattern == "*" {
+            return Ok(QueuePattern::All);
+        }
+        if let Some(prefix) = pattern.strip_suffix('*') {
+            validate_queue_name(prefix).map_err(|_| Error::InvalidOption {
+                option: "queues",
+                value: pattern.to_string(),
+                reason:
+                    "a wildcard is `*` or `prefix*` with a plain prefix (letters, digits, _ - . :)"
+                        .into(),
+            })?;
+            return Ok(QueuePattern::Prefix(prefix.to_string()));
+        }
+        validate_queue_name(pattern)?;
+        Ok(QueuePattern::Exact(pattern.to_string()))
+    }
+}
+
+/// Builds and runs a worker.
+///
+/// ```no_run
+/// # use serde::{Deserialize, Serialize};
+/// # #[derive(Serialize, Deserialize)] struct SendEmail;
+/// # impl solidq::Job for SendEmail { const KIND: &'static str = "e";
+/// #   fn perform(&self, _: &solidq::JobContext) -> solidq::JobResult { Ok(serde_json::Value::Null) } }
+/// let queue = solidq::Queue::connect("sqlite://jobs.sqlite3")?;
+/// solidq::Worker::new(queue)
+///     .queues(["critical", "mail*", "*"])
+///     .threads(8)
+///     .register::<SendEmail>()
+///     .run()?; // blocks until SIGTERM or SIGINT
+/// # Ok::<(), solidq::Error>(())
+/// ```
+pub struct Worker {
+    queue: Queue,
+    config: WorkerConfig,
+    registry: Registry,
+}
+
+impl Worker {
+    /// A worker on `queue`'s database with the default [`WorkerConfig`].
+    pub fn new(queue: Queue) -> Worker {
+        Worker {
+            queue,
+            config: WorkerConfig::default(),
+            registry: Registry::default(),
+        }
+    }
+
+    /// Replaces the whole configuration.
+    pub fn config(mut self, config: WorkerConfig) -> Worker {
+        self.config = config;
+        self
+    }
+
+    /// The queues to claim from, in order (`name`, `prefix*`, `*`).
+    pub fn queues<I, S>(mut self, queues: I) -> Worker
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.config.queues = queues.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The number of threads running jobs.
+    pub fn threads(mut self, threads: usize) -> Worker {
+        self.config.threads = threads;
+        self
+    }
+
+    /// The idle poll interval.
+    pub fn polling_interval(mut self, interval: Duration) -> Worker {
+        self.config.polling_interval = interval;
+        self
+    }
+
+    /// The grace period for running jobs at shutdown.
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Worker {
+        self.config.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Teaches the worker a job type.
+    pub fn register<J: Job>(mut self) -> Worker {
+        self.registry.register::<J>();
+        self
+    }
+
+    /// Starts the worker's threads and returns at once; stop it with
+    /// [`WorkerHandle::stop`]. Does not install signal handlers.
+    pub fn start(self) -> Result<WorkerHandle> {
+        if self.registry.is_empty() {
+            return Err(Error::NoJobTypes);
+        }
+        if let Some(kind) = self.registry.duplicates().first() {
+            return Err(Error::InvalidOption {
+                option: "job kind",
+                value: kind.to_string(),
+                reason: "registered by two job types".into(),
+            });
+        }
+        for warning in self.config.validate()?.0 {
+            log::warn!("{warning}");
+        }
+        let wanted = runtime::connections_needed(&self.config);
+        if self.queue.pool_size() < wanted {
+            log::warn!(
+                "the queue's pool has {} connections; this worker's loops and {} threads may want {wanted}: jobs that enqueue will wait for connections (raise QueueConfig::pool_size)",
+                self.queue.pool_size(),
+                self.config.threads
+            );
+        }
+        runtime::start(self.queue, self.config, self.registry)
+    }
+
+    /// Installs SIGTERM/SIGINT handlers (before anything else), starts the
+    /// worker, and blocks until a signal arrives or the worker stops itself
+    /// (heartbeats lost); then shuts down gracefully.
+    pub fn run(self) -> Result<()> {
+        crate::process::install_signal_handlers()?;
+        let signals = crate::process::subscribe_signals();
+        let handle = self.start()?;
+        crossbeam_channel::select! {
+            recv(signals) -> _ => {},
+            recv(handle.finished()) -> _ => {},
+        }
+        handle.stop()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_parse_and_reject_junk() {
+        assert_eq!(QueuePattern::parse("*").unwrap(), QueuePattern::All);
+        assert_eq!(
+            QueuePattern::parse("mail*").unwrap(),
+            QueuePattern::Prefix("mail".into())
+        );
+        assert_eq!(
+            QueuePattern::parse("mail").unwrap(),
+            QueuePattern::Exact("mail".into())
+        );
+        for bad in ["", "**", "a*b", "x'y", "m a*"] {
+            assert!(QueuePattern::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}

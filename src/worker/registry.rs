@@ -1,0 +1,52 @@
+//! The job types a worker knows: kind → a function that rebuilds the job
+//! from its JSON arguments and runs it.
+
+use std::collections::HashMap;
+
+use crate::job::{Job, JobContext, JobResult};
+
+type Handler = Box<dyn Fn(&str, &JobContext) -> Result<JobResult, serde_json::Error> + Send + Sync>;
+
+/// Registered job types, by kind.
+#[derive(Default)]
+pub(crate) struct Registry {
+    handlers: HashMap<&'static str, Handler>,
+    duplicates: Vec<&'static str>,
+}
+
+impl Registry {
+    pub(crate) fn register<J: Job>(&mut self) {
+        let handler: Handler = Box::new(|arguments, ctx| {
+            let job: J = serde_json::from_str(arguments)?;
+            Ok(job.perform(ctx))
+        });
+        if self.handlers.insert(J::KIND, handler).is_some() {
+            self.duplicates.push(J::KIND);
+        }
+    }
+
+    /// Runs the job of `kind`: `None` if the kind is unknown, `Some(Err)` if
+    /// its arguments do not deserialize.
+    pub(crate) fn run(
+        &self,
+        kind: &str,
+        arguments: &str,
+        ctx: &JobContext,
+    ) -> Option<Result<JobResult, serde_json::Error>> {
+        self.handlers.get(kind).map(|h| h(arguments, ctx))
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.handlers.is_empty()
+    }
+
+    pub(crate) fn kinds(&self) -> Vec<&'static str> {
+        let mut kinds: Vec<_> = self.handlers.keys().copied().collect();
+        kinds.sort_unstable();
+        kinds
+    }
+
+    pub(crate) fn duplicates(&self) -> &[&'static str] {
+        &self.duplicates
+    }
+}

@@ -1,0 +1,137 @@
+//! Real worker processes for multi-process and crash tests. The test binary
+//! re-runs itself with `--ignored --exact common::child::child_process` and
+//! `SOLIDQ_TEST_CHILD` set; that ignored test then acts as the child.
+
+use std::io::Read;
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use solidq::{Queue, QueueConfig, WorkerConfig};
+
+use super::jobs;
+
+#[test]
+#[ignore = "entry point of the worker processes that multi-process tests spawn"]
+fn child_process() {
+    let Ok(role) = std::env::var("SOLIDQ_TEST_CHILD") else {
+        return;
+    };
+    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .is_test(false)
+        .try_init();
+    match role.as_str() {
+        "worker" => run_worker(),
+        other => panic!("unknown child role {other:?}"),
+    }
+}
+
+fn var<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn run_worker() {
+    let url = std::env::var("SOLIDQ_TEST_URL").expect("SOLIDQ_TEST_URL");
+    let threads: usize = var("SOLIDQ_TEST_THREADS", 4);
+    let queue = Queue::connect_with(
+        &url,
+        QueueConfig {
+            pool_size: threads as u32 + 4,
+            ..QueueConfig::default()
+        },
+    )
+    .expect("connect");
+    let config = WorkerConfig {
+        threads,
+        queues: std::env::var("SOLIDQ_TEST_QUEUES")
+            .map(|q| q.split(',').map(str::to_string).collect())
+            .unwrap_or_else(|_| vec!["*".into()]),
+        polling_interval: Duration::from_millis(var("SOLIDQ_TEST_POLLING_MS", 50)),
+        heartbeat_interval: Duration::from_millis(var("SOLIDQ_TEST_HEARTBEAT_MS", 200)),
+        process_alive_threshold: Duration::from_millis(var("SOLIDQ_TEST_ALIVE_MS", 5000)),
+        shutdown_timeout: Duration::from_millis(var("SOLIDQ_TEST_SHUTDOWN_MS", 2000)),
+        ..WorkerConfig::default()
+    };
+    jobs::worker(queue)
+        .config(config)
+        .run()
+        .expect("worker run");
+}
+
+/// A spawned child process; SIGKILLed when dropped if still running.
+pub struct Child {
+    child: std::process::Child,
+    log: tempfile::NamedTempFile,
+}
+
+impl Child {
+    /// Spawns a worker process on `url` with extra `SOLIDQ_TEST_*` settings.
+    pub fn worker(url: &str, settings: &[(&str, &str)]) -> Child {
+        let log = tempfile::NamedTempFile::new().expect("log file");
+        let mut command = Command::new(std::env::current_exe().expect("test binary"));
+        command
+            .args([
+                "--exact",
+                "common::child::child_process",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+                "-q",
+            ])
+            .env("SOLIDQ_TEST_CHILD", "worker")
+            .env("SOLIDQ_TEST_URL", url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log.reopen().expect("log file"));
+        for (key, value) in settings {
+            command.env(key, value);
+        }
+        let child = command.spawn().expect("spawn child");
+        Child { child, log }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn signal(&self, signal: i32) {
+        unsafe {
+            libc::kill(self.child.id() as i32, signal);
+        }
+    }
+
+    /// Waits up to `timeout` for the process to exit.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// What the child logged so far.
+    pub fn logs(&self) -> String {
+        let mut text = String::new();
+        let _ = self
+            .log
+            .reopen()
+            .and_then(|mut f| f.read_to_string(&mut text));
+        text
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! Job types the tests enqueue.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use solidq::{Job, JobContext, JobError, JobOptions, JobResult, Queue, Worker};
+
+use super::{TestConn, now_us};
+
+/// Returns its value as the result.
+#[derive(Serialize, Deserialize)]
+pub struct Echo {
+    pub value: serde_json::Value,
+}
+
+impl Job for Echo {
+    const KIND: &'static str = "echo";
+    fn perform(&self, _ctx: &JobContext) -> JobResult {
+        Ok(self.value.clone())
+    }
+}
+
+/// Same kind as [`Echo`], different arguments: deserializing it as an
+/// `Echo` fails.
+#[derive(Serialize, Deserialize)]
+pub struct MalformedEcho {
+    pub nope: bool,
+}
+
+impl Job for MalformedEcho {
+    const KIND: &'static str = "echo";
+    fn perform(&self, _ctx: &JobContext) -> JobResult {
+        unreachable!("never registered")
+    }
+}
+
+/// A kind no worker registers.
+#[derive(Serialize, Deserialize)]
+pub struct Unregistered;
+
+impl Job for Unregistered {
+    const KIND: &'static str = "unregistered";
+    fn perform(&self, _ctx: &JobContext) -> JobResult {
+        unreachable!("never registered")
+    }
+}
+
+/// Always fails with its message.
+#[derive(Serialize, Deserialize)]
+pub struct Fail {
+    pub message: String,
+}
+
+impl Job for Fail {
+    const KIND: &'static str = "fail";
+    fn perform(&self, _ctx: &JobContext) -> JobResult {
+        Err(JobError::new("test_failure", self.message.clone()))
+    }
+    fn options() -> JobOptions {
+        JobOptions::new().max_attempts(1)
+    }
+}
+
+/// Always panics with its message.
+#[derive(Serialize, Deserialize)]
+pub struct Panic {
+    pub message: String,
+}
+
+impl Job for Panic {
+    const KIND: &'static str = "panic";
+    fn perform(&self, _ctx: &JobContext) -> JobResult {
+        panic!("{}", self.message)
+    }
+    fn options() -> JobOptions {
+        JobOptions::new().max_attempts(1)
+    }
+}
+
+/// Counts its executions in this process, under `key`.
+#[derive(Serialize, Deserialize)]
+pub struct Count {
+    pub key: String,
+}
+
+static COUNTS: Mutex<Option<HashMap<String, HashMap<i64, u32>>>> = Mutex::new(None);
+
+impl Job for Count {
+    const KIND: &'static str = "count";
+    fn perform(&self, ctx: &JobContext) -> JobResult {
+        let mut counts = COUNTS.lock().unwrap();
+        *counts
+            .get_or_insert_with(HashMap::new)
+            .entry(self.key.clone())
+            .or_default()
+            .entry(ctx.job_id())
+            .or_default() += 1;
+        Ok(serde_json::Value::Null)
+    }
+}
+
+/// Executions per job id counted under `key`.
+pub fn counts(key: &str) -> HashMap<i64, u32> {
+    COUNTS
+        .lock()
+        .unwrap()
+        .as_ref()
+        .and_then(|c| c.get(key).cloned())
+        .unwrap_or_default()
+}
+
+/// Appends a `start` row to `test_ledger`, sleeps `sleep_ms` (ignoring
+/// cancellation), then appends an `end` row.
+#[derive(Serialize, Deserialize)]
+pub struct Ledger {
+    pub url: String,
+    pub n: i64,
+    pub sleep_ms: u64,
+}
+
+thread_local! {
+    static CONNS: RefCell<HashMap<String, TestConn>> = RefCell::new(HashMap::new());
+}
+
+/// Appends a ledger row through this thread's connection to `url`.
+pub fn ledger_append(url: &str, job_id: i64, n: i64, event: &str) {
+    CONNS.with(|conns| {
+        let mut conns = conns.borrow_mut();
+        let conn = conns.entry(url.to_string()).or_insert_with(|| TestConn::open(url));
+        conn.execute(&format!(
+            "INSERT INTO test_ledger (job_id, n, pid, event, at_us) VALUES ({job_id}, {n}, {}, '{event}', {})",
+            std::process::id(),
+            now_us()
+        ));
+    });
+}
+
+impl Job for Ledger {
+    const KIND: &'static str = "ledger";
+    fn perform(&self, ctx: &JobContext) -> JobResult {
+        ledger_append(&self.url, ctx.job_id(), self.n, "start");
+        if self.sleep_ms > 0 {
+            std::thread::sleep(Duration::from_millis(self.sleep_ms));
+        }
+        ledger_append(&self.url, ctx.job_id(), self.n, "end");
+        Ok(serde_json::json!({ "n": self.n }))
+    }
+}
+
+/// A worker knowing every test job type.
+pub fn worker(queue: Queue) -> Worker {
+    Worker::new(queue)
+        .register::<Echo>()
+        .register::<Fail>()
+        .register::<Panic>()
+        .register::<Count>()
+        .register::<Ledger>()
+}

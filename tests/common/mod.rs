@@ -1,0 +1,284 @@
+//! Shared test harness: a fresh database per test on either backend, the
+//! `backend_tests!` macro that instantiates each test for SQLite and
+//! PostgreSQL, raw SQL helpers, `wait_for`, test job types, and the entry
+//! point of the worker processes that multi-process tests spawn.
+#![allow(dead_code)]
+
+pub mod child;
+pub mod jobs;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use diesel::connection::SimpleConnection;
+use diesel::{Connection, PgConnection, QueryableByName, RunQueryDsl, SqliteConnection};
+use solidq::{Backend, Queue, QueueConfig};
+
+/// Instantiates each named test function (taking `&TestDb`) once per
+/// backend: `sqlite::name` and `postgres::name`.
+#[macro_export]
+macro_rules! backend_tests {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[test]
+                fn $name() {
+                    let db = $crate::common::TestDb::sqlite();
+                    super::$name(&db);
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[test]
+                fn $name() {
+                    if let Some(db) = $crate::common::TestDb::postgres() {
+                        super::$name(&db);
+                    }
+                }
+            )*
+        }
+    };
+}
+
+/// A database owned by one test: an SQLite file in a temporary directory,
+/// or a fresh schema in the PostgreSQL database of
+/// `SOLIDQ_TEST_POSTGRES_URL`. Dropped with the test.
+pub struct TestDb {
+    pub url: String,
+    pub backend: Backend,
+    guard: Guard,
+}
+
+enum Guard {
+    Sqlite(#[allow(dead_code)] tempfile::TempDir),
+    Postgres { admin_url: String, schema: String },
+}
+
+pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+impl TestDb {
+    pub fn sqlite() -> TestDb {
+        init_logs();
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let url = format!("sqlite://{}", dir.path().join("test.sqlite3").display());
+        TestDb {
+            url,
+            backend: Backend::Sqlite,
+            guard: Guard::Sqlite(dir),
+        }
+    }
+
+    /// `None` (the test is skipped, loudly) when no PostgreSQL is configured
+    /// or reachable, unless `SOLIDQ_REQUIRE_POSTGRES=1`: then it panics.
+    pub fn postgres() -> Option<TestDb> {
+        init_logs();
+        let required = std::env::var("SOLIDQ_REQUIRE_POSTGRES").is_ok_and(|v| v == "1");
+        let admin_url = match std::env::var("SOLIDQ_TEST_POSTGRES_URL") {
+            Ok(url) if !url.is_empty() => url,
+            _ => {
+                assert!(
+                    !required,
+                    "SOLIDQ_REQUIRE_POSTGRES=1 but SOLIDQ_TEST_POSTGRES_URL is not set"
+                );
+                eprintln!("SKIPPED: SOLIDQ_TEST_POSTGRES_URL is not set");
+                return None;
+            }
+        };
+        let mut admin = match PgConnection::establish(&admin_url) {
+            Ok(c) => c,
+            Err(e) => {
+                assert!(
+                    !required,
+                    "SOLIDQ_REQUIRE_POSTGRES=1 but PostgreSQL is unreachable: {e}"
+                );
+                eprintln!("SKIPPED: PostgreSQL unreachable: {e}");
+                return None;
+            }
+        };
+        drop_stale_schemas(&mut admin);
+        let schema = format!(
+            "solidq_t_{}_{}_{:x}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst),
+            fastrand::u32(..)
+        );
+        admin
+            .batch_execute(&format!("CREATE SCHEMA {schema}"))
+            .expect("create schema");
+        let sep = if admin_url.contains('?') { '&' } else { '?' };
+        let url = format!("{admin_url}{sep}options=-c%20search_path%3D{schema}");
+        Some(TestDb {
+            url,
+            backend: Backend::Postgres,
+            guard: Guard::Postgres { admin_url, schema },
+        })
+    }
+
+    /// A migrated queue.
+    pub fn queue(&self) -> Queue {
+        self.queue_with(QueueConfig::default())
+    }
+
+    pub fn queue_with(&self, config: QueueConfig) -> Queue {
+        let queue = Queue::connect_with(&self.url, config).expect("connect");
+        queue.migrate().expect("migrate");
+        queue
+    }
+
+    /// A plain connection for test-side SQL.
+    pub fn conn(&self) -> TestConn {
+        TestConn::open(&self.url)
+    }
+
+    pub fn execute(&self, sql: &str) {
+        self.conn().execute(sql);
+    }
+
+    pub fn scalar(&self, sql: &str) -> i64 {
+        self.conn().scalar(sql)
+    }
+
+    pub fn count(&self, table: &str) -> i64 {
+        self.scalar(&format!("SELECT count(*) AS v FROM {table}"))
+    }
+
+    /// Creates the ledger table jobs of kind `ledger` append to.
+    pub fn create_ledger(&self) {
+        self.execute(
+            "CREATE TABLE test_ledger (
+                 seq INTEGER PRIMARY KEY, job_id BIGINT NOT NULL, n BIGINT NOT NULL,
+                 pid BIGINT NOT NULL, event TEXT NOT NULL, at_us BIGINT NOT NULL)"
+                .replace(
+                    "seq INTEGER PRIMARY KEY",
+                    match self.backend {
+                        Backend::Postgres => "seq BIGSERIAL PRIMARY KEY",
+                        Backend::Sqlite => "seq INTEGER PRIMARY KEY AUTOINCREMENT",
+                    },
+                )
+                .as_str(),
+        );
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Guard::Postgres { admin_url, schema } = &self.guard
+            && let Ok(mut admin) = PgConnection::establish(admin_url)
+        {
+            let _ = admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+        }
+    }
+}
+
+/// Schemas left by test processes that were killed before dropping them.
+fn drop_stale_schemas(admin: &mut PgConnection) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        #[derive(QueryableByName)]
+        struct Name {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            nspname: String,
+        }
+        let names: Vec<Name> = diesel::sql_query(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'solidq\\_t\\_%'",
+        )
+        .load(admin)
+        .unwrap_or_default();
+        for Name { nspname } in names {
+            let pid = nspname
+                .split('_')
+                .nth(3)
+                .and_then(|p| p.parse::<u32>().ok());
+            let alive = pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
+            if !alive {
+                let _ = admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {nspname} CASCADE"));
+            }
+        }
+    });
+}
+
+/// A raw connection to a test database, for SQL the library does not offer.
+pub enum TestConn {
+    Pg(PgConnection),
+    Sqlite(SqliteConnection),
+}
+
+#[derive(QueryableByName)]
+struct Scalar {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    v: i64,
+}
+
+impl TestConn {
+    pub fn open(url: &str) -> TestConn {
+        if url.starts_with("postgres") {
+            TestConn::Pg(PgConnection::establish(url).expect("connect to postgres"))
+        } else {
+            let path = url.trim_start_matches("sqlite://");
+            let mut c = SqliteConnection::establish(path).expect("open sqlite");
+            c.batch_execute("PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;")
+                .expect("pragmas");
+            TestConn::Sqlite(c)
+        }
+    }
+
+    pub fn execute(&mut self, sql: &str) {
+        let result = match self {
+            TestConn::Pg(c) => c.batch_execute(sql),
+            TestConn::Sqlite(c) => c.batch_execute(sql),
+        };
+        result.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
+    /// Runs a query returning one BIGINT column named `v`.
+    pub fn scalar(&mut self, sql: &str) -> i64 {
+        let row: Result<Scalar, _> = match self {
+            TestConn::Pg(c) => diesel::sql_query(sql).get_result(c),
+            TestConn::Sqlite(c) => diesel::sql_query(sql).get_result(c),
+        };
+        row.unwrap_or_else(|e| panic!("{sql}: {e}")).v
+    }
+
+    /// Runs a query returning BIGINT column `v` per row.
+    pub fn column(&mut self, sql: &str) -> Vec<i64> {
+        let rows: Result<Vec<Scalar>, _> = match self {
+            TestConn::Pg(c) => diesel::sql_query(sql).load(c),
+            TestConn::Sqlite(c) => diesel::sql_query(sql).load(c),
+        };
+        rows.unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .into_iter()
+            .map(|r| r.v)
+            .collect()
+    }
+}
+
+/// Polls `condition` until it holds or `timeout` passes; panics with
+/// `what` on timeout.
+pub fn wait_for(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if condition() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+pub fn init_logs() {
+    let _ = env_logger::builder().is_test(true).try_init();
+}
+
+/// Microseconds since the Unix epoch on this host.
+pub fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_micros() as i64
+}
