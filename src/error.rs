@@ -151,6 +151,23 @@ impl Error {
         move |source| Error::Database { operation, source }
     }
 
+    /// Whether the connection that raised this error is dead (closed by the
+    /// server or the network) and must not be reused.
+    pub fn is_connection_lost(&self) -> bool {
+        use diesel::result::{DatabaseErrorKind as K, Error as D};
+        match self {
+            Error::Database { source, .. } => match source {
+                D::DatabaseError(K::ClosedConnection, _) => true,
+                D::DatabaseError(K::UnableToSendCommand, info) => {
+                    is_connection_message(info.message())
+                }
+                D::DatabaseError(_, info) => is_connection_message(info.message()),
+                other => is_connection_message(&other.to_string()),
+            },
+            _ => false,
+        }
+    }
+
     /// Whether the same call may succeed if retried later: lost connections,
     /// pool timeouts, SQLite's `database is locked`, serialization failures
     /// and deadlocks. Logic errors (constraint violations, bad input) are not.
@@ -179,6 +196,22 @@ impl Error {
             _ => false,
         }
     }
+}
+
+/// Messages libpq gives when the connection itself is gone.
+fn is_connection_message(message: &str) -> bool {
+    const LOST: [&str; 8] = [
+        "server closed the connection",
+        "terminating connection",
+        "no connection to the server",
+        "could not receive data from server",
+        "could not send data to server",
+        "connection to server",
+        "ssl syscall error",
+        "connection has been closed unexpectedly",
+    ];
+    let lower = message.to_ascii_lowercase();
+    LOST.iter().any(|needle| lower.contains(needle))
 }
 
 /// Messages of errors that diesel reports without a precise kind but that a

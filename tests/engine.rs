@@ -21,6 +21,9 @@ backend_tests!(
     failures_panics_unknown_kinds_and_bad_arguments_are_recorded,
     finish_under_a_lost_claim_writes_nothing,
     migrate_twice_is_a_no_op,
+    finished_job_without_keep_result_is_deleted,
+    worker_whose_row_vanished_registers_again,
+    finalize_survives_transient_database_errors,
 );
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -341,4 +344,89 @@ fn both_backends_embed_the_same_migration_versions() {
     let pg = solidq::embedded_migrations(solidq::Backend::Postgres);
     assert!(!pg.is_empty());
     assert_eq!(pg, solidq::embedded_migrations(solidq::Backend::Sqlite));
+}
+
+fn finished_job_without_keep_result_is_deleted(db: &TestDb) {
+    let queue = db.queue();
+    let gone = queue
+        .enqueue_with(
+            &Echo { value: json!(1) },
+            EnqueueOptions::new().keep_result(Duration::ZERO),
+        )
+        .unwrap();
+    let kept = queue.enqueue(&Echo { value: json!(2) }).unwrap();
+    let worker = worker(&queue).start().unwrap();
+    wait_for("both jobs", WAIT, || {
+        status(&queue, kept) == JobStatus::Succeeded
+            && matches!(queue.job(gone), Err(solidq::Error::JobNotFound(_)))
+    });
+    worker.stop().unwrap();
+    assert_eq!(db.count("solidq_jobs"), 1);
+}
+
+fn worker_whose_row_vanished_registers_again(db: &TestDb) {
+    let queue = db.queue();
+    let config = solidq::WorkerConfig {
+        heartbeat_interval: Duration::from_millis(100),
+        polling_interval: Duration::from_millis(50),
+        ..solidq::WorkerConfig::default()
+    };
+    let worker = jobs::worker(queue.clone()).config(config).start().unwrap();
+    let first = worker.process_id().unwrap();
+    let name = db.scalar("SELECT count(*) AS v FROM solidq_processes");
+    assert_eq!(name, 1);
+    db.execute(&format!("DELETE FROM solidq_processes WHERE id = {first}"));
+    wait_for("a new registration", WAIT, || {
+        worker.process_id().is_some_and(|id| id != first)
+    });
+    assert_eq!(db.count("solidq_processes"), 1);
+    let id = queue
+        .enqueue(&Echo {
+            value: json!("after"),
+        })
+        .unwrap();
+    wait_for("a job under the new registration", WAIT, || {
+        status(&queue, id) == JobStatus::Succeeded
+    });
+    worker.stop().unwrap();
+    assert_eq!(db.count("solidq_processes"), 0);
+}
+
+fn finalize_survives_transient_database_errors(db: &TestDb) {
+    let queue = db.queue_with(solidq::QueueConfig {
+        sqlite_busy_timeout: Duration::from_millis(50),
+        ..solidq::QueueConfig::default()
+    });
+    let id = queue.enqueue(&jobs::Sleep { ms: 800 }).unwrap();
+    let worker = worker(&queue).threads(1).start().unwrap();
+    wait_for("the job to run", WAIT, || {
+        status(&queue, id) == JobStatus::Running
+    });
+    match db.backend {
+        // The database goes away under the worker: every pooled connection dies.
+        solidq::Backend::Postgres => {
+            assert!(db.kill_connections() > 0, "the worker held connections");
+            wait_for("the job to finish", WAIT, || {
+                status(&queue, id) == JobStatus::Succeeded
+            });
+        }
+        // Another process holds the write lock far past the busy timeout.
+        solidq::Backend::Sqlite => {
+            let mut locker = db.conn();
+            locker.execute("BEGIN IMMEDIATE");
+            std::thread::sleep(Duration::from_millis(1500));
+            assert_eq!(
+                status(&queue, id),
+                JobStatus::Running,
+                "still claimed while the write fails"
+            );
+            locker.execute("COMMIT");
+            wait_for("the job to finish", WAIT, || {
+                status(&queue, id) == JobStatus::Succeeded
+            });
+        }
+    }
+    worker.stop().unwrap();
+    let info = queue.job(id).unwrap();
+    assert_eq!((info.attempts, info.result), (1, Some(json!(800))));
 }

@@ -220,6 +220,16 @@ impl fmt::Debug for DatabaseUrl {
     }
 }
 
+/// A pooled connection: the connection, and whether an error showed it is
+/// dead (the server closed it), so the pool drops it instead of handing it
+/// out again.
+pub(crate) struct PoolConn {
+    pub(crate) conn: AnyConnection,
+    pub(crate) broken: bool,
+    /// When this connection was last known to work (opened or validated).
+    pub(crate) verified_at: std::time::Instant,
+}
+
 /// r2d2 manager that opens the backend the URL names and applies the SQLite
 /// pragmas to each new connection.
 pub(crate) struct Manager {
@@ -228,23 +238,31 @@ pub(crate) struct Manager {
 }
 
 impl r2d2::ManageConnection for Manager {
-    type Connection = AnyConnection;
+    type Connection = PoolConn;
     type Error = Error;
 
-    fn connect(&self) -> Result<AnyConnection> {
-        self.url.establish(self.sqlite_busy_timeout)
+    fn connect(&self) -> Result<PoolConn> {
+        Ok(PoolConn {
+            conn: self.url.establish(self.sqlite_busy_timeout)?,
+            broken: false,
+            verified_at: std::time::Instant::now(),
+        })
     }
 
-    fn is_valid(&self, conn: &mut AnyConnection) -> Result<()> {
-        conn.batch_execute("SELECT 1")
+    fn is_valid(&self, conn: &mut PoolConn) -> Result<()> {
+        conn.conn
+            .batch_execute("SELECT 1")
             .map_err(Error::db("connection_check"))
     }
 
-    fn has_broken(&self, conn: &mut AnyConnection) -> bool {
+    fn has_broken(&self, conn: &mut PoolConn) -> bool {
         use diesel::connection::TransactionManager;
         // A connection returned in the middle of a transaction (a panic
-        // inside one) must not be reused.
-        <AnyConnection as Connection>::TransactionManager::transaction_manager_status_mut(conn)
+        // inside one) must not be reused either.
+        conn.broken
+            || <AnyConnection as Connection>::TransactionManager::transaction_manager_status_mut(
+                &mut conn.conn,
+            )
             .transaction_depth()
             .map_or(true, |depth| depth.is_some())
     }

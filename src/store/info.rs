@@ -52,8 +52,7 @@ pub(crate) enum JobLookup<'a> {
 impl Store {
     /// Everything known about one job, or `JobNotFound`.
     pub(crate) fn job_info(&self, lookup: JobLookup<'_>) -> Result<JobInfo> {
-        let mut conn = self.conn()?;
-        let row = load(&mut conn, &lookup).map_err(Error::db("job_info"))?;
+        let row = self.with_read("job_info", |conn| load(conn, &lookup))?;
         let not_found = || match lookup {
             JobLookup::Id(id) => Error::JobNotFound(id.to_string()),
             JobLookup::UniqueKey(key) => Error::JobNotFound(format!("with unique key {key:?}")),

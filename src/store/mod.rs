@@ -21,6 +21,7 @@ mod postgres;
 pub(crate) mod schema;
 mod sqlite;
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::NaiveDateTime;
@@ -29,6 +30,7 @@ use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
 use diesel::{QueryResult, RunQueryDsl};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 
+use connection::PoolConn;
 pub use connection::{AnyConnection, Backend, DEFAULT_SQLITE_BUSY_TIMEOUT, DatabaseUrl};
 pub(crate) use info::JobLookup;
 
@@ -47,6 +49,10 @@ pub(crate) struct Store {
     pool: Pool,
     url: DatabaseUrl,
     pool_size: u32,
+    /// The last time a connection was found dead: pooled connections not
+    /// verified since are checked before use (after a server restart every
+    /// idle connection is dead, and each would otherwise fail one caller).
+    lost_at: Arc<Mutex<Option<Instant>>>,
 }
 
 /// Connection pool settings.
@@ -78,6 +84,7 @@ impl Store {
             pool,
             url: url.clone(),
             pool_size: options.size.max(1),
+            lost_at: Arc::default(),
         })
     }
 
@@ -89,13 +96,27 @@ impl Store {
         self.url.backend()
     }
 
-    /// Checks a connection out of the pool.
+    /// Checks a connection out of the pool, validating it first if it has
+    /// not been seen working since a connection was last found dead.
     pub(crate) fn conn(&self) -> Result<PooledConnection> {
-        self.pool.get().map_err(|source| Error::Pool {
-            url: self.url.redacted(),
-            pool_size: self.pool_size,
-            source,
-        })
+        loop {
+            let mut checked_out = self.pool.get().map_err(|source| Error::Pool {
+                url: self.url.redacted(),
+                pool_size: self.pool_size,
+                source,
+            })?;
+            let lost_at = *self.lost_at.lock().unwrap_or_else(|p| p.into_inner());
+            let pooled: &mut PoolConn = &mut checked_out;
+            if lost_at.is_some_and(|lost| pooled.verified_at <= lost) {
+                use diesel::connection::SimpleConnection;
+                if pooled.conn.batch_execute("SELECT 1").is_err() {
+                    pooled.broken = true;
+                    continue;
+                }
+                pooled.verified_at = Instant::now();
+            }
+            return Ok(checked_out);
+        }
     }
 
     /// Opens a connection outside the pool (the PostgreSQL listener keeps
@@ -108,20 +129,27 @@ impl Store {
     /// Runs `op` on a pooled connection, retrying while the database reports
     /// a lock conflict (SQLite busy, PostgreSQL deadlock or serialization
     /// failure): those errors mean the transaction was rolled back, so running
-    /// it again is safe.
-    pub(crate) fn with_driver<T>(
+    /// it again is safe. A connection that turns out dead is dropped from the
+    /// pool, so the caller's next attempt gets a fresh one.
+    pub(crate) fn with_conn<T>(
         &self,
         operation: &'static str,
-        mut op: impl FnMut(&mut dyn Driver) -> QueryResult<T>,
+        mut op: impl FnMut(&mut AnyConnection) -> QueryResult<T>,
     ) -> Result<T> {
-        let mut conn = self.conn()?;
+        let mut checked_out = self.conn()?;
+        let pooled: &mut PoolConn = &mut checked_out;
         let started = Instant::now();
         let mut pause = Duration::from_millis(2);
         loop {
-            match op(driver(&mut conn)) {
+            match op(&mut pooled.conn) {
                 Ok(value) => return Ok(value),
                 Err(source) => {
                     let error = Error::Database { operation, source };
+                    if error.is_connection_lost() {
+                        pooled.broken = true;
+                        *self.lost_at.lock().unwrap_or_else(|p| p.into_inner()) =
+                            Some(Instant::now());
+                    }
                     if !is_lock_conflict(&error) || started.elapsed() > LOCK_RETRY_BUDGET {
                         return Err(error);
                     }
@@ -133,14 +161,40 @@ impl Store {
         }
     }
 
+    /// [`Store::with_conn`] for read-only work: when the connection turns out
+    /// dead, runs once more on a fresh one (a read has no half-done state).
+    pub(crate) fn with_read<T>(
+        &self,
+        operation: &'static str,
+        mut op: impl FnMut(&mut AnyConnection) -> QueryResult<T>,
+    ) -> Result<T> {
+        match self.with_conn(operation, &mut op) {
+            Err(error) if error.is_connection_lost() => {
+                log::warn!("{operation}: {error}; retrying on a fresh connection");
+                self.with_conn(operation, op)
+            }
+            other => other,
+        }
+    }
+
+    /// [`Store::with_conn`] through the connection's [`Driver`].
+    pub(crate) fn with_driver<T>(
+        &self,
+        operation: &'static str,
+        mut op: impl FnMut(&mut dyn Driver) -> QueryResult<T>,
+    ) -> Result<T> {
+        self.with_conn(operation, |conn| op(driver(conn)))
+    }
+
     /// Runs the embedded migrations for this backend; already-applied ones
     /// are skipped, so running it twice changes nothing. Concurrent callers
     /// are serialized (an advisory lock on PostgreSQL, the write lock on
     /// SQLite).
     pub(crate) fn migrate(&self) -> Result<Vec<String>> {
-        let mut conn = self.conn()?;
+        let mut checked_out = self.conn()?;
+        let pooled: &mut PoolConn = &mut checked_out;
         let migration_error = |source| Error::Migration { source };
-        let applied = match &mut *conn {
+        let applied = match &mut pooled.conn {
             AnyConnection::Postgres(c) => {
                 use diesel::connection::SimpleConnection;
                 const LOCK: &str = "SELECT pg_advisory_lock(7370731563215631)";

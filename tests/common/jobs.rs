@@ -80,6 +80,20 @@ impl Job for Panic {
     }
 }
 
+/// Sleeps, then returns how long it slept. Ignores cancellation.
+#[derive(Serialize, Deserialize)]
+pub struct Sleep {
+    pub ms: u64,
+}
+
+impl Job for Sleep {
+    const KIND: &'static str = "sleep";
+    fn perform(&self, _ctx: &JobContext) -> JobResult {
+        std::thread::sleep(Duration::from_millis(self.ms));
+        Ok(serde_json::json!(self.ms))
+    }
+}
+
 /// Counts its executions in this process, under `key`.
 #[derive(Serialize, Deserialize)]
 pub struct Count {
@@ -158,4 +172,5 @@ pub fn worker(queue: Queue) -> Worker {
         .register::<Panic>()
         .register::<Count>()
         .register::<Ledger>()
+        .register::<Sleep>()
 }

@@ -71,22 +71,17 @@ impl TestDb {
         }
     }
 
-    /// `None` (the test is skipped, loudly) when no PostgreSQL is configured
-    /// or reachable, unless `SOLIDQ_REQUIRE_POSTGRES=1`: then it panics.
+    /// A fresh schema in `SOLIDQ_TEST_POSTGRES_URL` (default: the local
+    /// server, [`DEFAULT_POSTGRES_URL`]). `None` (the test is skipped,
+    /// loudly) when it is unreachable, unless `SOLIDQ_REQUIRE_POSTGRES=1`:
+    /// then the test fails.
     pub fn postgres() -> Option<TestDb> {
         init_logs();
         let required = std::env::var("SOLIDQ_REQUIRE_POSTGRES").is_ok_and(|v| v == "1");
-        let admin_url = match std::env::var("SOLIDQ_TEST_POSTGRES_URL") {
-            Ok(url) if !url.is_empty() => url,
-            _ => {
-                assert!(
-                    !required,
-                    "SOLIDQ_REQUIRE_POSTGRES=1 but SOLIDQ_TEST_POSTGRES_URL is not set"
-                );
-                eprintln!("SKIPPED: SOLIDQ_TEST_POSTGRES_URL is not set");
-                return None;
-            }
-        };
+        let admin_url = std::env::var("SOLIDQ_TEST_POSTGRES_URL")
+            .ok()
+            .filter(|url| !url.is_empty())
+            .unwrap_or_else(|| DEFAULT_POSTGRES_URL.to_string());
         let mut admin = match PgConnection::establish(&admin_url) {
             Ok(c) => c,
             Err(e) => {
@@ -109,7 +104,9 @@ impl TestDb {
             .batch_execute(&format!("CREATE SCHEMA {schema}"))
             .expect("create schema");
         let sep = if admin_url.contains('?') { '&' } else { '?' };
-        let url = format!("{admin_url}{sep}options=-c%20search_path%3D{schema}");
+        let url = format!(
+            "{admin_url}{sep}options=-c%20search_path%3D{schema}&application_name={schema}"
+        );
         Some(TestDb {
             url,
             backend: Backend::Postgres,
@@ -143,6 +140,19 @@ impl TestDb {
 
     pub fn count(&self, table: &str) -> i64 {
         self.scalar(&format!("SELECT count(*) AS v FROM {table}"))
+    }
+
+    /// PostgreSQL only: terminates every server connection this test's
+    /// processes hold (but the caller's), as a database restart would.
+    /// Returns how many were killed.
+    pub fn kill_connections(&self) -> i64 {
+        let Guard::Postgres { schema, .. } = &self.guard else {
+            panic!("kill_connections is for PostgreSQL");
+        };
+        self.scalar(&format!(
+            "SELECT count(pg_terminate_backend(pid)) AS v FROM pg_stat_activity
+             WHERE application_name = '{schema}' AND pid <> pg_backend_pid()"
+        ))
     }
 
     /// Creates the ledger table jobs of kind `ledger` append to.
