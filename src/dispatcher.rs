@@ -158,10 +158,12 @@ impl DispatcherHandle {
         if let Some(mut heartbeat) = self.heartbeat.take() {
             heartbeat.stop();
             let id = self.process_id.load(Ordering::SeqCst);
-            if let Err(e) = self
-                .store
-                .process_deregister(id, ReleaseReason::Shutdown, &[])
-            {
+            if let Err(e) = self.store.process_deregister(
+                id,
+                &ReleaseReason::Shutdown {
+                    running_at_most_once: vec![],
+                },
+            ) {
                 log::warn!("dispatcher cannot deregister process {id}: {e}");
             }
         }

@@ -86,6 +86,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// A configuration file or value is wrong. `origin` names the file (or
+    /// "configuration"), `message` the problem, on one line.
+    #[error("{origin}: {message}")]
+    Config {
+        /// Where the configuration came from.
+        origin: String,
+        /// What is wrong, with the offending key and value.
+        message: String,
+    },
+
     /// A job with the same `unique_key` already exists (waiting, running, or
     /// finished and still kept).
     #[error("a job with unique key {unique_key:?} already exists (job {existing_id})")]

@@ -67,9 +67,11 @@ mod client;
 pub mod config;
 mod dispatcher;
 mod error;
+pub mod events;
 mod job;
 mod process;
 mod store;
+mod supervisor;
 mod worker;
 
 #[cfg(feature = "cli")]
@@ -79,12 +81,17 @@ pub use client::{DriverRef, EnqueueConnection, Queue};
 pub use config::{DispatcherConfig, QueueConfig, WorkerConfig};
 pub use dispatcher::{Dispatcher, DispatcherHandle};
 pub use error::{Error, Result};
+pub use events::Events;
 pub use job::{
     Backoff, Delivery, EnqueueOptions, ErrorInfo, Job, JobContext, JobError, JobInfo, JobOptions,
     JobResult, JobStatus,
 };
 pub use process::{install_signal_handlers, signal_received};
 pub use store::{AnyConnection, Backend, DatabaseUrl};
+pub use supervisor::{
+    CheckReport, RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, SHUTDOWN_MARGIN, Supervisor,
+    YOUNG_DEATH,
+};
 pub use worker::{QueuePattern, Worker, WorkerHandle};
 
 /// The migration versions embedded in this build for `backend`, oldest

@@ -1,8 +1,11 @@
 //! The `solidq` command line. `src/bin/solidq.rs` only calls [`main`].
 
+use std::path::PathBuf;
+
 use clap::{Parser, Subcommand};
 
-use crate::Queue;
+use crate::config::SupervisorConfig;
+use crate::{Error, Queue, Supervisor};
 
 /// Exit code for an operational error (database unreachable, migration
 /// failed).
@@ -29,6 +32,20 @@ enum Command {
         #[arg(long, env = "SOLIDQ_DATABASE_URL")]
         database_url: String,
     },
+    /// Run the worker processes of a configuration file, the dispatcher and
+    /// the pruner, until SIGTERM or SIGINT.
+    Supervisor {
+        /// The configuration file.
+        #[arg(long, default_value = "solidq.toml")]
+        config: PathBuf,
+    },
+    /// Validate a configuration file, the database and the worker programs
+    /// without starting anything.
+    Check {
+        /// The configuration file.
+        #[arg(long, default_value = "solidq.toml")]
+        config: PathBuf,
+    },
 }
 
 /// Parses the command line, runs the command, and returns the exit code.
@@ -38,9 +55,26 @@ pub fn main() -> i32 {
     match run(cli.command) {
         Ok(()) => 0,
         Err(error) => {
-            eprintln!("solidq: {error}");
-            EXIT_FAILURE
+            // One line, whatever the error's source printed.
+            let message = error
+                .to_string()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            eprintln!("solidq: {message}");
+            exit_code(&error)
         }
+    }
+}
+
+/// Bad input (a URL, a configuration) is a usage error; the rest is
+/// operational.
+fn exit_code(error: &Error) -> i32 {
+    match error {
+        Error::Config { .. } | Error::InvalidDatabaseUrl { .. } | Error::InvalidOption { .. } => {
+            EXIT_USAGE
+        }
+        _ => EXIT_FAILURE,
     }
 }
 
@@ -54,6 +88,20 @@ fn run(command: Command) -> crate::Result<()> {
             } else {
                 println!("{}: applied {}", queue.url(), applied.join(", "));
             }
+            Ok(())
+        }
+        Command::Supervisor { config } => Supervisor::new(SupervisorConfig::load(&config)?).run(),
+        Command::Check { config } => {
+            let report = Supervisor::new(SupervisorConfig::load(&config)?).check()?;
+            for warning in &report.warnings {
+                println!("warning: {warning}");
+            }
+            println!(
+                "{}: ok ({} worker processes, database {})",
+                config.display(),
+                report.processes,
+                report.database
+            );
             Ok(())
         }
     }

@@ -17,6 +17,7 @@ use crate::store::{NewProcess, Store};
 pub(crate) enum ProcessKind {
     Worker,
     Dispatcher,
+    Supervisor,
 }
 
 impl ProcessKind {
@@ -24,6 +25,7 @@ impl ProcessKind {
         match self {
             ProcessKind::Worker => "worker",
             ProcessKind::Dispatcher => "dispatcher",
+            ProcessKind::Supervisor => "supervisor",
         }
     }
 }

@@ -17,9 +17,12 @@
 
 mod connection;
 mod info;
+mod jobs;
 mod postgres;
+mod processes;
 pub(crate) mod schema;
 mod sqlite;
+mod types;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -33,9 +36,11 @@ use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use connection::PoolConn;
 pub use connection::{AnyConnection, Backend, DEFAULT_SQLITE_BUSY_TIMEOUT, DatabaseUrl};
 pub(crate) use info::JobLookup;
+pub(crate) use jobs::enqueue_on_driver;
+pub(crate) use processes::{PruneTarget, Pruned, ReleaseReason, ReleaseReport};
+pub(crate) use types::*;
 
 use crate::error::{Error, Result};
-use crate::job::Delivery;
 
 const POSTGRES_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/postgres");
 const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
@@ -218,6 +223,24 @@ impl Store {
         Ok(applied)
     }
 
+    /// Embedded migrations not yet applied to the database.
+    pub(crate) fn migrations_pending(&self) -> Result<Vec<String>> {
+        let mut checked_out = self.conn()?;
+        let pooled: &mut PoolConn = &mut checked_out;
+        fn names<DB: diesel::backend::Backend>(
+            list: Vec<Box<dyn diesel::migration::Migration<DB>>>,
+        ) -> Vec<String> {
+            list.iter()
+                .map(|m| m.name().version().to_string())
+                .collect()
+        }
+        match &mut pooled.conn {
+            AnyConnection::Postgres(c) => c.pending_migrations(POSTGRES_MIGRATIONS).map(names),
+            AnyConnection::Sqlite(c) => c.pending_migrations(SQLITE_MIGRATIONS).map(names),
+        }
+        .map_err(|source| Error::Migration { source })
+    }
+
     /// The migration versions embedded in this build, oldest first.
     pub(crate) fn embedded_migrations(backend: Backend) -> Vec<String> {
         use diesel::migration::MigrationSource;
@@ -299,6 +322,10 @@ pub(crate) trait Driver {
     /// Deletes every claim `process_id` holds and returns the jobs' facts.
     fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>>;
 
+    /// Deletes up to `limit` claims whose process row does not exist and
+    /// returns the jobs' facts.
+    fn claimed_delete_orphans(&mut self, limit: usize) -> QueryResult<Vec<ReleasedJob>>;
+
     /// Marks jobs finished with their results, kept until `now + keep`.
     fn jobs_succeed(&mut self, rows: &[Succeeded]) -> QueryResult<()>;
 
@@ -322,6 +349,26 @@ pub(crate) trait Driver {
 
     /// Deletes a process row; returns whether it existed.
     fn process_delete(&mut self, id: i64) -> QueryResult<bool>;
+
+    /// Process rows whose heartbeat is older than `threshold`, but `exclude`.
+    fn process_find_expired(
+        &mut self,
+        threshold: Duration,
+        exclude: i64,
+        limit: usize,
+    ) -> QueryResult<Vec<ProcessRow>>;
+
+    /// The process rows of OS process `pid` on `hostname`.
+    fn process_find_by_pid(&mut self, hostname: &str, pid: i32) -> QueryResult<Vec<ProcessRow>>;
+
+    /// Locks process row `id` for pruning, skipping it when another
+    /// transaction holds it or, with `dead_for`, when it heartbeated within
+    /// that long. Inside a transaction.
+    fn process_lock(
+        &mut self,
+        id: i64,
+        dead_for: Option<Duration>,
+    ) -> QueryResult<Option<ProcessRow>>;
 }
 
 /// The driver for a pooled connection: the one `match` on the backend
@@ -372,448 +419,6 @@ impl<Q: QueryFragment<DB>, DB: DieselBackend> QueryFragment<DB> for Cached<Q> {
 }
 
 impl<Q, C> RunQueryDsl<C> for Cached<Q> {}
-
-/// A job to insert, with every option resolved.
-#[derive(Debug, Clone)]
-pub(crate) struct NewJob {
-    pub queue_name: String,
-    pub kind: String,
-    pub arguments: String,
-    pub priority: i32,
-    pub unique_key: Option<String>,
-    pub concurrency_key: Option<String>,
-    pub options: String,
-    pub delivery: Delivery,
-    pub max_attempts: i32,
-    pub max_stalled_count: Option<i32>,
-    /// Absolute run time; when `None`, now + `delay`.
-    pub run_at: Option<NaiveDateTime>,
-    pub delay: Duration,
-}
-
-/// A worker's queue list, compiled once into the SQL that selects claim
-/// candidates (see [`crate::worker::QueuePattern`]).
-#[derive(Debug)]
-pub(crate) struct ClaimQuery {
-    pub(crate) patterns: Vec<crate::worker::QueuePattern>,
-    postgres_sql: std::sync::OnceLock<String>,
-    sqlite_sql: std::sync::OnceLock<String>,
-}
-
-impl ClaimQuery {
-    pub(crate) fn new(patterns: Vec<crate::worker::QueuePattern>) -> ClaimQuery {
-        ClaimQuery {
-            patterns,
-            postgres_sql: Default::default(),
-            sqlite_sql: Default::default(),
-        }
-    }
-
-    pub(crate) fn postgres_sql(&self) -> &str {
-        self.postgres_sql.get_or_init(|| postgres::claim_sql(self))
-    }
-
-    /// `SELECT job_id, ord, priority` of up to `limit` candidates per
-    /// pattern, each pattern's candidates in priority and id order, paused
-    /// queues excluded. `lock` is appended to each pattern's subquery
-    /// (`FOR UPDATE SKIP LOCKED` on PostgreSQL). Queue names are validated
-    /// (letters, digits, `_-.:`) so inlining them is safe, and inlining makes
-    /// the statement text fixed per worker: prepared once, planned per queue.
-    pub(crate) fn candidates_sql(&self, limit: &str, lock: &str) -> String {
-        use crate::worker::QueuePattern;
-        let mut parts = Vec::with_capacity(self.patterns.len());
-        for (ord, pattern) in self.patterns.iter().enumerate() {
-            let condition = match pattern {
-                QueuePattern::Exact(name) => format!("queue_name = '{name}'"),
-                QueuePattern::Prefix(prefix) => format!(
-                    "substr(queue_name, 1, {}) = '{prefix}'",
-                    prefix.chars().count()
-                ),
-                QueuePattern::All => "1 = 1".to_string(),
-            };
-            parts.push(format!(
-                "SELECT job_id, {ord} AS ord, priority FROM (SELECT job_id, priority \
-                 FROM solidq_ready_executions WHERE {condition} \
-                 AND queue_name NOT IN (SELECT queue_name FROM solidq_pauses) \
-                 ORDER BY priority, job_id LIMIT {limit}{lock}) AS c{ord}"
-            ));
-        }
-        parts.join(" UNION ALL ")
-    }
-}
-
-/// A job claimed by a worker, with what it needs to run it.
-#[derive(Debug, Clone, diesel::QueryableByName)]
-pub(crate) struct ClaimedJob {
-    #[diesel(sql_type = diesel::sql_types::BigInt)]
-    pub id: i64,
-    #[diesel(sql_type = diesel::sql_types::Text)]
-    pub queue_name: String,
-    #[diesel(sql_type = diesel::sql_types::Text)]
-    pub kind: String,
-    #[diesel(sql_type = diesel::sql_types::Text)]
-    pub arguments: String,
-    #[diesel(sql_type = diesel::sql_types::Integer)]
-    pub priority: i32,
-    #[diesel(sql_type = diesel::sql_types::Text)]
-    pub options: String,
-    #[diesel(sql_type = diesel::sql_types::Text)]
-    pub delivery: String,
-    #[diesel(sql_type = diesel::sql_types::Integer)]
-    pub max_attempts: i32,
-    #[diesel(sql_type = diesel::sql_types::Integer)]
-    pub attempts: i32,
-    #[diesel(sql_type = diesel::sql_types::Integer)]
-    pub stalled_count: i32,
-    #[diesel(sql_type = diesel::sql_types::Timestamp)]
-    pub created_at: NaiveDateTime,
-    /// The position in the claim order (queue list, then priority, then id).
-    #[diesel(sql_type = diesel::sql_types::BigInt)]
-    pub ord: i64,
-}
-
-/// A claimed job being released: the facts the release rules look at.
-#[derive(Debug, Clone, diesel::QueryableByName)]
-pub(crate) struct ReleasedJob {
-    #[diesel(sql_type = diesel::sql_types::BigInt)]
-    pub id: i64,
-    #[diesel(sql_type = diesel::sql_types::Text)]
-    pub kind: String,
-    #[diesel(sql_type = diesel::sql_types::Text)]
-    pub queue_name: String,
-    #[diesel(sql_type = diesel::sql_types::Text)]
-    pub delivery: String,
-    // Read by the supervisor's release rules (stall counting).
-    #[allow(dead_code)]
-    #[diesel(sql_type = diesel::sql_types::Integer)]
-    pub stalled_count: i32,
-    #[allow(dead_code)]
-    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Integer>)]
-    pub max_stalled_count: Option<i32>,
-}
-
-/// A successful attempt to record.
-#[derive(Debug, Clone)]
-pub(crate) struct Succeeded {
-    pub id: i64,
-    pub result: Option<String>,
-    pub keep: Duration,
-}
-
-/// A failed attempt with attempts left.
-#[derive(Debug, Clone)]
-pub(crate) struct Retried {
-    pub id: i64,
-    pub error: String,
-    pub delay: Duration,
-}
-
-/// A job failing for good.
-#[derive(Debug, Clone)]
-pub(crate) struct Failed {
-    pub id: i64,
-    pub error: String,
-    /// Whether this ends an attempt (`attempts + 1`); a stall does not.
-    pub ends_attempt: bool,
-    /// Whether this counts a stall (`stalled_count + 1`).
-    pub stalled: bool,
-}
-
-/// A claimed job going back to ready.
-#[derive(Debug, Clone)]
-pub(crate) struct Released {
-    pub id: i64,
-    /// Whether its process died (`stalled_count + 1`) rather than stopped.
-    pub stalled: bool,
-}
-
-/// A process row to register.
-#[derive(Debug, Clone)]
-pub(crate) struct NewProcess {
-    pub kind: String,
-    pub name: String,
-    pub pid: i32,
-    pub hostname: String,
-    pub supervisor_id: Option<i64>,
-    pub metadata: String,
-}
-
-/// A job's outcome as the worker reports it.
-#[derive(Debug, Clone)]
-pub(crate) enum Outcome {
-    Succeeded {
-        result: Option<String>,
-        keep: Duration,
-    },
-    Retry {
-        error: String,
-        delay: Duration,
-    },
-    Failed {
-        error: String,
-    },
-}
-
-/// One finished execution to record, fenced by the claim it was run under.
-#[derive(Debug, Clone)]
-pub(crate) struct Completion {
-    pub job_id: i64,
-    pub process_id: i64,
-    pub outcome: Outcome,
-}
-
-/// What a batch of completions came to.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct FinishReport {
-    /// Jobs whose outcome was recorded.
-    pub written: Vec<i64>,
-    /// Jobs whose claim was gone (the process was pruned meanwhile): nothing
-    /// was written for them.
-    pub lost: Vec<i64>,
-}
-
-/// How a process's remaining claims are handled when it stops.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ReleaseReason {
-    /// An orderly stop: claims go back to ready, not counted as stalls,
-    /// except at-most-once jobs that were running, which fail.
-    Shutdown,
-}
-
-/// What happened to each claim of a stopping or dead process.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct ReleaseReport {
-    /// Back in ready.
-    pub released: Vec<i64>,
-    /// Moved to failed.
-    pub failed: Vec<i64>,
-}
-
-impl Store {
-    /// Inserts jobs in one transaction. Each entry is the new id, or the id
-    /// of the existing job holding the same unique key (`Err`).
-    pub(crate) fn jobs_enqueue(
-        &self,
-        jobs: &[NewJob],
-    ) -> Result<Vec<std::result::Result<i64, i64>>> {
-        self.with_driver("jobs_enqueue", |d| enqueue_on_driver(d, jobs))
-    }
-
-    /// Claims up to `limit` jobs for `process_id`.
-    pub(crate) fn ready_claim(
-        &self,
-        claim: &ClaimQuery,
-        process_id: i64,
-        limit: usize,
-    ) -> Result<Vec<ClaimedJob>> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        self.with_driver("ready_claim", |d| d.ready_claim(claim, process_id, limit))
-    }
-
-    /// Moves up to `batch` due scheduled jobs to ready.
-    pub(crate) fn scheduled_dispatch(&self, batch: usize) -> Result<Vec<String>> {
-        self.with_driver("scheduled_dispatch", |d| d.scheduled_dispatch(batch))
-    }
-
-    /// Records a batch of completions in one transaction, each fenced by its
-    /// claim: a completion whose claim is gone is skipped (reported as lost),
-    /// the rest of the batch is written.
-    pub(crate) fn claimed_finish(&self, completions: &[Completion]) -> Result<FinishReport> {
-        self.with_driver("claimed_finish", |d| {
-            in_transaction(d, |d| finish_on_driver(d, completions))
-        })
-    }
-
-    /// Hands claimed jobs that never started back to ready (not a stall).
-    /// Returns the ids whose claim was still held.
-    pub(crate) fn claimed_release(&self, process_id: i64, job_ids: &[i64]) -> Result<Vec<i64>> {
-        self.with_driver("claimed_release", |d| {
-            in_transaction(d, |d| {
-                let held = d.claimed_delete_fenced(process_id, job_ids)?;
-                let rows: Vec<Released> = held
-                    .iter()
-                    .map(|&id| Released { id, stalled: false })
-                    .collect();
-                if !rows.is_empty() {
-                    d.jobs_release(&rows)?;
-                }
-                Ok(held)
-            })
-        })
-    }
-
-    /// Registers a process; returns its id.
-    pub(crate) fn process_register(&self, process: &NewProcess) -> Result<i64> {
-        self.with_driver("process_register", |d| d.process_insert(process))
-    }
-
-    /// Writes a heartbeat; `false` when the process row is gone (pruned).
-    pub(crate) fn process_heartbeat(&self, id: i64) -> Result<bool> {
-        self.with_driver("process_heartbeat", |d| d.process_heartbeat(id))
-    }
-
-    /// Deletes a process row and, in the same transaction, handles every
-    /// claim it still holds per `reason`. `running_at_most_once` lists
-    /// at-most-once jobs that had started; on an orderly stop they fail
-    /// instead of going back to ready.
-    pub(crate) fn process_deregister(
-        &self,
-        process_id: i64,
-        reason: ReleaseReason,
-        running_at_most_once: &[i64],
-    ) -> Result<ReleaseReport> {
-        self.with_driver("process_deregister", |d| {
-            in_transaction(d, |d| {
-                let claims = d.claimed_delete_by_process(process_id)?;
-                let report = release_claims(d, &claims, reason, running_at_most_once)?;
-                d.process_delete(process_id)?;
-                Ok(report)
-            })
-        })
-    }
-}
-
-/// Inserts `jobs` and resolves duplicates to the existing ids. Shared by
-/// [`Store::jobs_enqueue`] and enqueueing on a caller's connection.
-pub(crate) fn enqueue_on_driver(
-    d: &mut dyn Driver,
-    jobs: &[NewJob],
-) -> QueryResult<Vec<std::result::Result<i64, i64>>> {
-    in_transaction(d, |d| {
-        let inserted = d.jobs_insert(jobs)?;
-        let missing: Vec<String> = jobs
-            .iter()
-            .zip(&inserted)
-            .filter(|(_, id)| id.is_none())
-            .filter_map(|(job, _)| job.unique_key.clone())
-            .collect();
-        let existing: std::collections::HashMap<String, i64> = if missing.is_empty() {
-            Default::default()
-        } else {
-            d.jobs_find_by_unique_keys(&missing)?.into_iter().collect()
-        };
-        Ok(jobs
-            .iter()
-            .zip(inserted)
-            .map(|(job, id)| match id {
-                Some(id) => Ok(id),
-                None => Err(job
-                    .unique_key
-                    .as_ref()
-                    .and_then(|k| existing.get(k).copied())
-                    .unwrap_or(0)),
-            })
-            .collect())
-    })
-}
-
-fn finish_on_driver(d: &mut dyn Driver, completions: &[Completion]) -> QueryResult<FinishReport> {
-    let mut report = FinishReport::default();
-    let mut by_process: std::collections::BTreeMap<i64, Vec<i64>> = Default::default();
-    for c in completions {
-        by_process.entry(c.process_id).or_default().push(c.job_id);
-    }
-    let mut fenced = std::collections::HashSet::new();
-    for (process_id, ids) in &by_process {
-        fenced.extend(d.claimed_delete_fenced(*process_id, ids)?);
-    }
-    let (mut succeeded, mut deleted, mut retried, mut failed) = (vec![], vec![], vec![], vec![]);
-    for c in completions {
-        if !fenced.contains(&c.job_id) {
-            report.lost.push(c.job_id);
-            continue;
-        }
-        report.written.push(c.job_id);
-        match &c.outcome {
-            Outcome::Succeeded { keep, .. } if keep.is_zero() => deleted.push(c.job_id),
-            Outcome::Succeeded { result, keep } => succeeded.push(Succeeded {
-                id: c.job_id,
-                result: result.clone(),
-                keep: *keep,
-            }),
-            Outcome::Retry { error, delay } => retried.push(Retried {
-                id: c.job_id,
-                error: error.clone(),
-                delay: *delay,
-            }),
-            Outcome::Failed { error } => failed.push(Failed {
-                id: c.job_id,
-                error: error.clone(),
-                ends_attempt: true,
-                stalled: false,
-            }),
-        }
-    }
-    if !succeeded.is_empty() {
-        d.jobs_succeed(&succeeded)?;
-    }
-    if !deleted.is_empty() {
-        d.jobs_delete(&deleted)?;
-    }
-    if !retried.is_empty() {
-        d.jobs_retry(&retried)?;
-    }
-    if !failed.is_empty() {
-        d.jobs_fail(&failed)?;
-    }
-    Ok(report)
-}
-
-/// Applies the release rules to claims that were just deleted.
-fn release_claims(
-    d: &mut dyn Driver,
-    claims: &[ReleasedJob],
-    reason: ReleaseReason,
-    running_at_most_once: &[i64],
-) -> QueryResult<ReleaseReport> {
-    let mut report = ReleaseReport::default();
-    let (mut release, mut fail) = (vec![], vec![]);
-    for job in claims {
-        let at_most_once = Delivery::from_column(&job.delivery) == Delivery::AtMostOnce;
-        match reason {
-            ReleaseReason::Shutdown if at_most_once && running_at_most_once.contains(&job.id) => {
-                log::warn!(
-                    "failed at-most-once job {} ({}, queue {}): still running at shutdown",
-                    job.id,
-                    job.kind,
-                    job.queue_name
-                );
-                fail.push(Failed {
-                    id: job.id,
-                    error: error_json(
-                        "shutdown",
-                        "worker stopped while the job was running; at_most_once delivery, not retried",
-                    ),
-                    ends_attempt: true,
-                    stalled: false,
-                });
-                report.failed.push(job.id);
-            }
-            ReleaseReason::Shutdown => {
-                log::info!(
-                    "released job {} ({}, queue {}) back to ready at shutdown",
-                    job.id,
-                    job.kind,
-                    job.queue_name
-                );
-                release.push(Released {
-                    id: job.id,
-                    stalled: false,
-                });
-                report.released.push(job.id);
-            }
-        }
-    }
-    if !release.is_empty() {
-        d.jobs_release(&release)?;
-    }
-    if !fail.is_empty() {
-        d.jobs_fail(&fail)?;
-    }
-    Ok(report)
-}
 
 /// The JSON stored for an error (in `failed_executions.error` and the job's
 /// `errors` history).

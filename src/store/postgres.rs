@@ -7,9 +7,11 @@ use chrono::NaiveDateTime;
 use diesel::sql_types::{Array, BigInt, Integer, Nullable, Text, Timestamp};
 use diesel::{Connection, PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
+use std::time::Duration;
+
 use super::{
-    Cached, ClaimQuery, ClaimedJob, Driver, Failed, NewJob, NewProcess, Released, ReleasedJob,
-    Retried, Succeeded, micros,
+    Cached, ClaimQuery, ClaimedJob, Driver, Failed, NewJob, NewProcess, ProcessRow, Released,
+    ReleasedJob, Retried, Succeeded, micros,
 };
 
 #[derive(QueryableByName)]
@@ -87,9 +89,26 @@ const DELETE_CLAIMS_FENCED: &str = "\
 DELETE FROM solidq_claimed_executions WHERE process_id = $1 AND job_id = ANY($2) RETURNING job_id AS id";
 
 const DELETE_CLAIMS_OF_PROCESS: &str = "\
-WITH gone AS (DELETE FROM solidq_claimed_executions WHERE process_id = $1 RETURNING job_id)
-SELECT j.id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count
+WITH gone AS (DELETE FROM solidq_claimed_executions WHERE process_id = $1 RETURNING job_id, process_id)
+SELECT j.id, gone.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count
 FROM solidq_jobs j JOIN gone ON gone.job_id = j.id ORDER BY j.id";
+
+/// Claims whose process row is gone. The claim statement locks its process
+/// row (`FOR KEY SHARE`), so a claim and the prune of its process cannot
+/// interleave into an orphan; these come from rows deleted by hand.
+const DELETE_ORPHANED_CLAIMS: &str = "\
+WITH orphans AS (
+    SELECT c.job_id FROM solidq_claimed_executions c
+    WHERE NOT EXISTS (SELECT 1 FROM solidq_processes p WHERE p.id = c.process_id)
+    ORDER BY c.job_id LIMIT $1 FOR UPDATE OF c SKIP LOCKED
+), gone AS (
+    DELETE FROM solidq_claimed_executions c USING orphans o WHERE c.job_id = o.job_id
+    RETURNING c.job_id, c.process_id
+)
+SELECT j.id, gone.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count
+FROM solidq_jobs j JOIN gone ON gone.job_id = j.id ORDER BY j.id";
+
+const PROCESS_COLUMNS: &str = "id, kind, name, pid, hostname, last_heartbeat_at";
 
 const SUCCEED: &str = "\
 UPDATE solidq_jobs j SET finished_at = LOCALTIMESTAMP,
@@ -149,16 +168,21 @@ VALUES ($1, $2, $3, $4, $5, $6, LOCALTIMESTAMP, LOCALTIMESTAMP) RETURNING id";
 pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
     let candidates = claim.candidates_sql("$1", " FOR UPDATE SKIP LOCKED");
     // With several patterns a job can match more than one (`mail` and `*`):
-    // keep its first.
+    // keep its first. Nothing is picked unless the claiming process's row
+    // exists; locking it (KEY SHARE) makes a concurrent prune of that row
+    // skip it until this claim is committed.
     let picked = if claim.patterns.len() == 1 {
-        "SELECT job_id, ord, priority FROM candidates".to_string()
+        "SELECT job_id, ord, priority FROM candidates WHERE EXISTS (SELECT 1 FROM alive)"
+            .to_string()
     } else {
         "SELECT job_id, min(ord) AS ord, min(priority) AS priority FROM candidates \
+         WHERE EXISTS (SELECT 1 FROM alive) \
          GROUP BY job_id ORDER BY min(ord), min(priority), job_id LIMIT $1"
             .to_string()
     };
     format!(
-        "WITH candidates AS ({candidates}),
+        "WITH alive AS (SELECT id FROM solidq_processes WHERE id = $2 FOR KEY SHARE),
+         candidates AS ({candidates}),
          picked AS ({picked}),
          deleted AS (DELETE FROM solidq_ready_executions r USING picked p
                      WHERE r.job_id = p.job_id RETURNING r.job_id),
@@ -258,6 +282,10 @@ impl Driver for PgConnection {
         Cached(sql_query(DELETE_CLAIMS_OF_PROCESS).bind::<BigInt, _>(process_id)).load(self)
     }
 
+    fn claimed_delete_orphans(&mut self, limit: usize) -> QueryResult<Vec<ReleasedJob>> {
+        Cached(sql_query(DELETE_ORPHANED_CLAIMS).bind::<BigInt, _>(limit as i64)).load(self)
+    }
+
     fn jobs_succeed(&mut self, rows: &[Succeeded]) -> QueryResult<()> {
         Cached(
             sql_query(SUCCEED)
@@ -352,6 +380,54 @@ impl Driver for PgConnection {
             Cached(sql_query("DELETE FROM solidq_processes WHERE id = $1").bind::<BigInt, _>(id))
                 .execute(self)?;
         Ok(n > 0)
+    }
+
+    fn process_find_expired(
+        &mut self,
+        threshold: Duration,
+        exclude: i64,
+        limit: usize,
+    ) -> QueryResult<Vec<ProcessRow>> {
+        Cached(
+            sql_query(format!(
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
+                 WHERE last_heartbeat_at < LOCALTIMESTAMP - $1 * INTERVAL '1 microsecond' AND id <> $2
+                 ORDER BY last_heartbeat_at LIMIT $3"
+            ))
+            .bind::<BigInt, _>(micros(threshold))
+            .bind::<BigInt, _>(exclude)
+            .bind::<BigInt, _>(limit as i64),
+        )
+        .load(self)
+    }
+
+    fn process_find_by_pid(&mut self, hostname: &str, pid: i32) -> QueryResult<Vec<ProcessRow>> {
+        Cached(
+            sql_query(format!(
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes WHERE hostname = $1 AND pid = $2 ORDER BY id"
+            ))
+            .bind::<Text, _>(hostname)
+            .bind::<Integer, _>(pid),
+        )
+        .load(self)
+    }
+
+    fn process_lock(
+        &mut self,
+        id: i64,
+        dead_for: Option<Duration>,
+    ) -> QueryResult<Option<ProcessRow>> {
+        let rows: Vec<ProcessRow> = Cached(
+            sql_query(format!(
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
+                 WHERE id = $1 AND ($2 < 0 OR last_heartbeat_at < LOCALTIMESTAMP - $2 * INTERVAL '1 microsecond')
+                 FOR UPDATE SKIP LOCKED"
+            ))
+            .bind::<BigInt, _>(id)
+            .bind::<BigInt, _>(dead_for.map_or(-1, micros)),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().next())
     }
 }
 

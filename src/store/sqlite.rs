@@ -16,9 +16,11 @@ use diesel::connection::{AnsiTransactionManager, TransactionManager};
 use diesel::sql_types::{BigInt, Integer, Nullable, Text, Timestamp};
 use diesel::{Connection, QueryResult, QueryableByName, RunQueryDsl, SqliteConnection, sql_query};
 
+use std::time::Duration;
+
 use super::{
-    Cached, ClaimQuery, ClaimedJob, Driver, Failed, NewJob, NewProcess, Released, ReleasedJob,
-    Retried, Succeeded, utc_now,
+    Cached, ClaimQuery, ClaimedJob, Driver, Failed, NewJob, NewProcess, ProcessRow, Released,
+    ReleasedJob, Retried, Succeeded, utc_now,
 };
 
 #[derive(QueryableByName)]
@@ -84,10 +86,17 @@ SELECT id, queue_name, kind, arguments, priority, options, delivery, max_attempt
        stalled_count, created_at, 0 AS ord
 FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1))";
 
-const JOBS_OF_PROCESS: &str = "\
-SELECT j.id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count
-FROM solidq_claimed_executions c JOIN solidq_jobs j ON j.id = c.job_id
-WHERE c.process_id = ?1 ORDER BY j.id";
+const CLAIMED_JOB_FACTS: &str = "\
+SELECT j.id, c.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count
+FROM solidq_claimed_executions c JOIN solidq_jobs j ON j.id = c.job_id";
+
+const PROCESS_COLUMNS: &str = "id, kind, name, pid, hostname, last_heartbeat_at";
+
+#[derive(QueryableByName)]
+struct Scalar {
+    #[diesel(sql_type = BigInt)]
+    v: i64,
+}
 
 const APPEND_ERROR: &str = "json_insert(COALESCE(errors, '[]'), '$[#]', json(?1))";
 
@@ -221,6 +230,16 @@ impl Driver for SqliteConnection {
             return Ok(Vec::new());
         }
         self.immediate_transaction(|c| {
+            // No claims for a process whose row is gone (it was pruned):
+            // they would be orphans.
+            let alive: Scalar = Cached(
+                sql_query("SELECT count(*) AS v FROM solidq_processes WHERE id = ?1")
+                    .bind::<BigInt, _>(process_id),
+            )
+            .get_result(c)?;
+            if alive.v == 0 {
+                return Ok(Vec::new());
+            }
             let picked = claim_candidates(c, claim, limit)?;
             if picked.is_empty() {
                 return Ok(Vec::new());
@@ -300,13 +319,41 @@ impl Driver for SqliteConnection {
     }
 
     fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>> {
-        let jobs: Vec<ReleasedJob> =
-            Cached(sql_query(JOBS_OF_PROCESS).bind::<BigInt, _>(process_id)).load(self)?;
+        let jobs: Vec<ReleasedJob> = Cached(
+            sql_query(format!(
+                "{CLAIMED_JOB_FACTS} WHERE c.process_id = ?1 ORDER BY j.id"
+            ))
+            .bind::<BigInt, _>(process_id),
+        )
+        .load(self)?;
         Cached(
             sql_query("DELETE FROM solidq_claimed_executions WHERE process_id = ?1")
                 .bind::<BigInt, _>(process_id),
         )
         .execute(self)?;
+        Ok(jobs)
+    }
+
+    fn claimed_delete_orphans(&mut self, limit: usize) -> QueryResult<Vec<ReleasedJob>> {
+        let jobs: Vec<ReleasedJob> = Cached(
+            sql_query(format!(
+                "{CLAIMED_JOB_FACTS} WHERE NOT EXISTS
+                     (SELECT 1 FROM solidq_processes p WHERE p.id = c.process_id)
+                 ORDER BY j.id LIMIT ?1"
+            ))
+            .bind::<BigInt, _>(limit as i64),
+        )
+        .load(self)?;
+        if !jobs.is_empty() {
+            let ids = json_ids(&jobs.iter().map(|j| j.id).collect::<Vec<_>>());
+            Cached(
+                sql_query(
+                    "DELETE FROM solidq_claimed_executions WHERE job_id IN (SELECT value FROM json_each(?1))",
+                )
+                .bind::<Text, _>(ids),
+            )
+            .execute(self)?;
+        }
         Ok(jobs)
     }
 
@@ -457,4 +504,59 @@ impl Driver for SqliteConnection {
                 .execute(self)?;
         Ok(n > 0)
     }
+
+    fn process_find_expired(
+        &mut self,
+        threshold: Duration,
+        exclude: i64,
+        limit: usize,
+    ) -> QueryResult<Vec<ProcessRow>> {
+        Cached(
+            sql_query(format!(
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
+                 WHERE last_heartbeat_at < ?1 AND id <> ?2 ORDER BY last_heartbeat_at LIMIT ?3"
+            ))
+            .bind::<Timestamp, _>(minus(utc_now(), threshold))
+            .bind::<BigInt, _>(exclude)
+            .bind::<BigInt, _>(limit as i64),
+        )
+        .load(self)
+    }
+
+    fn process_find_by_pid(&mut self, hostname: &str, pid: i32) -> QueryResult<Vec<ProcessRow>> {
+        Cached(
+            sql_query(format!(
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes WHERE hostname = ?1 AND pid = ?2 ORDER BY id"
+            ))
+            .bind::<Text, _>(hostname)
+            .bind::<Integer, _>(pid),
+        )
+        .load(self)
+    }
+
+    fn process_lock(
+        &mut self,
+        id: i64,
+        dead_for: Option<Duration>,
+    ) -> QueryResult<Option<ProcessRow>> {
+        // The write lock is held already (BEGIN IMMEDIATE): re-reading the
+        // row is enough to see whether another pruner got there first.
+        let rows: Vec<ProcessRow> = Cached(
+            sql_query(format!(
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
+                 WHERE id = ?1 AND (?2 IS NULL OR last_heartbeat_at < ?2)"
+            ))
+            .bind::<BigInt, _>(id)
+            .bind::<Nullable<Timestamp>, _>(dead_for.map(|d| minus(utc_now(), d))),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().next())
+    }
+}
+
+fn minus(now: NaiveDateTime, d: Duration) -> NaiveDateTime {
+    chrono::Duration::from_std(d)
+        .ok()
+        .and_then(|d| now.checked_sub_signed(d))
+        .unwrap_or(NaiveDateTime::MIN)
 }

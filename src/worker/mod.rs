@@ -93,6 +93,36 @@ impl Worker {
         }
     }
 
+    /// A worker configured by its supervisor through the environment
+    /// (`SOLIDQ_DATABASE_URL`, `SOLIDQ_QUEUES`, `SOLIDQ_THREADS`,
+    /// `SOLIDQ_SUPERVISOR_ID`, …; see [`WorkerConfig::from_env`]), with a
+    /// pool sized for its threads. A `work` subcommand is then one line:
+    ///
+    /// ```no_run
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Serialize, Deserialize)] struct SendEmail;
+    /// # impl solidq::Job for SendEmail { const KIND: &'static str = "e";
+    /// #   fn perform(&self, _: &solidq::JobContext) -> solidq::JobResult { Ok(serde_json::Value::Null) } }
+    /// solidq::Worker::from_env()?.register::<SendEmail>().run()?;
+    /// # Ok::<(), solidq::Error>(())
+    /// ```
+    pub fn from_env() -> Result<Worker> {
+        use crate::config::ENV_DATABASE_URL;
+        let url = std::env::var(ENV_DATABASE_URL).map_err(|_| Error::Config {
+            origin: "environment".into(),
+            message: format!("{ENV_DATABASE_URL} is not set; a supervisor sets it for its workers"),
+        })?;
+        let config = WorkerConfig::from_env()?;
+        let queue = Queue::connect_with(
+            &url,
+            crate::QueueConfig {
+                pool_size: runtime::connections_needed(&config),
+                ..crate::QueueConfig::default()
+            },
+        )?;
+        Ok(Worker::new(queue).config(config))
+    }
+
     /// Replaces the whole configuration.
     pub fn config(mut self, config: WorkerConfig) -> Worker {
         self.config = config;

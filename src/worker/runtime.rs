@@ -211,7 +211,12 @@ pub(crate) fn start(
     let parts = match started {
         Ok(parts) => parts,
         Err(error) => {
-            let _ = store.process_deregister(id, ReleaseReason::Shutdown, &[]);
+            let _ = store.process_deregister(
+                id,
+                &ReleaseReason::Shutdown {
+                    running_at_most_once: vec![],
+                },
+            );
             return Err(error);
         }
     };
@@ -343,7 +348,13 @@ fn spawn_heartbeat(shared: &Arc<Shared>) -> Result<Heartbeat> {
 fn poll(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
     let threads = shared.config.threads;
     let mut failures = 0u32;
+    let parent = std::os::unix::process::parent_id();
     while !shared.stopping.load(Ordering::SeqCst) {
+        if shared.config.supervisor_id.is_some() && std::os::unix::process::parent_id() != parent {
+            log::warn!("the supervisor (pid {parent}) is gone: shutting down gracefully");
+            shared.request_stop();
+            break;
+        }
         let mut wait = shared.config.polling_interval;
         let process_id = shared.process_id();
         if process_id == 0 {
@@ -464,17 +475,16 @@ fn shut_down(shared: &Arc<Shared>, parts: &mut Parts) -> Result<()> {
             .map(|(id, _)| *id)
             .collect();
         let still_running = lock(&shared.running).len();
-        match shared.store.process_deregister(
-            process_id,
-            ReleaseReason::Shutdown,
-            &running_at_most_once,
-        ) {
+        let reason = ReleaseReason::Shutdown {
+            running_at_most_once,
+        };
+        match shared.store.process_deregister(process_id, &reason) {
             Ok(report) => {
-                if !report.released.is_empty() || !report.failed.is_empty() {
+                if !report.entries.is_empty() {
                     log::warn!(
                         "shutdown timeout: {still_running} jobs still running; released {:?} to ready, failed at-most-once {:?}",
-                        report.released,
-                        report.failed
+                        report.released(),
+                        report.failed()
                     );
                 }
             }

@@ -21,8 +21,32 @@ fn child_process() {
         .try_init();
     match role.as_str() {
         "worker" => run_worker(),
+        // Spawned by a supervisor: everything comes from the environment.
+        "supervised" => jobs::register(solidq::Worker::from_env().expect("worker from env"))
+            .run()
+            .expect("worker run"),
         other => panic!("unknown child role {other:?}"),
     }
+}
+
+/// The command line that runs this test binary as a child of `role`.
+pub fn child_command() -> Vec<String> {
+    let exe = std::env::current_exe()
+        .expect("test binary")
+        .display()
+        .to_string();
+    [
+        exe.as_str(),
+        "--exact",
+        "common::child::child_process",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+        "-q",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
 }
 
 fn var<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -64,38 +88,61 @@ fn run_worker() {
 pub struct Child {
     child: std::process::Child,
     log: tempfile::NamedTempFile,
+    _files: Vec<tempfile::NamedTempFile>,
 }
 
 impl Child {
-    /// Spawns a worker process on `url` with extra `SOLIDQ_TEST_*` settings.
-    pub fn worker(url: &str, settings: &[(&str, &str)]) -> Child {
+    /// Spawns `command`, its stderr going to a log file.
+    pub fn spawn(mut command: Command) -> Child {
         let log = tempfile::NamedTempFile::new().expect("log file");
-        let mut command = Command::new(std::env::current_exe().expect("test binary"));
         command
-            .args([
-                "--exact",
-                "common::child::child_process",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-                "-q",
-            ])
-            .env("SOLIDQ_TEST_CHILD", "worker")
-            .env("SOLIDQ_TEST_URL", url)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log.reopen().expect("log file"));
+        let child = command.spawn().expect("spawn child");
+        Child {
+            child,
+            log,
+            _files: Vec::new(),
+        }
+    }
+
+    /// Spawns a standalone worker process on `url` with extra
+    /// `SOLIDQ_TEST_*` settings.
+    pub fn worker(url: &str, settings: &[(&str, &str)]) -> Child {
+        let argv = child_command();
+        let mut command = Command::new(&argv[0]);
+        command
+            .args(&argv[1..])
+            .env("SOLIDQ_TEST_CHILD", "worker")
+            .env("SOLIDQ_TEST_URL", url)
+            .env("RUST_LOG", "info");
         for (key, value) in settings {
             command.env(key, value);
         }
-        let child = command.spawn().expect("spawn child");
-        Child { child, log }
+        Child::spawn(command)
+    }
+
+    /// Runs `solidq supervisor` on the configuration `toml`.
+    pub fn supervisor(toml: &str) -> Child {
+        let file = tempfile::NamedTempFile::new().expect("config file");
+        std::fs::write(file.path(), toml).expect("write config");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_solidq"));
+        command
+            .args(["supervisor", "--config"])
+            .arg(file.path())
+            .env("RUST_LOG", "info")
+            .env_remove("SOLIDQ_DATABASE_URL");
+        let mut child = Child::spawn(command);
+        child._files.push(file);
+        child
     }
 
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
+    /// Sends `signal` (a `libc::SIG*`) to the process.
     pub fn signal(&self, signal: i32) {
         unsafe {
             libc::kill(self.child.id() as i32, signal);

@@ -164,13 +164,37 @@ impl Job for Ledger {
     }
 }
 
+/// Appends a `start` row to `test_ledger`, then SIGKILLs its own process:
+/// a poison job.
+#[derive(Serialize, Deserialize)]
+pub struct Suicide {
+    pub url: String,
+}
+
+impl Job for Suicide {
+    const KIND: &'static str = "suicide";
+    fn perform(&self, ctx: &JobContext) -> JobResult {
+        ledger_append(&self.url, ctx.job_id(), 0, "start");
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
+        unreachable!("SIGKILL is not survivable")
+    }
+}
+
 /// A worker knowing every test job type.
 pub fn worker(queue: Queue) -> Worker {
-    Worker::new(queue)
+    register(Worker::new(queue))
+}
+
+/// Teaches `worker` every test job type.
+pub fn register(worker: Worker) -> Worker {
+    worker
         .register::<Echo>()
         .register::<Fail>()
         .register::<Panic>()
         .register::<Count>()
         .register::<Ledger>()
         .register::<Sleep>()
+        .register::<Suicide>()
 }

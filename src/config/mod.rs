@@ -5,7 +5,11 @@
 //! long-running loops. `validate()` reports errors (the value cannot work)
 //! and warnings (it works, probably not as intended) separately.
 
+mod supervisor;
+
 use std::time::Duration;
+
+pub use supervisor::*;
 
 use crate::error::{Error, Result};
 use crate::job::{Backoff, Delivery};

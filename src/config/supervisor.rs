@@ -1,0 +1,468 @@
+//! `solidq.toml`: the supervisor's configuration file, and the environment
+//! a supervisor hands to the worker processes it spawns.
+//!
+//! ```toml
+//! database_url = "postgres://…"      # or an SQLite path; SOLIDQ_DATABASE_URL overrides
+//! heartbeat_interval = "10s"
+//! process_alive_threshold = "60s"
+//! shutdown_timeout = "10s"
+//! max_stalled_count = 1
+//!
+//! [dispatcher]
+//! polling_interval = "1s"
+//! batch_size = 500
+//!
+//! [[workers]]
+//! command = ["target/release/myapp", "work"]
+//! processes = 2
+//! queues = ["critical", "*"]
+//! threads = 8
+//! env = { RUST_LOG = "info" }         # optional, added to the child's environment
+//! ```
+//!
+//! Unknown keys are errors, so a typo never silently falls back to a
+//! default. Durations are written like `"500ms"`, `"10s"`, `"2m"`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{
+    DEFAULT_DISPATCHER_BATCH_SIZE, DEFAULT_DISPATCHER_POLLING_INTERVAL, DEFAULT_HEARTBEAT_INTERVAL,
+    DEFAULT_POLLING_INTERVAL, DEFAULT_PROCESS_ALIVE_THRESHOLD, DEFAULT_SHUTDOWN_TIMEOUT,
+    DEFAULT_THREADS, DispatcherConfig, Warnings, WorkerConfig,
+};
+use crate::error::{Error, Result};
+use crate::store::DatabaseUrl;
+use crate::worker::QueuePattern;
+
+/// How many times a job may be released after its process died before it
+/// fails instead, unless its type says otherwise. Bull's default.
+pub const DEFAULT_MAX_STALLED_COUNT: u32 = 1;
+
+/// The environment variable that overrides `database_url`, and that worker
+/// processes read their database from.
+pub const ENV_DATABASE_URL: &str = "SOLIDQ_DATABASE_URL";
+/// Comma-separated queue list handed to a worker process.
+pub const ENV_QUEUES: &str = "SOLIDQ_QUEUES";
+/// Thread count handed to a worker process.
+pub const ENV_THREADS: &str = "SOLIDQ_THREADS";
+/// The id of the supervisor's process row, handed to its children.
+pub const ENV_SUPERVISOR_ID: &str = "SOLIDQ_SUPERVISOR_ID";
+/// Heartbeat interval handed to a worker process (humantime, e.g. `10s`).
+pub const ENV_HEARTBEAT_INTERVAL: &str = "SOLIDQ_HEARTBEAT_INTERVAL";
+/// Alive threshold handed to a worker process.
+pub const ENV_PROCESS_ALIVE_THRESHOLD: &str = "SOLIDQ_PROCESS_ALIVE_THRESHOLD";
+/// Shutdown timeout handed to a worker process.
+pub const ENV_SHUTDOWN_TIMEOUT: &str = "SOLIDQ_SHUTDOWN_TIMEOUT";
+/// Polling interval handed to a worker process.
+pub const ENV_POLLING_INTERVAL: &str = "SOLIDQ_POLLING_INTERVAL";
+
+/// Everything a supervisor runs with. Load it with
+/// [`SupervisorConfig::load`] or build it in code.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SupervisorConfig {
+    /// The database. Required here or in `SOLIDQ_DATABASE_URL`, which wins.
+    #[serde(default)]
+    pub database_url: Option<String>,
+    /// Heartbeat interval of the supervisor and of its workers. Defaults to
+    /// [`DEFAULT_HEARTBEAT_INTERVAL`].
+    #[serde(default = "default_heartbeat", with = "humantime_serde")]
+    pub heartbeat_interval: Duration,
+    /// A process whose heartbeat is older than this is dead: its row is
+    /// pruned and its jobs released. Defaults to
+    /// [`DEFAULT_PROCESS_ALIVE_THRESHOLD`].
+    #[serde(default = "default_threshold", with = "humantime_serde")]
+    pub process_alive_threshold: Duration,
+    /// Grace period for running jobs when stopping; the supervisor waits
+    /// this plus a margin for its children before killing them. Defaults to
+    /// [`DEFAULT_SHUTDOWN_TIMEOUT`].
+    #[serde(default = "default_shutdown", with = "humantime_serde")]
+    pub shutdown_timeout: Duration,
+    /// Releases after a dead process before a job fails instead. Defaults
+    /// to [`DEFAULT_MAX_STALLED_COUNT`]; a job type can override it.
+    #[serde(default = "default_max_stalled")]
+    pub max_stalled_count: u32,
+    /// The dispatcher the supervisor runs.
+    #[serde(default)]
+    pub dispatcher: DispatcherSection,
+    /// Worker processes to spawn and keep running. May be empty: a
+    /// supervisor then only dispatches and prunes.
+    #[serde(default)]
+    pub workers: Vec<WorkerGroup>,
+}
+
+/// `[dispatcher]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DispatcherSection {
+    /// Defaults to [`DEFAULT_DISPATCHER_POLLING_INTERVAL`].
+    #[serde(default = "default_dispatcher_polling", with = "humantime_serde")]
+    pub polling_interval: Duration,
+    /// Defaults to [`DEFAULT_DISPATCHER_BATCH_SIZE`].
+    #[serde(default = "default_batch")]
+    pub batch_size: usize,
+}
+
+impl Default for DispatcherSection {
+    fn default() -> Self {
+        DispatcherSection {
+            polling_interval: DEFAULT_DISPATCHER_POLLING_INTERVAL,
+            batch_size: DEFAULT_DISPATCHER_BATCH_SIZE,
+        }
+    }
+}
+
+/// One `[[workers]]` entry: a command run as `processes` worker processes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerGroup {
+    /// The program and its arguments; it should call
+    /// `solidq::Worker::from_env()`.
+    pub command: Vec<String>,
+    /// How many processes of it to keep running. Defaults to 1.
+    #[serde(default = "one")]
+    pub processes: usize,
+    /// Their queue list. Defaults to `["*"]`.
+    #[serde(default = "all_queues")]
+    pub queues: Vec<String>,
+    /// Threads per process. Defaults to [`DEFAULT_THREADS`].
+    #[serde(default = "default_threads")]
+    pub threads: usize,
+    /// Their idle polling interval. Defaults to [`DEFAULT_POLLING_INTERVAL`].
+    #[serde(default = "default_polling", with = "humantime_serde")]
+    pub polling_interval: Duration,
+    /// Extra environment variables for the processes.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+fn default_heartbeat() -> Duration {
+    DEFAULT_HEARTBEAT_INTERVAL
+}
+fn default_threshold() -> Duration {
+    DEFAULT_PROCESS_ALIVE_THRESHOLD
+}
+fn default_shutdown() -> Duration {
+    DEFAULT_SHUTDOWN_TIMEOUT
+}
+fn default_max_stalled() -> u32 {
+    DEFAULT_MAX_STALLED_COUNT
+}
+fn default_dispatcher_polling() -> Duration {
+    DEFAULT_DISPATCHER_POLLING_INTERVAL
+}
+fn default_batch() -> usize {
+    DEFAULT_DISPATCHER_BATCH_SIZE
+}
+fn one() -> usize {
+    1
+}
+fn all_queues() -> Vec<String> {
+    vec!["*".to_string()]
+}
+fn default_threads() -> usize {
+    DEFAULT_THREADS
+}
+fn default_polling() -> Duration {
+    DEFAULT_POLLING_INTERVAL
+}
+
+impl SupervisorConfig {
+    /// Reads, parses and validates `path`, applying `SOLIDQ_DATABASE_URL`.
+    /// Every error is one line naming the file and the problem.
+    pub fn load(path: &Path) -> Result<SupervisorConfig> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
+            origin: origin.clone(),
+            message: format!("cannot read the file: {e}"),
+        })?;
+        let mut config = SupervisorConfig::parse(&text, &origin)?;
+        if let Ok(url) = std::env::var(ENV_DATABASE_URL)
+            && !url.trim().is_empty()
+        {
+            config.database_url = Some(url);
+        }
+        config.validate(&origin)?;
+        Ok(config)
+    }
+
+    /// Parses TOML text (no environment, no validation); `origin` names it
+    /// in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<SupervisorConfig> {
+        toml::from_str(text).map_err(|e| {
+            let place = e
+                .span()
+                .map(|span| {
+                    let before = &text[..span.start.min(text.len())];
+                    let line = before.matches('\n').count() + 1;
+                    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+                    format!("line {line}, column {column}: ")
+                })
+                .unwrap_or_default();
+            Error::Config {
+                origin: origin.to_string(),
+                message: format!("{place}{}", e.message().trim().replace('\n', " ")),
+            }
+        })
+    }
+
+    /// The database URL, parsed.
+    pub fn database_url(&self) -> Result<DatabaseUrl> {
+        match &self.database_url {
+            Some(url) => DatabaseUrl::parse(url),
+            None => Err(Error::Config {
+                origin: "configuration".into(),
+                message: format!(
+                    "database_url is missing (set it in the file or in {ENV_DATABASE_URL})"
+                ),
+            }),
+        }
+    }
+
+    /// Checks every value; `origin` names the file in errors.
+    pub fn validate(&self, origin: &str) -> Result<Warnings> {
+        let bad = |message: String| Error::Config {
+            origin: origin.to_string(),
+            message,
+        };
+        self.database_url().map_err(|e| match e {
+            Error::Config { message, .. } => bad(message),
+            other => bad(other.to_string()),
+        })?;
+        if self.heartbeat_interval.is_zero() {
+            return Err(bad("heartbeat_interval must be longer than zero".into()));
+        }
+        if self.process_alive_threshold <= self.heartbeat_interval {
+            return Err(bad(format!(
+                "process_alive_threshold ({}) must be longer than heartbeat_interval ({})",
+                humantime::format_duration(self.process_alive_threshold),
+                humantime::format_duration(self.heartbeat_interval)
+            )));
+        }
+        if self.dispatcher.batch_size == 0 {
+            return Err(bad("dispatcher.batch_size must be at least 1".into()));
+        }
+        if self.dispatcher.polling_interval.is_zero() {
+            return Err(bad(
+                "dispatcher.polling_interval must be longer than zero".into()
+            ));
+        }
+        for (i, group) in self.workers.iter().enumerate() {
+            if group
+                .command
+                .first()
+                .is_none_or(|program| program.trim().is_empty())
+            {
+                return Err(bad(format!(
+                    "workers[{i}].command is empty: give the program and its arguments"
+                )));
+            }
+            if group.processes == 0 {
+                return Err(bad(format!("workers[{i}].processes must be at least 1")));
+            }
+            if group.threads == 0 {
+                return Err(bad(format!("workers[{i}].threads must be at least 1")));
+            }
+            if group.polling_interval.is_zero() {
+                return Err(bad(format!(
+                    "workers[{i}].polling_interval must be longer than zero"
+                )));
+            }
+            if group.queues.is_empty() {
+                return Err(bad(format!(
+                    "workers[{i}].queues is empty (use [\"*\"] for all)"
+                )));
+            }
+            for queue in &group.queues {
+                QueuePattern::parse(queue).map_err(|e| bad(format!("workers[{i}].queues: {e}")))?;
+            }
+        }
+        let mut warnings = Vec::new();
+        if self.heartbeat_interval * 2 > self.process_alive_threshold {
+            warnings.push(format!(
+                "heartbeat_interval {} is more than half of process_alive_threshold {}: one late heartbeat can get a live process pruned",
+                humantime::format_duration(self.heartbeat_interval),
+                humantime::format_duration(self.process_alive_threshold)
+            ));
+        }
+        Ok(Warnings(warnings))
+    }
+
+    /// The dispatcher settings.
+    pub fn dispatcher_config(&self) -> DispatcherConfig {
+        DispatcherConfig {
+            polling_interval: self.dispatcher.polling_interval,
+            batch_size: self.dispatcher.batch_size,
+            heartbeat_interval: self.heartbeat_interval,
+        }
+    }
+
+    /// The environment a worker process of `group` gets.
+    pub(crate) fn child_env(
+        &self,
+        group: &WorkerGroup,
+        supervisor_id: i64,
+    ) -> Vec<(String, String)> {
+        let duration = |d: Duration| humantime::format_duration(d).to_string();
+        let mut env = vec![
+            (
+                ENV_DATABASE_URL.to_string(),
+                self.database_url.clone().unwrap_or_default(),
+            ),
+            (ENV_QUEUES.to_string(), group.queues.join(",")),
+            (ENV_THREADS.to_string(), group.threads.to_string()),
+            (ENV_SUPERVISOR_ID.to_string(), supervisor_id.to_string()),
+            (
+                ENV_HEARTBEAT_INTERVAL.to_string(),
+                duration(self.heartbeat_interval),
+            ),
+            (
+                ENV_PROCESS_ALIVE_THRESHOLD.to_string(),
+                duration(self.process_alive_threshold),
+            ),
+            (
+                ENV_SHUTDOWN_TIMEOUT.to_string(),
+                duration(self.shutdown_timeout),
+            ),
+            (
+                ENV_POLLING_INTERVAL.to_string(),
+                duration(group.polling_interval),
+            ),
+        ];
+        env.extend(group.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        env
+    }
+}
+
+impl WorkerConfig {
+    /// The configuration a supervisor hands its worker processes through the
+    /// environment (`SOLIDQ_QUEUES`, `SOLIDQ_THREADS`, …); unset variables
+    /// keep their defaults. A supervised worker leaves dispatching to the
+    /// supervisor. Errors name the variable and its value.
+    pub fn from_env() -> Result<WorkerConfig> {
+        let mut config = WorkerConfig::default();
+        if let Some(queues) = env_var(ENV_QUEUES) {
+            config.queues = queues
+                .split(',')
+                .map(|q| q.trim().to_string())
+                .filter(|q| !q.is_empty())
+                .collect();
+        }
+        if let Some(threads) = env_var(ENV_THREADS) {
+            config.threads = threads
+                .parse()
+                .map_err(|_| env_error(ENV_THREADS, &threads, "not a whole number"))?;
+        }
+        if let Some(id) = env_var(ENV_SUPERVISOR_ID) {
+            config.supervisor_id = Some(
+                id.parse()
+                    .map_err(|_| env_error(ENV_SUPERVISOR_ID, &id, "not an id"))?,
+            );
+            config.dispatch_scheduled = false;
+        }
+        let duration = |name: &'static str, target: &mut Duration| -> Result<()> {
+            if let Some(value) = env_var(name) {
+                *target = humantime::parse_duration(&value)
+                    .map_err(|e| env_error(name, &value, &e.to_string()))?;
+            }
+            Ok(())
+        };
+        duration(ENV_HEARTBEAT_INTERVAL, &mut config.heartbeat_interval)?;
+        duration(
+            ENV_PROCESS_ALIVE_THRESHOLD,
+            &mut config.process_alive_threshold,
+        )?;
+        duration(ENV_SHUTDOWN_TIMEOUT, &mut config.shutdown_timeout)?;
+        duration(ENV_POLLING_INTERVAL, &mut config.polling_interval)?;
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn env_error(name: &'static str, value: &str, reason: &str) -> Error {
+    Error::InvalidOption {
+        option: name,
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+        database_url = "sqlite://jobs.sqlite3"
+        heartbeat_interval = "100ms"
+        process_alive_threshold = "1s"
+        [[workers]]
+        command = ["app", "work"]
+        processes = 2
+        queues = ["critical", "*"]
+    "#;
+
+    fn error_of(text: &str) -> String {
+        match SupervisorConfig::parse(text, "solidq.toml")
+            .and_then(|c| c.validate("solidq.toml").map(drop))
+        {
+            Ok(()) => panic!("accepted: {text}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_good_file_parses_with_defaults() {
+        let config = SupervisorConfig::parse(GOOD, "t").unwrap();
+        assert_eq!(config.heartbeat_interval, Duration::from_millis(100));
+        assert_eq!(config.shutdown_timeout, DEFAULT_SHUTDOWN_TIMEOUT);
+        assert_eq!(config.workers[0].threads, DEFAULT_THREADS);
+        assert_eq!(config.max_stalled_count, DEFAULT_MAX_STALLED_COUNT);
+        assert!(config.validate("t").is_ok());
+    }
+
+    #[test]
+    fn each_mistake_is_one_line_naming_it() {
+        let cases = [
+            (
+                "database_url = \"x.db\"\nheartbeat_intervall = \"1s\"",
+                "unknown field `heartbeat_intervall`",
+            ),
+            (
+                "database_url = \"x.db\"\nshutdown_timeout = \"10x\"",
+                "line 2",
+            ),
+            (
+                "database_url = \"x.db\"\n[[workers]]\ncommand = []",
+                "workers[0].command is empty",
+            ),
+            (
+                "database_url = \"x.db\"\n[[workers]]\ncommand = [\"a\"]\nthreads = 0",
+                "workers[0].threads",
+            ),
+            ("database_url = \"mysql://h/db\"", "unsupported scheme"),
+            ("heartbeat_interval = \"1s\"", "database_url is missing"),
+            (
+                "database_url = \"x.db\"\nprocess_alive_threshold = \"1s\"\nheartbeat_interval = \"2s\"",
+                "must be longer than heartbeat_interval",
+            ),
+            ("database_url = [", "line 1"),
+        ];
+        for (text, expected) in cases {
+            let error = error_of(text);
+            assert!(
+                error.contains(expected),
+                "{text:?} gave {error:?}, expected {expected:?}"
+            );
+            assert!(!error.contains('\n'), "one line: {error:?}");
+            assert!(error.starts_with("solidq.toml: "), "{error:?}");
+        }
+    }
+}

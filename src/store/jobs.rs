@@ -1,0 +1,152 @@
+//! Job lifecycle operations: enqueue, claim, dispatch, finish, release.
+//! Each is one transaction composed from [`Driver`] primitives.
+
+use diesel::QueryResult;
+
+use super::{
+    ClaimQuery, ClaimedJob, Completion, Driver, Failed, FinishReport, NewJob, Outcome, Released,
+    Retried, Store, Succeeded, in_transaction,
+};
+use crate::error::Result;
+
+impl Store {
+    /// Inserts jobs in one transaction. Each entry is the new id, or the id
+    /// of the existing job holding the same unique key (`Err`).
+    pub(crate) fn jobs_enqueue(
+        &self,
+        jobs: &[NewJob],
+    ) -> Result<Vec<std::result::Result<i64, i64>>> {
+        self.with_driver("jobs_enqueue", |d| enqueue_on_driver(d, jobs))
+    }
+
+    /// Claims up to `limit` jobs for `process_id`.
+    pub(crate) fn ready_claim(
+        &self,
+        claim: &ClaimQuery,
+        process_id: i64,
+        limit: usize,
+    ) -> Result<Vec<ClaimedJob>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        self.with_driver("ready_claim", |d| d.ready_claim(claim, process_id, limit))
+    }
+
+    /// Moves up to `batch` due scheduled jobs to ready.
+    pub(crate) fn scheduled_dispatch(&self, batch: usize) -> Result<Vec<String>> {
+        self.with_driver("scheduled_dispatch", |d| d.scheduled_dispatch(batch))
+    }
+
+    /// Records a batch of completions in one transaction, each fenced by its
+    /// claim: a completion whose claim is gone is skipped (reported as lost),
+    /// the rest of the batch is written.
+    pub(crate) fn claimed_finish(&self, completions: &[Completion]) -> Result<FinishReport> {
+        self.with_driver("claimed_finish", |d| {
+            in_transaction(d, |d| finish_on_driver(d, completions))
+        })
+    }
+
+    /// Hands claimed jobs that never started back to ready (not a stall).
+    /// Returns the ids whose claim was still held.
+    pub(crate) fn claimed_release(&self, process_id: i64, job_ids: &[i64]) -> Result<Vec<i64>> {
+        self.with_driver("claimed_release", |d| {
+            in_transaction(d, |d| {
+                let held = d.claimed_delete_fenced(process_id, job_ids)?;
+                let rows: Vec<Released> = held
+                    .iter()
+                    .map(|&id| Released { id, stalled: false })
+                    .collect();
+                if !rows.is_empty() {
+                    d.jobs_release(&rows)?;
+                }
+                Ok(held)
+            })
+        })
+    }
+}
+
+/// Inserts `jobs` and resolves duplicates to the existing ids. Shared by
+/// [`Store::jobs_enqueue`] and enqueueing on a caller's connection.
+pub(crate) fn enqueue_on_driver(
+    d: &mut dyn Driver,
+    jobs: &[NewJob],
+) -> QueryResult<Vec<std::result::Result<i64, i64>>> {
+    in_transaction(d, |d| {
+        let inserted = d.jobs_insert(jobs)?;
+        let missing: Vec<String> = jobs
+            .iter()
+            .zip(&inserted)
+            .filter(|(_, id)| id.is_none())
+            .filter_map(|(job, _)| job.unique_key.clone())
+            .collect();
+        let existing: std::collections::HashMap<String, i64> = if missing.is_empty() {
+            Default::default()
+        } else {
+            d.jobs_find_by_unique_keys(&missing)?.into_iter().collect()
+        };
+        Ok(jobs
+            .iter()
+            .zip(inserted)
+            .map(|(job, id)| match id {
+                Some(id) => Ok(id),
+                None => Err(job
+                    .unique_key
+                    .as_ref()
+                    .and_then(|k| existing.get(k).copied())
+                    .unwrap_or(0)),
+            })
+            .collect())
+    })
+}
+
+fn finish_on_driver(d: &mut dyn Driver, completions: &[Completion]) -> QueryResult<FinishReport> {
+    let mut report = FinishReport::default();
+    let mut by_process: std::collections::BTreeMap<i64, Vec<i64>> = Default::default();
+    for c in completions {
+        by_process.entry(c.process_id).or_default().push(c.job_id);
+    }
+    let mut fenced = std::collections::HashSet::new();
+    for (process_id, ids) in &by_process {
+        fenced.extend(d.claimed_delete_fenced(*process_id, ids)?);
+    }
+    let (mut succeeded, mut deleted, mut retried, mut failed) = (vec![], vec![], vec![], vec![]);
+    for c in completions {
+        if !fenced.contains(&c.job_id) {
+            report.lost.push(c.job_id);
+            continue;
+        }
+        report.written.push(c.job_id);
+        match &c.outcome {
+            Outcome::Succeeded { keep, .. } if keep.is_zero() => deleted.push(c.job_id),
+            Outcome::Succeeded { result, keep } => succeeded.push(Succeeded {
+                id: c.job_id,
+                result: result.clone(),
+                keep: *keep,
+            }),
+            Outcome::Retry { error, delay } => retried.push(Retried {
+                id: c.job_id,
+                error: error.clone(),
+                delay: *delay,
+            }),
+            Outcome::Failed { error } => failed.push(Failed {
+                id: c.job_id,
+                error: error.clone(),
+                ends_attempt: true,
+                stalled: false,
+            }),
+        }
+    }
+    if !succeeded.is_empty() {
+        d.jobs_succeed(&succeeded)?;
+    }
+    if !deleted.is_empty() {
+        d.jobs_delete(&deleted)?;
+    }
+    if !retried.is_empty() {
+        d.jobs_retry(&retried)?;
+    }
+    if !failed.is_empty() {
+        d.jobs_fail(&failed)?;
+    }
+    Ok(report)
+}

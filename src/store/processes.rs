@@ -1,0 +1,271 @@
+//! Process rows and what happens to the claims of a process that stops or
+//! dies: the release rules, written once for every path (an orderly stop,
+//! a supervisor seeing its child exit, heartbeat expiry, orphaned claims).
+//!
+//! A dead process is pruned in ONE transaction: its row is locked (`FOR
+//! UPDATE SKIP LOCKED` on PostgreSQL, so two supervisors never prune the
+//! same process; SQLite's single writer does the same), its claims are
+//! deleted and each job is released or failed, and the row is deleted.
+
+use std::time::Duration;
+
+use diesel::QueryResult;
+
+use super::{
+    Driver, Failed, NewProcess, ProcessRow, Released, ReleasedJob, Store, error_json,
+    in_transaction,
+};
+use crate::error::Result;
+use crate::job::Delivery;
+
+/// Why a process's claims are being handed back, which decides each job's
+/// fate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ReleaseReason {
+    /// The process stops in order. Jobs go back to ready, not counted as
+    /// stalls, except at-most-once jobs in `running_at_most_once` (they had
+    /// started), which fail.
+    Shutdown { running_at_most_once: Vec<i64> },
+    /// Its supervisor killed it after the shutdown grace period: as an
+    /// orderly stop, except every at-most-once job fails (it may have
+    /// started).
+    Killed,
+    /// The process died. Each job's `stalled_count` goes up; past its
+    /// `max_stalled_count` (the job's own, else `default_max_stalled`), or
+    /// for at-most-once jobs, it fails instead of going back to ready.
+    Died { default_max_stalled: u32 },
+}
+
+/// What happened to one released claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ReleaseEntry {
+    pub job: ReleasedJob,
+    /// The job's `stalled_count` after this release.
+    pub stalled_count: u32,
+    /// `Some(message)` when the job was failed instead of released.
+    pub failed: Option<String>,
+}
+
+/// What happened to the claims of a stopping or dead process.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct ReleaseReport {
+    pub entries: Vec<ReleaseEntry>,
+}
+
+impl ReleaseReport {
+    /// Jobs put back in ready.
+    pub(crate) fn released(&self) -> Vec<i64> {
+        self.entries
+            .iter()
+            .filter(|e| e.failed.is_none())
+            .map(|e| e.job.id)
+            .collect()
+    }
+
+    /// Jobs moved to failed.
+    pub(crate) fn failed(&self) -> Vec<i64> {
+        self.entries
+            .iter()
+            .filter(|e| e.failed.is_some())
+            .map(|e| e.job.id)
+            .collect()
+    }
+}
+
+/// Which process rows to prune.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum PruneTarget<'a> {
+    /// Rows whose last heartbeat is older than `threshold` (database
+    /// clock), except `exclude` (the caller's own row), at most `limit`.
+    Expired {
+        threshold: Duration,
+        exclude: i64,
+        limit: usize,
+    },
+    /// The rows of OS process `pid` on `hostname`: a child its supervisor
+    /// just saw exit.
+    Pid { hostname: &'a str, pid: i32 },
+}
+
+/// A pruned process and what became of its claims.
+#[derive(Debug, Clone)]
+pub(crate) struct Pruned {
+    pub process: ProcessRow,
+    pub report: ReleaseReport,
+}
+
+impl Store {
+    /// Registers a process; returns its id.
+    pub(crate) fn process_register(&self, process: &NewProcess) -> Result<i64> {
+        self.with_driver("process_register", |d| d.process_insert(process))
+    }
+
+    /// Writes a heartbeat; `false` when the process row is gone (pruned).
+    pub(crate) fn process_heartbeat(&self, id: i64) -> Result<bool> {
+        self.with_driver("process_heartbeat", |d| d.process_heartbeat(id))
+    }
+
+    /// Deletes a process row and, in the same transaction, handles every
+    /// claim it still holds per `reason`.
+    pub(crate) fn process_deregister(
+        &self,
+        process_id: i64,
+        reason: &ReleaseReason,
+    ) -> Result<ReleaseReport> {
+        self.with_driver("process_deregister", |d| {
+            in_transaction(d, |d| {
+                let claims = d.claimed_delete_by_process(process_id)?;
+                let report = release_claims(d, &claims, reason)?;
+                d.process_delete(process_id)?;
+                Ok(report)
+            })
+        })
+    }
+
+    /// Prunes the rows `target` names, one transaction per process. A row
+    /// another pruner holds, or that heartbeated meanwhile, is skipped.
+    pub(crate) fn process_prune(
+        &self,
+        target: PruneTarget<'_>,
+        reason: &ReleaseReason,
+    ) -> Result<Vec<Pruned>> {
+        let (candidates, dead_for) = match target {
+            PruneTarget::Expired {
+                threshold,
+                exclude,
+                limit,
+            } => (
+                self.with_driver("process_prune", |d| {
+                    d.process_find_expired(threshold, exclude, limit)
+                })?,
+                Some(threshold),
+            ),
+            PruneTarget::Pid { hostname, pid } => (
+                self.with_driver("process_prune", |d| d.process_find_by_pid(hostname, pid))?,
+                None,
+            ),
+        };
+        let mut pruned = Vec::new();
+        for candidate in candidates {
+            let outcome = self.with_driver("process_prune", |d| {
+                in_transaction(d, |d| {
+                    let Some(process) = d.process_lock(candidate.id, dead_for)? else {
+                        return Ok(None);
+                    };
+                    let claims = d.claimed_delete_by_process(process.id)?;
+                    let report = release_claims(d, &claims, reason)?;
+                    d.process_delete(process.id)?;
+                    Ok(Some(Pruned { process, report }))
+                })
+            })?;
+            pruned.extend(outcome);
+        }
+        Ok(pruned)
+    }
+
+    /// Releases (with the stall rules) up to `limit` claims whose process
+    /// row does not exist at all.
+    pub(crate) fn claimed_release_orphans(
+        &self,
+        default_max_stalled: u32,
+        limit: usize,
+    ) -> Result<ReleaseReport> {
+        self.with_driver("claimed_release_orphans", |d| {
+            in_transaction(d, |d| {
+                let claims = d.claimed_delete_orphans(limit)?;
+                release_claims(
+                    d,
+                    &claims,
+                    &ReleaseReason::Died {
+                        default_max_stalled,
+                    },
+                )
+            })
+        })
+    }
+}
+
+/// Applies `reason`'s rules to claims that were just deleted.
+fn release_claims(
+    d: &mut dyn Driver,
+    claims: &[ReleasedJob],
+    reason: &ReleaseReason,
+) -> QueryResult<ReleaseReport> {
+    let mut report = ReleaseReport::default();
+    let (mut release, mut fail) = (vec![], vec![]);
+    for job in claims {
+        let at_most_once = Delivery::from_column(&job.delivery) == Delivery::AtMostOnce;
+        let stalled_before = u32::try_from(job.stalled_count).unwrap_or(0);
+        let (stalled, failure) = match reason {
+            ReleaseReason::Shutdown { running_at_most_once } => (
+                false,
+                (at_most_once && running_at_most_once.contains(&job.id)).then(|| {
+                    (
+                        "shutdown",
+                        "the worker stopped while the job was running; at_most_once delivery, not retried".to_string(),
+                    )
+                }),
+            ),
+            ReleaseReason::Killed => (
+                false,
+                at_most_once.then(|| {
+                    (
+                        "shutdown",
+                        format!(
+                            "process {} was killed after the shutdown grace period; at_most_once delivery, not retried",
+                            job.process_id
+                        ),
+                    )
+                }),
+            ),
+            ReleaseReason::Died { default_max_stalled } => {
+                let stalls = stalled_before + 1;
+                let max = job.max_stalled_count.map_or(*default_max_stalled, |m| u32::try_from(m).unwrap_or(0));
+                let failure = if at_most_once {
+                    Some((
+                        "process_died",
+                        format!(
+                            "process died; at_most_once delivery, not retried (process {} held it)",
+                            job.process_id
+                        ),
+                    ))
+                } else if stalls > max {
+                    Some((
+                        "stalled",
+                        format!(
+                            "stalled {stalls} times (max_stalled_count {max}): the process running it died each time, last process {}",
+                            job.process_id
+                        ),
+                    ))
+                } else {
+                    None
+                };
+                (true, failure)
+            }
+        };
+        match &failure {
+            Some((kind, message)) => fail.push(Failed {
+                id: job.id,
+                error: error_json(kind, message),
+                ends_attempt: !stalled,
+                stalled,
+            }),
+            None => release.push(Released {
+                id: job.id,
+                stalled,
+            }),
+        }
+        report.entries.push(ReleaseEntry {
+            job: job.clone(),
+            stalled_count: stalled_before + u32::from(stalled),
+            failed: failure.map(|(_, message)| message),
+        });
+    }
+    if !release.is_empty() {
+        d.jobs_release(&release)?;
+    }
+    if !fail.is_empty() {
+        d.jobs_fail(&fail)?;
+    }
+    Ok(report)
+}

@@ -1,0 +1,226 @@
+//! The values that cross the store's boundary: what the runtime hands in
+//! (new jobs, completions, process rows) and what it gets back (claimed
+//! jobs, released jobs, reports).
+
+use std::time::Duration;
+
+use chrono::NaiveDateTime;
+
+use super::postgres;
+use crate::job::Delivery;
+
+/// A job to insert, with every option resolved.
+#[derive(Debug, Clone)]
+pub(crate) struct NewJob {
+    pub queue_name: String,
+    pub kind: String,
+    pub arguments: String,
+    pub priority: i32,
+    pub unique_key: Option<String>,
+    pub concurrency_key: Option<String>,
+    pub options: String,
+    pub delivery: Delivery,
+    pub max_attempts: i32,
+    pub max_stalled_count: Option<i32>,
+    /// Absolute run time; when `None`, now + `delay`.
+    pub run_at: Option<NaiveDateTime>,
+    pub delay: Duration,
+}
+
+/// A worker's queue list, compiled once into the SQL that selects claim
+/// candidates (see [`crate::worker::QueuePattern`]).
+#[derive(Debug)]
+pub(crate) struct ClaimQuery {
+    pub(crate) patterns: Vec<crate::worker::QueuePattern>,
+    postgres_sql: std::sync::OnceLock<String>,
+    pub(super) sqlite_sql: std::sync::OnceLock<String>,
+}
+
+impl ClaimQuery {
+    pub(crate) fn new(patterns: Vec<crate::worker::QueuePattern>) -> ClaimQuery {
+        ClaimQuery {
+            patterns,
+            postgres_sql: Default::default(),
+            sqlite_sql: Default::default(),
+        }
+    }
+
+    pub(crate) fn postgres_sql(&self) -> &str {
+        self.postgres_sql.get_or_init(|| postgres::claim_sql(self))
+    }
+
+    /// `SELECT job_id, ord, priority` of up to `limit` candidates per
+    /// pattern, each pattern's candidates in priority and id order, paused
+    /// queues excluded. `lock` is appended to each pattern's subquery
+    /// (`FOR UPDATE SKIP LOCKED` on PostgreSQL). Queue names are validated
+    /// (letters, digits, `_-.:`) so inlining them is safe, and inlining makes
+    /// the statement text fixed per worker: prepared once, planned per queue.
+    pub(crate) fn candidates_sql(&self, limit: &str, lock: &str) -> String {
+        use crate::worker::QueuePattern;
+        let mut parts = Vec::with_capacity(self.patterns.len());
+        for (ord, pattern) in self.patterns.iter().enumerate() {
+            let condition = match pattern {
+                QueuePattern::Exact(name) => format!("queue_name = '{name}'"),
+                QueuePattern::Prefix(prefix) => format!(
+                    "substr(queue_name, 1, {}) = '{prefix}'",
+                    prefix.chars().count()
+                ),
+                QueuePattern::All => "1 = 1".to_string(),
+            };
+            parts.push(format!(
+                "SELECT job_id, {ord} AS ord, priority FROM (SELECT job_id, priority \
+                 FROM solidq_ready_executions WHERE {condition} \
+                 AND queue_name NOT IN (SELECT queue_name FROM solidq_pauses) \
+                 ORDER BY priority, job_id LIMIT {limit}{lock}) AS c{ord}"
+            ));
+        }
+        parts.join(" UNION ALL ")
+    }
+}
+
+/// A job claimed by a worker, with what it needs to run it.
+#[derive(Debug, Clone, diesel::QueryableByName)]
+pub(crate) struct ClaimedJob {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub id: i64,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub queue_name: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub kind: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub arguments: String,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub priority: i32,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub options: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub delivery: String,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub max_attempts: i32,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub attempts: i32,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub stalled_count: i32,
+    #[diesel(sql_type = diesel::sql_types::Timestamp)]
+    pub created_at: NaiveDateTime,
+    /// The position in the claim order (queue list, then priority, then id).
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub ord: i64,
+}
+
+/// A claimed job being released: the facts the release rules look at.
+#[derive(Debug, Clone, PartialEq, Eq, diesel::QueryableByName)]
+pub(crate) struct ReleasedJob {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub id: i64,
+    /// The process that held the claim.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub process_id: i64,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub kind: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub queue_name: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub delivery: String,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub stalled_count: i32,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Integer>)]
+    pub max_stalled_count: Option<i32>,
+}
+
+/// A successful attempt to record.
+#[derive(Debug, Clone)]
+pub(crate) struct Succeeded {
+    pub id: i64,
+    pub result: Option<String>,
+    pub keep: Duration,
+}
+
+/// A failed attempt with attempts left.
+#[derive(Debug, Clone)]
+pub(crate) struct Retried {
+    pub id: i64,
+    pub error: String,
+    pub delay: Duration,
+}
+
+/// A job failing for good.
+#[derive(Debug, Clone)]
+pub(crate) struct Failed {
+    pub id: i64,
+    pub error: String,
+    /// Whether this ends an attempt (`attempts + 1`); a stall does not.
+    pub ends_attempt: bool,
+    /// Whether this counts a stall (`stalled_count + 1`).
+    pub stalled: bool,
+}
+
+/// A claimed job going back to ready.
+#[derive(Debug, Clone)]
+pub(crate) struct Released {
+    pub id: i64,
+    /// Whether its process died (`stalled_count + 1`) rather than stopped.
+    pub stalled: bool,
+}
+
+/// A process row to register.
+#[derive(Debug, Clone)]
+pub(crate) struct NewProcess {
+    pub kind: String,
+    pub name: String,
+    pub pid: i32,
+    pub hostname: String,
+    pub supervisor_id: Option<i64>,
+    pub metadata: String,
+}
+
+/// A job's outcome as the worker reports it.
+#[derive(Debug, Clone)]
+pub(crate) enum Outcome {
+    Succeeded {
+        result: Option<String>,
+        keep: Duration,
+    },
+    Retry {
+        error: String,
+        delay: Duration,
+    },
+    Failed {
+        error: String,
+    },
+}
+
+/// One finished execution to record, fenced by the claim it was run under.
+#[derive(Debug, Clone)]
+pub(crate) struct Completion {
+    pub job_id: i64,
+    pub process_id: i64,
+    pub outcome: Outcome,
+}
+
+/// What a batch of completions came to.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct FinishReport {
+    /// Jobs whose outcome was recorded.
+    pub written: Vec<i64>,
+    /// Jobs whose claim was gone (the process was pruned meanwhile): nothing
+    /// was written for them.
+    pub lost: Vec<i64>,
+}
+
+/// A process row, as pruning reads it.
+#[derive(Debug, Clone, diesel::QueryableByName)]
+pub(crate) struct ProcessRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub id: i64,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub kind: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub name: String,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub pid: i32,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub hostname: String,
+    #[diesel(sql_type = diesel::sql_types::Timestamp)]
+    pub last_heartbeat_at: NaiveDateTime,
+}

@@ -1,0 +1,232 @@
+//! The worker processes a supervisor spawns: one slot per configured
+//! process, each restarted when its process exits, with a backoff when
+//! processes keep dying young so a crash loop does not spin.
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::config::{SupervisorConfig, WorkerGroup};
+
+/// A process that lived less than this counts as dying young.
+pub const YOUNG_DEATH: Duration = Duration::from_secs(1);
+/// The first restart delay after a young death; it doubles with each
+/// further one.
+pub const RESTART_BACKOFF_BASE: Duration = Duration::from_millis(100);
+/// The longest restart delay.
+pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(10);
+
+struct Slot {
+    group: usize,
+    index: usize,
+    child: Option<Child>,
+    started: Instant,
+    young_deaths: u32,
+    restart_at: Option<Instant>,
+}
+
+/// A child that exited (its exit was logged).
+pub(crate) struct Exited {
+    pub pid: u32,
+}
+
+/// Every worker process of a supervisor.
+pub(crate) struct Children {
+    groups: Vec<WorkerGroup>,
+    env: Vec<Vec<(String, String)>>,
+    slots: Vec<Slot>,
+}
+
+impl Children {
+    pub(crate) fn new(config: &SupervisorConfig, supervisor_id: i64) -> Children {
+        let mut slots = Vec::new();
+        for (group, g) in config.workers.iter().enumerate() {
+            for index in 0..g.processes {
+                slots.push(Slot {
+                    group,
+                    index,
+                    child: None,
+                    started: Instant::now(),
+                    young_deaths: 0,
+                    restart_at: Some(Instant::now()),
+                });
+            }
+        }
+        Children {
+            groups: config.workers.clone(),
+            env: config
+                .workers
+                .iter()
+                .map(|g| config.child_env(g, supervisor_id))
+                .collect(),
+            slots,
+        }
+    }
+
+    fn label(&self, slot: &Slot) -> String {
+        format!("workers[{}] #{}", slot.group, slot.index)
+    }
+
+    /// Starts every slot whose restart time has come.
+    pub(crate) fn start_due(&mut self) {
+        let now = Instant::now();
+        for i in 0..self.slots.len() {
+            if self.slots[i].child.is_none() && self.slots[i].restart_at.is_some_and(|t| t <= now) {
+                self.spawn(i);
+            }
+        }
+    }
+
+    fn spawn(&mut self, i: usize) {
+        let group = &self.groups[self.slots[i].group];
+        let label = self.label(&self.slots[i]);
+        let mut command = Command::new(&group.command[0]);
+        command
+            .args(&group.command[1..])
+            .envs(self.env[self.slots[i].group].iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null());
+        // Linux: if this thread (the supervisor's main loop) dies, even by
+        // SIGKILL, the child gets SIGTERM and shuts down gracefully.
+        #[cfg(target_os = "linux")]
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let slot = &mut self.slots[i];
+        slot.restart_at = None;
+        match command.spawn() {
+            Ok(child) => {
+                log::info!("started {label} (pid {}): {:?}", child.id(), group.command);
+                slot.child = Some(child);
+                slot.started = Instant::now();
+            }
+            Err(error) => {
+                slot.young_deaths += 1;
+                let delay = backoff(slot.young_deaths);
+                log::error!(
+                    "cannot start {label} {:?}: {error}; retrying in {delay:?}",
+                    group.command
+                );
+                slot.restart_at = Some(Instant::now() + delay);
+            }
+        }
+    }
+
+    /// Collects the children that exited and schedules their restart
+    /// (unless `restart` is false, while stopping).
+    pub(crate) fn reap(&mut self, restart: bool) -> Vec<Exited> {
+        let mut exited = Vec::new();
+        for i in 0..self.slots.len() {
+            let label = self.label(&self.slots[i]);
+            let slot = &mut self.slots[i];
+            let Some(child) = slot.child.as_mut() else {
+                continue;
+            };
+            let status = match child.try_wait() {
+                Ok(Some(status)) => status,
+                Ok(None) => continue,
+                Err(error) => {
+                    log::warn!("cannot check {label} (pid {}): {error}", child.id());
+                    continue;
+                }
+            };
+            let pid = child.id();
+            slot.child = None;
+            let lifetime = slot.started.elapsed();
+            if lifetime < YOUNG_DEATH {
+                slot.young_deaths += 1;
+            } else {
+                slot.young_deaths = 0;
+            }
+            if restart {
+                let delay = if slot.young_deaths == 0 {
+                    Duration::ZERO
+                } else {
+                    backoff(slot.young_deaths)
+                };
+                slot.restart_at = Some(Instant::now() + delay);
+                log::warn!(
+                    "{label} (pid {pid}) {} after {lifetime:.1?}; restarting in {delay:?}",
+                    describe(status)
+                );
+            } else {
+                log::info!("{label} (pid {pid}) {}", describe(status));
+            }
+            exited.push(Exited { pid });
+        }
+        exited
+    }
+
+    /// Sends `signal` to every running child.
+    pub(crate) fn signal_all(&self, signal: i32) {
+        for child in self.slots.iter().filter_map(|s| s.child.as_ref()) {
+            unsafe {
+                libc::kill(child.id() as i32, signal);
+            }
+        }
+    }
+
+    /// The pids of the running children.
+    pub(crate) fn running(&self) -> Vec<u32> {
+        self.slots
+            .iter()
+            .filter_map(|s| s.child.as_ref().map(Child::id))
+            .collect()
+    }
+
+    /// SIGKILLs every running child and waits for it; returns their pids.
+    pub(crate) fn kill_all(&mut self) -> Vec<u32> {
+        let mut killed = Vec::new();
+        for slot in &mut self.slots {
+            if let Some(mut child) = slot.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+                killed.push(child.id());
+            }
+        }
+        killed
+    }
+}
+
+fn backoff(young_deaths: u32) -> Duration {
+    (RESTART_BACKOFF_BASE * 2u32.saturating_pow(young_deaths.saturating_sub(1).min(16)))
+        .min(RESTART_BACKOFF_MAX)
+}
+
+/// "exited with status 1", "was killed by signal 9 (SIGKILL)".
+pub(crate) fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("was killed by signal {signal} ({})", signal_name(signal)),
+        (None, None) => format!("ended ({status})"),
+    }
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGHUP => "SIGHUP",
+        _ => "signal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_the_base_and_caps() {
+        let delays: Vec<_> = (1..=9).map(backoff).collect();
+        assert_eq!(delays[0], Duration::from_millis(100));
+        assert_eq!(delays[1], Duration::from_millis(200));
+        assert_eq!(delays[4], Duration::from_millis(1600));
+        assert_eq!(delays[8], RESTART_BACKOFF_MAX);
+    }
+}

@@ -1,0 +1,205 @@
+//! The supervisor's maintenance loop: every heartbeat interval it prunes
+//! processes whose heartbeat is older than the alive threshold (on any
+//! host), and releases claims whose process row does not exist at all. And
+//! the one place where pruned processes and released jobs are logged and
+//! reported to the event hooks.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Sender, bounded};
+
+use crate::error::{Error, Result};
+use crate::events::{Events, JobStalled, ProcessPruned, PruneReason};
+use crate::store::{PruneTarget, Pruned, ReleaseReason, ReleaseReport, Store};
+
+/// Dead processes pruned per round, at most.
+const PRUNE_BATCH: usize = 100;
+/// Orphaned claims released per round, at most.
+const ORPHAN_BATCH: usize = 1_000;
+
+/// Settings of the maintenance loop.
+#[derive(Clone)]
+pub(crate) struct MaintenanceConfig {
+    pub interval: Duration,
+    pub alive_threshold: Duration,
+    pub default_max_stalled: u32,
+}
+
+/// A running maintenance thread.
+pub(crate) struct Maintenance {
+    stop: Sender<()>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Maintenance {
+    pub(crate) fn start(
+        store: Store,
+        own_id: Arc<AtomicI64>,
+        config: MaintenanceConfig,
+        events: Arc<dyn Events>,
+    ) -> Result<Maintenance> {
+        let (stop, stopped) = bounded::<()>(1);
+        let thread = std::thread::Builder::new()
+            .name("solidq-maintenance".into())
+            .spawn(move || {
+                loop {
+                    run_once(
+                        &store,
+                        own_id.load(Ordering::SeqCst),
+                        &config,
+                        events.as_ref(),
+                    );
+                    if stopped.recv_timeout(config.interval).is_ok() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|source| Error::Thread {
+                name: "solidq-maintenance".into(),
+                source,
+            })?;
+        Ok(Maintenance {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    pub(crate) fn stop(&mut self) {
+        let _ = self.stop.try_send(());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Maintenance {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One round: prune expired processes, then release orphaned claims.
+pub(crate) fn run_once(
+    store: &Store,
+    own_id: i64,
+    config: &MaintenanceConfig,
+    events: &dyn Events,
+) {
+    let reason = ReleaseReason::Died {
+        default_max_stalled: config.default_max_stalled,
+    };
+    let target = PruneTarget::Expired {
+        threshold: config.alive_threshold,
+        exclude: own_id,
+        limit: PRUNE_BATCH,
+    };
+    match store.process_prune(target, &reason) {
+        Ok(pruned) => report_pruned(&pruned, PruneReason::HeartbeatExpired, events),
+        Err(error) => log::warn!("pruning dead processes failed: {error}"),
+    }
+    match store.claimed_release_orphans(config.default_max_stalled, ORPHAN_BATCH) {
+        Ok(report) => report_released(&report, "its process row does not exist", events),
+        Err(error) => log::warn!("releasing orphaned claims failed: {error}"),
+    }
+}
+
+/// Logs each pruned process and each of its jobs, and tells the hooks.
+pub(crate) fn report_pruned(pruned: &[Pruned], reason: PruneReason, events: &dyn Events) {
+    for p in pruned {
+        let row = &p.process;
+        let why = match reason {
+            PruneReason::Exited => "it exited without deregistering".to_string(),
+            PruneReason::KilledAtShutdown => {
+                "it was killed after the shutdown grace period".to_string()
+            }
+            _ => format!(
+                "its last heartbeat was at {} (database clock)",
+                row.last_heartbeat_at
+            ),
+        };
+        log::warn!(
+            "pruned {} {} (process {}, pid {} on {}): {why}; released {} jobs, failed {}",
+            row.kind,
+            row.name,
+            row.id,
+            row.pid,
+            row.hostname,
+            p.report.released().len(),
+            p.report.failed().len()
+        );
+        let cause = format!("process {} ({}) died", row.id, row.name);
+        if reason == PruneReason::KilledAtShutdown {
+            report_shutdown_kill(&p.report);
+        } else {
+            report_released(&p.report, &cause, events);
+        }
+        events.process_pruned(&ProcessPruned {
+            process_id: row.id,
+            kind: row.kind.clone(),
+            name: row.name.clone(),
+            pid: row.pid,
+            hostname: row.hostname.clone(),
+            last_heartbeat_at: row.last_heartbeat_at.and_utc(),
+            reason,
+            released: p.report.released().len(),
+            failed: p.report.failed().len(),
+        });
+    }
+}
+
+/// Logs every stalled job at warn level with its id, kind, dead process and
+/// count, and reports it to the hooks.
+pub(crate) fn report_released(report: &ReleaseReport, cause: &str, events: &dyn Events) {
+    for entry in &report.entries {
+        let job = &entry.job;
+        match &entry.failed {
+            None => log::warn!(
+                "job {} ({}, queue {}) stalled: {cause} while holding it (process {}); released to ready (stalled_count {})",
+                job.id,
+                job.kind,
+                job.queue_name,
+                job.process_id,
+                entry.stalled_count
+            ),
+            Some(error) => log::warn!(
+                "job {} ({}, queue {}) stalled: {cause} while holding it (process {}); failed: {error} (stalled_count {})",
+                job.id,
+                job.kind,
+                job.queue_name,
+                job.process_id,
+                entry.stalled_count
+            ),
+        }
+        events.job_stalled(&JobStalled {
+            job_id: job.id,
+            kind: job.kind.clone(),
+            queue: job.queue_name.clone(),
+            process_id: job.process_id,
+            stalled_count: entry.stalled_count,
+            failed: entry.failed.clone(),
+        });
+    }
+}
+
+fn report_shutdown_kill(report: &ReleaseReport) {
+    for entry in &report.entries {
+        let job = &entry.job;
+        match &entry.failed {
+            None => log::warn!(
+                "job {} ({}, queue {}) released to ready: its worker was killed at shutdown",
+                job.id,
+                job.kind,
+                job.queue_name
+            ),
+            Some(error) => log::warn!(
+                "job {} ({}, queue {}) failed: {error}",
+                job.id,
+                job.kind,
+                job.queue_name
+            ),
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! The supervisor: a separate process (`solidq supervisor --config
+//! solidq.toml`, or [`Supervisor::run`] in your own binary) that keeps the
+//! configured worker processes running, runs the dispatcher, and prunes
+//! dead processes.
+//!
+//! * **Children.** Each `[[workers]]` entry is spawned `processes` times
+//!   with its settings in the environment (see
+//!   [`crate::Worker::from_env`]); a child that exits is restarted, after a
+//!   doubling delay when children keep dying within a second.
+//! * **Immediate recovery.** When a child exits without deregistering, the
+//!   supervisor (which knows its pid) prunes its process row at once, in one
+//!   transaction with releasing its claimed jobs, instead of waiting for the
+//!   heartbeat threshold.
+//! * **Pruning by heartbeat.** Every heartbeat interval, every process row
+//!   (on any host) whose heartbeat is older than `process_alive_threshold`
+//!   is pruned the same way; claims whose process row is missing are
+//!   released too. Several supervisors can run: each dead process is pruned
+//!   by exactly one of them.
+//! * **Release rules.** A released job goes back to ready with
+//!   `stalled_count + 1`, logged at warn level and reported to
+//!   [`Events::job_stalled`]; past its `max_stalled_count`, or when it is
+//!   at-most-once, it fails instead.
+//! * **Signals.** SIGTERM/SIGINT: forward SIGTERM to every child, wait
+//!   `shutdown_timeout` plus [`SHUTDOWN_MARGIN`] for them to finish their
+//!   jobs and deregister, SIGKILL what is left and release its claims,
+//!   deregister, return. A child notices its supervisor's death (Linux
+//!   parent-death signal, and a changed parent pid) and shuts down
+//!   gracefully.
+
+mod children;
+mod maintenance;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::bounded;
+
+pub use children::{RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, YOUNG_DEATH};
+
+use crate::client::Queue;
+use crate::config::{QueueConfig, SupervisorConfig};
+use crate::dispatcher::Dispatcher;
+use crate::error::{Error, Result};
+use crate::events::{Events, NoEvents, PruneReason};
+use crate::process::heartbeat::{Beat, Heartbeat};
+use crate::process::{self, ProcessKind};
+use crate::store::{PruneTarget, ReleaseReason, Store};
+use children::Children;
+use maintenance::{Maintenance, MaintenanceConfig, report_pruned};
+
+/// Extra time a stopping supervisor gives its children beyond
+/// `shutdown_timeout`: they need it to record their last outcomes and
+/// deregister after their jobs' grace period ends.
+pub const SHUTDOWN_MARGIN: Duration = Duration::from_secs(5);
+
+/// How often the supervisor checks on its children.
+const TICK: Duration = Duration::from_millis(50);
+
+/// What `solidq check` found.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CheckReport {
+    /// The database, password redacted.
+    pub database: String,
+    /// Worker processes the configuration asks for.
+    pub processes: usize,
+    /// Settings that work, probably not as intended.
+    pub warnings: Vec<String>,
+}
+
+/// Runs the worker processes of a [`SupervisorConfig`], the dispatcher and
+/// the pruner.
+pub struct Supervisor {
+    config: SupervisorConfig,
+    events: Arc<dyn Events>,
+}
+
+impl Supervisor {
+    /// A supervisor for `config`.
+    pub fn new(config: SupervisorConfig) -> Supervisor {
+        Supervisor {
+            config,
+            events: Arc::new(NoEvents),
+        }
+    }
+
+    /// Reports stalled jobs and pruned processes to `events`.
+    pub fn events(mut self, events: impl Events) -> Supervisor {
+        self.events = Arc::new(events);
+        self
+    }
+
+    /// Validates everything `run` would need, without starting anything:
+    /// the settings, the database (reachable and migrated), and the worker
+    /// programs (found and executable).
+    pub fn check(&self) -> Result<CheckReport> {
+        let (_, report) = self.prepare()?;
+        Ok(report)
+    }
+
+    fn prepare(&self) -> Result<(Queue, CheckReport)> {
+        let origin = "configuration";
+        let warnings = self.config.validate(origin)?.0;
+        for (i, group) in self.config.workers.iter().enumerate() {
+            find_program(&group.command[0]).map_err(|message| Error::Config {
+                origin: origin.into(),
+                message: format!("workers[{i}].command: {message}"),
+            })?;
+        }
+        let url = self.config.database_url()?;
+        let queue = Queue::connect_with(
+            url.expose(),
+            QueueConfig {
+                pool_size: 6,
+                ..QueueConfig::default()
+            },
+        )?;
+        let pending = queue.store().migrations_pending()?;
+        if !pending.is_empty() {
+            return Err(Error::Config {
+                origin: url.redacted(),
+                message: format!(
+                    "the database is missing migrations {}: run `solidq migrate --database-url …` first",
+                    pending.join(", ")
+                ),
+            });
+        }
+        let report = CheckReport {
+            database: url.redacted(),
+            processes: self.config.workers.iter().map(|g| g.processes).sum(),
+            warnings,
+        };
+        Ok((queue, report))
+    }
+
+    /// Installs SIGTERM/SIGINT handlers first, checks everything (nothing is
+    /// started if anything is wrong), then supervises until a signal arrives
+    /// or its own heartbeats fail past the alive threshold (then it stops as
+    /// gracefully and returns the error, so whatever runs it restarts it).
+    pub fn run(self) -> Result<()> {
+        process::install_signal_handlers()?;
+        let signals = process::subscribe_signals();
+        let (queue, report) = self.prepare()?;
+        for warning in &report.warnings {
+            log::warn!("{warning}");
+        }
+        let store = queue.store().clone();
+        let row = process::describe(
+            ProcessKind::Supervisor,
+            None,
+            None,
+            serde_json::json!({
+                "workers": self.config.workers.iter().map(|g| serde_json::json!({
+                    "command": g.command, "processes": g.processes, "queues": g.queues, "threads": g.threads,
+                })).collect::<Vec<_>>(),
+                "version": env!("CARGO_PKG_VERSION"),
+            }),
+        );
+        let id = process::register(&store, &row)?;
+        let own_id = Arc::new(AtomicI64::new(id));
+        let hostname = row.hostname.clone();
+        log::info!(
+            "supervisor {} (process {id}, pid {}) started on {}: {} worker processes",
+            row.name,
+            row.pid,
+            report.database,
+            report.processes
+        );
+
+        let (fatal_tx, fatal_rx) = bounded::<Error>(1);
+        let mut heartbeat = {
+            let store = store.clone();
+            let own_id = Arc::clone(&own_id);
+            let row = row.clone();
+            Heartbeat::spawn(
+                "solidq-supervisor-heartbeat",
+                store.clone(),
+                self.config.heartbeat_interval,
+                self.config.process_alive_threshold,
+                Arc::clone(&own_id),
+                move |beat| match beat {
+                    Beat::Alive => {}
+                    Beat::RowGone(old) => match process::register(&store, &row) {
+                        Ok(new) => {
+                            own_id.store(new, Ordering::SeqCst);
+                            log::warn!(
+                                "supervisor row {old} was pruned while alive; registered again as {new}"
+                            );
+                        }
+                        Err(error) => log::warn!(
+                            "supervisor row {old} was pruned; cannot register again yet: {error}"
+                        ),
+                    },
+                    Beat::Lost(error) => {
+                        let _ = fatal_tx.try_send(error);
+                    }
+                },
+            )?
+        };
+        let dispatcher = Dispatcher::embedded(queue.clone())
+            .config(self.config.dispatcher_config())
+            .start()?;
+        let mut maintenance = Maintenance::start(
+            store.clone(),
+            Arc::clone(&own_id),
+            MaintenanceConfig {
+                interval: self.config.heartbeat_interval,
+                alive_threshold: self.config.process_alive_threshold,
+                default_max_stalled: self.config.max_stalled_count,
+            },
+            Arc::clone(&self.events),
+        )?;
+        let mut children = Children::new(&self.config, id);
+
+        let mut fatal = None;
+        loop {
+            children.start_due();
+            crossbeam_channel::select! {
+                recv(signals) -> _ => break,
+                recv(fatal_rx) -> error => {
+                    if let Ok(error) = error {
+                        log::error!("{error}");
+                        fatal = Some(error);
+                    }
+                    break;
+                }
+                default(TICK) => {}
+            }
+            for exited in children.reap(true) {
+                self.recover(&store, &hostname, exited.pid, PruneReason::Exited);
+            }
+        }
+
+        let running = children.running();
+        let patience = self.config.shutdown_timeout + SHUTDOWN_MARGIN;
+        log::info!(
+            "supervisor stopping: SIGTERM to {} workers, waiting up to {patience:?}",
+            running.len()
+        );
+        children.signal_all(libc::SIGTERM);
+        let deadline = Instant::now() + patience;
+        while !children.running().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(TICK);
+            for exited in children.reap(false) {
+                self.recover(&store, &hostname, exited.pid, PruneReason::Exited);
+            }
+        }
+        for pid in children.kill_all() {
+            log::warn!("worker pid {pid} was still running {patience:?} after SIGTERM: killed it");
+            self.recover(&store, &hostname, pid, PruneReason::KilledAtShutdown);
+        }
+        dispatcher.stop();
+        maintenance.stop();
+        heartbeat.stop();
+        let own = own_id.load(Ordering::SeqCst);
+        let reason = ReleaseReason::Shutdown {
+            running_at_most_once: vec![],
+        };
+        if let Err(error) = store.process_deregister(own, &reason) {
+            log::warn!("cannot deregister supervisor process {own}: {error}");
+        }
+        log::info!("supervisor {} stopped", row.name);
+        match fatal {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// Prunes the rows of exited child `pid` at once, releasing its jobs.
+    fn recover(&self, store: &Store, hostname: &str, pid: u32, reason: PruneReason) {
+        let release = match reason {
+            PruneReason::KilledAtShutdown => ReleaseReason::Killed,
+            _ => ReleaseReason::Died {
+                default_max_stalled: self.config.max_stalled_count,
+            },
+        };
+        let target = PruneTarget::Pid {
+            hostname,
+            pid: pid as i32,
+        };
+        match store.process_prune(target, &release) {
+            Ok(pruned) => report_pruned(&pruned, reason, self.events.as_ref()),
+            Err(error) => log::error!(
+                "cannot release the jobs of exited worker pid {pid} ({error}); they will be released when its heartbeat expires"
+            ),
+        }
+    }
+}
+
+/// Finds `program` as the OS would run it: a path, or a name on `PATH`.
+fn find_program(program: &str) -> std::result::Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &std::path::Path| {
+        p.metadata()
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
+    if program.contains('/') {
+        return if executable(std::path::Path::new(program)) {
+            Ok(())
+        } else {
+            Err(format!("{program:?} is not an executable file"))
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if std::env::split_paths(&path).any(|dir| executable(&dir.join(program))) {
+        Ok(())
+    } else {
+        Err(format!("program {program:?} is not on PATH"))
+    }
+}

@@ -1,0 +1,185 @@
+//! Bad configuration: `solidq supervisor` and `solidq check` print one
+//! clear line naming the problem, exit non-zero, and start nothing.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+/// Runs `solidq <command> --config <file>`; returns (exit code, stderr).
+fn solidq(command: &str, config: &Path) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_solidq"))
+        .args([command, "--config"])
+        .arg(config)
+        .env_remove("SOLIDQ_DATABASE_URL")
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("run solidq");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn each_bad_configuration_gets_one_clear_line_and_starts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    let migrated = common::TestDb::sqlite();
+    migrated.queue();
+    let workers = format!(
+        "[[workers]]\ncommand = [\"/bin/sh\", \"-c\", \"touch {}\"]\n",
+        marker.display()
+    );
+    let good_db = format!("database_url = \"{}\"\n", migrated.url);
+    let fresh_db = format!(
+        "database_url = \"sqlite://{}\"\n",
+        dir.path().join("fresh.sqlite3").display()
+    );
+    // (name, file contents or None for a missing file, expected text, exit code)
+    let cases: Vec<(&str, Option<String>, &str, i32)> = vec![
+        ("missing file", None, "cannot read the file", 2),
+        (
+            "malformed toml",
+            Some("database_url = \"x\n".into()),
+            "line 1",
+            2,
+        ),
+        (
+            "unknown key",
+            Some(format!("{good_db}shutdown_timout = \"1s\"\n{workers}")),
+            "unknown field `shutdown_timout`",
+            2,
+        ),
+        (
+            "bad duration",
+            Some(format!(
+                "{good_db}shutdown_timeout = \"10 parsecs\"\n{workers}"
+            )),
+            "line 2",
+            2,
+        ),
+        (
+            "empty command",
+            Some(format!("{good_db}[[workers]]\ncommand = []\n")),
+            "workers[0].command is empty",
+            2,
+        ),
+        (
+            "zero threads",
+            Some(format!("{good_db}{workers}threads = 0\n")),
+            "workers[0].threads must be at least 1",
+            2,
+        ),
+        (
+            "bad queue",
+            Some(format!("{good_db}{workers}queues = [\"a b\"]\n")),
+            "workers[0].queues",
+            2,
+        ),
+        (
+            "missing program",
+            Some(format!(
+                "{good_db}[[workers]]\ncommand = [\"/nonexistent/app\", \"work\"]\n"
+            )),
+            "\"/nonexistent/app\" is not an executable file",
+            2,
+        ),
+        (
+            "no database",
+            Some(workers.clone()),
+            "database_url is missing",
+            2,
+        ),
+        (
+            "bad url",
+            Some(format!("database_url = \"mysql://u:pw@h/db\"\n{workers}")),
+            "unsupported scheme \"mysql\"",
+            2,
+        ),
+        (
+            "unreachable database",
+            Some(format!(
+                "database_url = \"postgres://u:secret@127.0.0.1:1/db\"\n{workers}"
+            )),
+            "cannot connect to postgres://u:***@127.0.0.1:1/db",
+            1,
+        ),
+        (
+            "not migrated",
+            Some(format!("{fresh_db}{workers}")),
+            "run `solidq migrate",
+            2,
+        ),
+    ];
+    for (name, contents, expected, code) in cases {
+        let path = dir.path().join(format!("{}.toml", name.replace(' ', "_")));
+        if let Some(contents) = &contents {
+            std::fs::write(&path, contents).unwrap();
+        }
+        for command in ["check", "supervisor"] {
+            let (exit, stderr) = solidq(command, &path);
+            let lines: Vec<&str> = stderr.lines().collect();
+            assert_eq!(
+                lines.len(),
+                1,
+                "{name} ({command}): one line, got {stderr:?}"
+            );
+            assert!(
+                lines[0].starts_with("solidq: "),
+                "{name} ({command}): {stderr:?}"
+            );
+            assert!(
+                lines[0].contains(expected),
+                "{name} ({command}): expected {expected:?} in {stderr:?}"
+            );
+            assert!(
+                !lines[0].contains("secret"),
+                "{name}: the password leaked: {stderr:?}"
+            );
+            assert_eq!(
+                exit, code,
+                "{name} ({command}): exit code, stderr {stderr:?}"
+            );
+            assert!(!marker.exists(), "{name} ({command}) started a worker");
+        }
+    }
+    assert_eq!(
+        migrated.count("solidq_processes"),
+        0,
+        "no process registered"
+    );
+}
+
+#[test]
+fn check_accepts_a_good_configuration_without_starting_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    let db = common::TestDb::sqlite();
+    db.queue();
+    let path = dir.path().join("solidq.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "database_url = \"{}\"\n[[workers]]\ncommand = [\"/bin/sh\", \"-c\", \"touch {}\"]\nprocesses = 3\n",
+            db.url,
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_solidq"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .env_remove("SOLIDQ_DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains(": ok (3 worker processes"), "{stdout}");
+    assert!(!marker.exists());
+    assert_eq!(db.count("solidq_processes"), 0);
+}
