@@ -23,6 +23,7 @@ backend_tests!(
     two_supervisors_prune_each_dead_process_once,
     supervisor_dispatches_delayed_jobs_for_its_workers,
     processes_whose_heartbeats_keep_failing_stop_themselves,
+    workers_of_a_killed_supervisor_shut_down_gracefully,
 );
 
 /// A supervisor configuration for tests.
@@ -550,4 +551,69 @@ fn processes_whose_heartbeats_keep_failing_stop_themselves(db: &TestDb) {
             child.logs()
         );
     }
+}
+
+/// Whether `pid` is still a running process (not gone, not a zombie).
+fn running(pid: i64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| {
+            !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(false)
+}
+
+fn workers_of_a_killed_supervisor_shut_down_gracefully(db: &TestDb) {
+    db.create_ledger();
+    let queue = db.queue();
+    let supervisor = supervisor(
+        db,
+        &Spec {
+            threads: 2,
+            shutdown_ms: 1500,
+            ..Spec::default()
+        },
+    );
+    let short = queue
+        .enqueue(&Ledger {
+            url: db.url.clone(),
+            n: 1,
+            sleep_ms: 500,
+        })
+        .unwrap();
+    let long = queue
+        .enqueue(&Ledger {
+            url: db.url.clone(),
+            n: 2,
+            sleep_ms: 60_000,
+        })
+        .unwrap();
+    wait_for("both jobs to start", Duration::from_secs(30), || {
+        ledger_starts(db) == 2
+    });
+    let worker = supervised_pids(db)[0];
+
+    supervisor.signal(libc::SIGKILL);
+    wait_for(
+        "the orphaned worker to exit",
+        Duration::from_secs(20),
+        || !running(worker),
+    );
+    assert_eq!(
+        queue.job(short).unwrap().status,
+        JobStatus::Succeeded,
+        "its short job finished"
+    );
+    let long = queue.job(long).unwrap();
+    assert_eq!(
+        (long.status, long.stalled_count),
+        (JobStatus::Ready, 0),
+        "its long job was handed back"
+    );
+    let left = db.scalar("SELECT count(*) AS v FROM solidq_processes WHERE kind = 'worker'");
+    assert_eq!(left, 0, "the worker deregistered");
 }
