@@ -9,7 +9,7 @@ use diesel::{PgConnection, SqliteConnection};
 
 use crate::config::{MAX_UNIQUE_KEY_LEN, QueueConfig, validate_queue_name};
 use crate::error::{Error, Result};
-use crate::job::{EnqueueOptions, Job, JobInfo, StoredOptions};
+use crate::job::{EnqueueOptions, Job, JobInfo, JobOptions, StoredOptions};
 use crate::process::wakeups;
 use crate::store::{self, AnyConnection, Backend, DatabaseUrl, Driver, NewJob, PoolOptions, Store};
 
@@ -90,7 +90,7 @@ impl Queue {
     /// `unique_key` already held by another job gives [`Error::Duplicate`]
     /// with that job's id.
     pub fn enqueue_with<J: Job>(&self, job: &J, options: EnqueueOptions) -> Result<i64> {
-        let new = self.build(job, &options)?;
+        let new = self.build(&JobRequest::new(job, options)?)?;
         let outcome = self.inner.store.jobs_enqueue(std::slice::from_ref(&new))?;
         self.after_enqueue(std::slice::from_ref(&new));
         single(&new, outcome)
@@ -102,7 +102,7 @@ impl Queue {
     pub fn enqueue_all<J: Job>(&self, jobs: &[J]) -> Result<Vec<i64>> {
         let new = jobs
             .iter()
-            .map(|job| self.build(job, &EnqueueOptions::new()))
+            .map(|job| self.build(&JobRequest::new(job, EnqueueOptions::new())?))
             .collect::<Result<Vec<_>>>()?;
         let ids = self.inner.store.with_driver("jobs_enqueue", |d| {
             store::in_transaction(d, |d| {
@@ -123,6 +123,41 @@ impl Queue {
             }
             Err(outcome) => Err(first_duplicate(&new, &outcome)),
         }
+    }
+
+    /// Enqueues `job` unless a job holds its `unique_key` already, and
+    /// returns that job's id instead of an error: for idempotent producers
+    /// that may send the same work twice.
+    pub fn enqueue_or_existing<J: Job>(
+        &self,
+        job: &J,
+        options: EnqueueOptions,
+    ) -> Result<Enqueued> {
+        match self.enqueue_with(job, options) {
+            Ok(id) => Ok(Enqueued::New(id)),
+            Err(Error::Duplicate { existing_id, .. }) => Ok(Enqueued::Existing(existing_id)),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Enqueues jobs of any types, each with its own options, in one
+    /// transaction. A job whose `unique_key` is taken is not inserted; its
+    /// entry reports the holder ([`Enqueued::Existing`]) and the others are
+    /// enqueued.
+    pub fn enqueue_batch(&self, requests: &[JobRequest]) -> Result<Vec<Enqueued>> {
+        let new = requests
+            .iter()
+            .map(|r| self.build(r))
+            .collect::<Result<Vec<_>>>()?;
+        let outcome = self.inner.store.jobs_enqueue(&new)?;
+        self.after_enqueue(&new);
+        Ok(outcome
+            .into_iter()
+            .map(|o| match o {
+                Ok(id) => Enqueued::New(id),
+                Err(existing) => Enqueued::Existing(existing),
+            })
+            .collect())
     }
 
     /// Enqueues `job` on `conn`, the caller's own diesel connection to the
@@ -155,7 +190,7 @@ impl Queue {
         job: &J,
         options: EnqueueOptions,
     ) -> Result<i64> {
-        let new = self.build(job, &options)?;
+        let new = self.build(&JobRequest::new(job, options)?)?;
         let outcome = store::enqueue_on_driver(conn.solidq_driver().0, std::slice::from_ref(&new))
             .map_err(Error::db("jobs_enqueue"))?;
         // The caller's transaction may still roll back; a worker woken early
@@ -176,15 +211,17 @@ impl Queue {
             .job_info(store::JobLookup::UniqueKey(unique_key))
     }
 
-    /// Resolves `options` over the type's defaults over the queue's config.
-    fn build<J: Job>(&self, job: &J, options: &EnqueueOptions) -> Result<NewJob> {
+    /// Resolves a request's options over its type's defaults over the
+    /// queue's config, checking each value.
+    fn build(&self, request: &JobRequest) -> Result<NewJob> {
         let config = &self.inner.config;
-        let defaults = J::options();
+        let defaults = &request.defaults;
+        let options = &request.options;
         let o = &options.job;
         let queue = o
             .queue
             .clone()
-            .or(defaults.queue)
+            .or_else(|| defaults.queue.clone())
             .unwrap_or_else(|| config.default_queue.clone());
         validate_queue_name(&queue)?;
         let max_attempts = o
@@ -211,6 +248,13 @@ impl Queue {
         let timeout = o.timeout.or(defaults.timeout).or(config.timeout);
         if let Some(timeout) = timeout {
             check_duration("timeout", timeout)?;
+            if timeout.is_zero() {
+                return Err(Error::InvalidOption {
+                    option: "timeout",
+                    value: "0s".into(),
+                    reason: "must be longer than zero (leave it unset for none)".into(),
+                });
+            }
         }
         if let Some(delay) = options.delay {
             check_duration("delay", delay)?;
@@ -229,14 +273,10 @@ impl Queue {
             keep_result_ms: keep_result.as_millis() as u64,
             backoff: o.backoff.or(defaults.backoff).unwrap_or(config.backoff),
         };
-        let arguments = serde_json::to_string(job).map_err(|source| Error::SerializeArguments {
-            kind: J::KIND.to_string(),
-            source,
-        })?;
         Ok(NewJob {
             queue_name: queue,
-            kind: J::KIND.to_string(),
-            arguments,
+            kind: request.kind.to_string(),
+            arguments: request.arguments.clone(),
             priority: o.priority.or(defaults.priority).unwrap_or(0),
             unique_key: options.unique_key.clone(),
             concurrency_key: None,
@@ -258,6 +298,56 @@ impl Queue {
         if jobs.iter().any(|j| j.run_at.is_none() && j.delay.is_zero()) {
             wakeups::wake(self.inner.store.url().expose());
         }
+    }
+}
+
+/// One job to enqueue in a [`Queue::enqueue_batch`]: its kind, its
+/// arguments (serialized now) and its options.
+#[derive(Debug, Clone)]
+pub struct JobRequest {
+    kind: &'static str,
+    arguments: String,
+    defaults: JobOptions,
+    options: EnqueueOptions,
+}
+
+impl JobRequest {
+    /// A request for `job` with `options` over its type's defaults. Fails
+    /// if the arguments do not serialize.
+    pub fn new<J: Job>(job: &J, options: EnqueueOptions) -> Result<JobRequest> {
+        let arguments = serde_json::to_string(job).map_err(|source| Error::SerializeArguments {
+            kind: J::KIND.to_string(),
+            source,
+        })?;
+        Ok(JobRequest {
+            kind: J::KIND,
+            arguments,
+            defaults: J::options(),
+            options,
+        })
+    }
+}
+
+/// What an idempotent enqueue did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enqueued {
+    /// A new job, with its id.
+    New(i64),
+    /// The unique key was taken: the id of the job holding it.
+    Existing(i64),
+}
+
+impl Enqueued {
+    /// The job's id, new or existing.
+    pub fn id(self) -> i64 {
+        match self {
+            Enqueued::New(id) | Enqueued::Existing(id) => id,
+        }
+    }
+
+    /// Whether a new job was enqueued.
+    pub fn is_new(self) -> bool {
+        matches!(self, Enqueued::New(_))
     }
 }
 

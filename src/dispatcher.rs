@@ -24,7 +24,13 @@ pub struct Dispatcher {
     /// Whether it registers its own process row (standalone) or runs inside
     /// a process that has one (a worker, a supervisor).
     register: bool,
+    /// Whether it also deletes finished jobs past their `keep_result`
+    /// (inside a standalone worker, which has no supervisor to do it).
+    clean: bool,
 }
+
+/// How often a cleaning dispatcher deletes expired finished jobs.
+const CLEAN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Dispatcher {
     /// A standalone dispatcher on `queue`'s database: it registers a process
@@ -34,6 +40,7 @@ impl Dispatcher {
             store: queue.store().clone(),
             config: DispatcherConfig::default(),
             register: true,
+            clean: false,
         }
     }
 
@@ -43,6 +50,12 @@ impl Dispatcher {
             register: false,
             ..Dispatcher::new(queue)
         }
+    }
+
+    /// Also deletes finished jobs past their `keep_result`, every minute.
+    pub(crate) fn cleaning(mut self) -> Dispatcher {
+        self.clean = true;
+        self
     }
 
     /// Replaces the configuration.
@@ -101,7 +114,12 @@ impl Dispatcher {
             .name("solidq-dispatcher".into())
             .spawn(move || {
                 let mut failures = 0u32;
+                let mut cleaned = std::time::Instant::now();
                 loop {
+                    if self.clean && cleaned.elapsed() >= CLEAN_INTERVAL {
+                        crate::supervisor::maintenance::clean(&self.store);
+                        cleaned = std::time::Instant::now();
+                    }
                     let wait = match self.run_once() {
                         Ok(moved) if moved >= self.config.batch_size => continue,
                         Ok(_) => {

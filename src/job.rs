@@ -52,6 +52,15 @@ pub trait Job: Serialize + DeserializeOwned + Send + 'static {
     fn options() -> JobOptions {
         JobOptions::default()
     }
+
+    /// How long to wait before retrying after failed attempt `attempt`
+    /// (1-based) ended with `error`. The default follows `policy`, the job's
+    /// [`Backoff`] (from its options); override it for a backoff of your own,
+    /// for example a longer wait when `error.kind` says "rate limited".
+    fn retry_delay(attempt: u32, error: &ErrorInfo, policy: &Backoff) -> Duration {
+        let _ = error;
+        policy.delay(attempt, fastrand::f64())
+    }
 }
 
 /// What [`Job::perform`] returns: a JSON result or a [`JobError`].
@@ -394,6 +403,7 @@ pub struct JobError {
     pub(crate) kind: String,
     pub(crate) message: String,
     pub(crate) backtrace: Option<String>,
+    pub(crate) retry: bool,
 }
 
 impl JobError {
@@ -404,7 +414,20 @@ impl JobError {
             kind: kind.into(),
             message: message.into(),
             backtrace: None,
+            retry: true,
         }
+    }
+
+    /// This failure is final: the job goes to failed now, whatever attempts
+    /// it has left (a validation error, a deleted record).
+    pub fn no_retry(mut self) -> JobError {
+        self.retry = false;
+        self
+    }
+
+    /// Whether the job may be retried after this error.
+    pub fn is_retryable(&self) -> bool {
+        self.retry
     }
 
     /// An error with just a message (kind `"error"`).
@@ -441,6 +464,7 @@ where
             message,
             backtrace: (backtrace.status() == std::backtrace::BacktraceStatus::Captured)
                 .then(|| backtrace.to_string()),
+            retry: true,
         }
     }
 }
@@ -474,6 +498,9 @@ pub struct ErrorInfo {
     /// When it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<DateTime<Utc>>,
+    /// The wait chosen before the retry that followed, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_in_ms: Option<u64>,
 }
 
 /// Where a job is in its lifecycle (ordered as listed).

@@ -63,6 +63,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod admin;
 mod client;
 pub mod config;
 mod dispatcher;
@@ -77,7 +78,8 @@ mod worker;
 #[cfg(feature = "cli")]
 pub mod cli;
 
-pub use client::{DriverRef, EnqueueConnection, Queue};
+pub use admin::{FailedFilter, QueueStats};
+pub use client::{DriverRef, EnqueueConnection, Enqueued, JobRequest, Queue};
 pub use config::{DispatcherConfig, QueueConfig, WorkerConfig};
 pub use dispatcher::{Dispatcher, DispatcherHandle};
 pub use error::{Error, Result};

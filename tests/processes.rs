@@ -14,6 +14,7 @@ use solidq::JobStatus;
 backend_tests!(
     four_worker_processes_run_five_thousand_jobs_exactly_once,
     sigterm_finishes_short_jobs_and_releases_long_ones,
+    sigterm_fails_running_at_most_once_jobs_instead_of_releasing_them,
 );
 
 fn ledger_count(db: &TestDb, event: &str) -> i64 {
@@ -146,4 +147,52 @@ fn sigterm_finishes_short_jobs_and_releases_long_ones(db: &TestDb) {
     );
     assert_eq!(db.count("solidq_processes"), 0, "the process row is gone");
     assert_eq!(db.count("solidq_claimed_executions"), 0);
+}
+
+fn sigterm_fails_running_at_most_once_jobs_instead_of_releasing_them(db: &TestDb) {
+    db.create_ledger();
+    let queue = db.queue();
+    let long = |n| Ledger {
+        url: db.url.clone(),
+        n,
+        sleep_ms: 60_000,
+    };
+    let at_least_once = queue.enqueue(&long(1)).unwrap();
+    let at_most_once = queue
+        .enqueue_with(
+            &long(2),
+            solidq::EnqueueOptions::new().delivery(solidq::Delivery::AtMostOnce),
+        )
+        .unwrap();
+    let mut worker = Child::worker(
+        &db.url,
+        &[
+            ("SOLIDQ_TEST_THREADS", "2"),
+            ("SOLIDQ_TEST_SHUTDOWN_MS", "1000"),
+        ],
+    );
+    wait_for("both jobs to start", Duration::from_secs(30), || {
+        ledger_count(db, "start") == 2
+    });
+    worker.signal(libc::SIGTERM);
+    let status = worker
+        .wait_timeout(Duration::from_secs(10))
+        .expect("worker exits");
+    assert!(status.success(), "{}", worker.logs());
+
+    let released = queue.job(at_least_once).unwrap();
+    assert_eq!(released.status, JobStatus::Ready);
+    let failed = queue.job(at_most_once).unwrap();
+    assert_eq!(
+        failed.status,
+        JobStatus::Failed,
+        "an at-most-once job is not started again"
+    );
+    let error = failed.error.unwrap();
+    assert_eq!(error.kind, "shutdown");
+    assert!(
+        error.message.contains("at_most_once delivery, not retried"),
+        "{}",
+        error.message
+    );
 }

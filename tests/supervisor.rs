@@ -24,6 +24,8 @@ backend_tests!(
     supervisor_dispatches_delayed_jobs_for_its_workers,
     processes_whose_heartbeats_keep_failing_stop_themselves,
     workers_of_a_killed_supervisor_shut_down_gracefully,
+    hard_timeout_exits_the_worker_and_the_stall_rules_apply,
+    supervisor_cleans_finished_jobs_past_keep_result,
 );
 
 /// A supervisor configuration for tests.
@@ -33,6 +35,8 @@ struct Spec {
     alive_ms: u64,
     shutdown_ms: u64,
     max_stalled: u32,
+    /// Extra lines for the `[[workers]]` section.
+    worker_extra: &'static str,
 }
 
 impl Default for Spec {
@@ -43,6 +47,7 @@ impl Default for Spec {
             alive_ms: 1000,
             shutdown_ms: 3000,
             max_stalled: 1,
+            worker_extra: "",
         }
     }
 }
@@ -73,10 +78,12 @@ processes = {processes}
 threads = {threads}
 polling_interval = "50ms"
 env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
+{extra}
 "#,
             command = child_command(),
             processes = spec.processes,
             threads = spec.threads,
+            extra = spec.worker_extra,
         ));
     }
     toml
@@ -616,4 +623,78 @@ fn workers_of_a_killed_supervisor_shut_down_gracefully(db: &TestDb) {
     );
     let left = db.scalar("SELECT count(*) AS v FROM solidq_processes WHERE kind = 'worker'");
     assert_eq!(left, 0, "the worker deregistered");
+}
+
+fn hard_timeout_exits_the_worker_and_the_stall_rules_apply(db: &TestDb) {
+    db.create_ledger();
+    let queue = db.queue();
+    let supervisor = supervisor(
+        db,
+        &Spec {
+            worker_extra: "hard_timeout = \"500ms\"",
+            ..Spec::default()
+        },
+    );
+    let job = Ledger {
+        url: db.url.clone(),
+        n: 1,
+        sleep_ms: 60_000,
+    };
+    let id = queue
+        .enqueue_with(
+            &job,
+            EnqueueOptions::new().timeout(Duration::from_millis(200)),
+        )
+        .unwrap();
+    wait_for(
+        "the job to fail by the stall rules",
+        Duration::from_secs(60),
+        || queue.job(id).is_ok_and(|j| j.status == JobStatus::Failed),
+    );
+    let info = queue.job(id).unwrap();
+    assert_eq!(
+        (info.stalled_count, info.error.unwrap().kind.as_str()),
+        (2, "stalled")
+    );
+    assert_eq!(ledger_starts(db), 2, "ran max_stalled_count + 1 times");
+    let logs = stop(supervisor);
+    assert!(
+        logs.contains("past its deadline (started"),
+        "warned while overdue: {logs}"
+    );
+    assert!(logs.contains("beyond the hard timeout of 500ms"), "{logs}");
+    assert!(
+        logs.contains(&format!(
+            "exited with status {}",
+            solidq::config::EXIT_HARD_TIMEOUT
+        )),
+        "{logs}"
+    );
+}
+
+fn supervisor_cleans_finished_jobs_past_keep_result(db: &TestDb) {
+    let queue = db.queue();
+    let supervisor = supervisor(db, &Spec::default());
+    let brief = queue
+        .enqueue_with(
+            &Echo { value: json!(1) },
+            EnqueueOptions::new().keep_result(Duration::from_millis(300)),
+        )
+        .unwrap();
+    let kept = queue.enqueue(&Echo { value: json!(2) }).unwrap();
+    wait_for(
+        "the brief job to be cleaned",
+        Duration::from_secs(30),
+        || matches!(queue.job(brief), Err(solidq::Error::JobNotFound(_))),
+    );
+    assert_eq!(
+        queue.job(kept).unwrap().status,
+        JobStatus::Succeeded,
+        "a job within keep_result stays"
+    );
+    let logs = stop(supervisor);
+    assert!(
+        logs.contains("deleted 1 finished jobs past their keep_result"),
+        "{logs}"
+    );
 }

@@ -137,6 +137,12 @@ pub struct WorkerConfig {
     pub supervisor_id: Option<i64>,
     /// A name for the process row. Defaults to `worker-<random>`.
     pub name: Option<String>,
+    /// How long past its deadline (its `timeout`) a job may keep running
+    /// before the worker process exits with [`EXIT_HARD_TIMEOUT`], so its
+    /// supervisor releases or fails the job by the stall rules. Defaults to
+    /// none: such a job keeps its thread, and the worker warns about it at
+    /// every heartbeat.
+    pub hard_timeout: Option<Duration>,
     /// Whether the worker also moves due scheduled jobs (delays, retries) to
     /// ready, so a standalone worker needs nothing else. Defaults to true;
     /// workers spawned by a supervisor turn it off, the supervisor's
@@ -157,10 +163,15 @@ impl Default for WorkerConfig {
             completion_flush_interval: DEFAULT_COMPLETION_FLUSH_INTERVAL,
             supervisor_id: None,
             name: None,
+            hard_timeout: None,
             dispatch_scheduled: true,
         }
     }
 }
+
+/// The exit status of a worker process that stopped because a job ran past
+/// its deadline by more than `hard_timeout`.
+pub const EXIT_HARD_TIMEOUT: i32 = 3;
 
 /// The result of validating a configuration that has no errors.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

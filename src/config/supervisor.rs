@@ -59,6 +59,8 @@ pub const ENV_PROCESS_ALIVE_THRESHOLD: &str = "SOLIDQ_PROCESS_ALIVE_THRESHOLD";
 pub const ENV_SHUTDOWN_TIMEOUT: &str = "SOLIDQ_SHUTDOWN_TIMEOUT";
 /// Polling interval handed to a worker process.
 pub const ENV_POLLING_INTERVAL: &str = "SOLIDQ_POLLING_INTERVAL";
+/// Hard timeout handed to a worker process (see `WorkerConfig::hard_timeout`).
+pub const ENV_HARD_TIMEOUT: &str = "SOLIDQ_HARD_TIMEOUT";
 
 /// Everything a supervisor runs with. Load it with
 /// [`SupervisorConfig::load`] or build it in code.
@@ -135,6 +137,10 @@ pub struct WorkerGroup {
     /// Their idle polling interval. Defaults to [`DEFAULT_POLLING_INTERVAL`].
     #[serde(default = "default_polling", with = "humantime_serde")]
     pub polling_interval: Duration,
+    /// How long past its deadline a job may run before its worker process
+    /// exits (see `WorkerConfig::hard_timeout`). Defaults to none.
+    #[serde(default, with = "humantime_serde")]
+    pub hard_timeout: Option<Duration>,
     /// Extra environment variables for the processes.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
@@ -333,6 +339,9 @@ impl SupervisorConfig {
                 duration(group.polling_interval),
             ),
         ];
+        if let Some(hard) = group.hard_timeout {
+            env.push((ENV_HARD_TIMEOUT.to_string(), duration(hard)));
+        }
         env.extend(group.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         env
     }
@@ -378,6 +387,12 @@ impl WorkerConfig {
         )?;
         duration(ENV_SHUTDOWN_TIMEOUT, &mut config.shutdown_timeout)?;
         duration(ENV_POLLING_INTERVAL, &mut config.polling_interval)?;
+        if let Some(value) = env_var(ENV_HARD_TIMEOUT) {
+            config.hard_timeout = Some(
+                humantime::parse_duration(&value)
+                    .map_err(|e| env_error(ENV_HARD_TIMEOUT, &value, &e.to_string()))?,
+            );
+        }
         config.validate()?;
         Ok(config)
     }

@@ -1,6 +1,8 @@
 //! Job lifecycle operations: enqueue, claim, dispatch, finish, release.
 //! Each is one transaction composed from [`Driver`] primitives.
 
+use std::collections::HashMap;
+
 use diesel::QueryResult;
 
 use super::{
@@ -72,29 +74,44 @@ pub(crate) fn enqueue_on_driver(
     jobs: &[NewJob],
 ) -> QueryResult<Vec<std::result::Result<i64, i64>>> {
     in_transaction(d, |d| {
-        let inserted = d.jobs_insert(jobs)?;
-        let missing: Vec<String> = jobs
-            .iter()
-            .zip(&inserted)
-            .filter(|(_, id)| id.is_none())
-            .filter_map(|(job, _)| job.unique_key.clone())
-            .collect();
-        let existing: std::collections::HashMap<String, i64> = if missing.is_empty() {
-            Default::default()
-        } else {
-            d.jobs_find_by_unique_keys(&missing)?.into_iter().collect()
-        };
-        Ok(jobs
-            .iter()
-            .zip(inserted)
-            .map(|(job, id)| match id {
-                Some(id) => Ok(id),
-                None => Err(job
-                    .unique_key
-                    .as_ref()
-                    .and_then(|k| existing.get(k).copied())
-                    .unwrap_or(0)),
-            })
+        let mut outcome: Vec<Option<std::result::Result<i64, i64>>> = vec![None; jobs.len()];
+        let mut pending: Vec<usize> = (0..jobs.len()).collect();
+        // A key's holder can be deleted (cleaned) between our conflict and
+        // our lookup; such a job is inserted again. A few rounds settle it.
+        for _ in 0..5 {
+            if pending.is_empty() {
+                break;
+            }
+            let batch: Vec<NewJob> = pending.iter().map(|&i| jobs[i].clone()).collect();
+            let inserted = d.jobs_insert(&batch)?;
+            let keys: Vec<String> = batch
+                .iter()
+                .zip(&inserted)
+                .filter(|(_, id)| id.is_none())
+                .filter_map(|(job, _)| job.unique_key.clone())
+                .collect();
+            let existing: HashMap<String, i64> = if keys.is_empty() {
+                HashMap::new()
+            } else {
+                d.jobs_find_by_unique_keys(&keys)?.into_iter().collect()
+            };
+            let mut again = Vec::new();
+            for (&i, id) in pending.iter().zip(inserted) {
+                let holder = jobs[i].unique_key.as_ref().and_then(|k| existing.get(k));
+                match (id, holder) {
+                    (Some(id), _) => outcome[i] = Some(Ok(id)),
+                    (None, Some(&holder)) => outcome[i] = Some(Err(holder)),
+                    (None, None) => again.push(i),
+                }
+            }
+            pending = again;
+        }
+        if !pending.is_empty() {
+            return Err(diesel::result::Error::RollbackTransaction);
+        }
+        Ok(outcome
+            .into_iter()
+            .map(|o| o.expect("every job settled"))
             .collect())
     })
 }

@@ -15,6 +15,7 @@
 //!   batches as JSON arrays (`json_each`), and takes "now" from the host
 //!   clock, which every process on that file shares.
 
+mod admin;
 mod connection;
 mod info;
 mod jobs;
@@ -33,6 +34,7 @@ use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
 use diesel::{QueryResult, RunQueryDsl};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 
+pub(crate) use admin::FailedSelection;
 use connection::PoolConn;
 pub use connection::{AnyConnection, Backend, DEFAULT_SQLITE_BUSY_TIMEOUT, DatabaseUrl};
 pub(crate) use info::JobLookup;
@@ -369,6 +371,30 @@ pub(crate) trait Driver {
         id: i64,
         dead_for: Option<Duration>,
     ) -> QueryResult<Option<ProcessRow>>;
+
+    /// Operation: pauses (or resumes) a queue; returns whether that
+    /// changed anything.
+    fn pause_set(&mut self, queue: &str, paused: bool) -> QueryResult<bool>;
+
+    /// Operation: moves those of these jobs that are failed back to ready,
+    /// with one more attempt if they had none left and a fresh stall
+    /// budget; returns how many.
+    fn failed_retry(&mut self, ids: &[i64]) -> QueryResult<usize>;
+
+    /// Operation: deletes those of these jobs that are failed; returns how
+    /// many.
+    fn failed_discard(&mut self, ids: &[i64]) -> QueryResult<usize>;
+
+    /// Operation: deletes up to `limit` finished jobs whose retention ended
+    /// (`older_than` None) or that finished more than `older_than` ago.
+    fn jobs_delete_finished(
+        &mut self,
+        older_than: Option<Duration>,
+        limit: usize,
+    ) -> QueryResult<usize>;
+
+    /// The database's clock (the host's for SQLite).
+    fn db_now(&mut self) -> QueryResult<NaiveDateTime>;
 }
 
 /// The driver for a pooled connection: the one `match` on the backend

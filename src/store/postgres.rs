@@ -159,6 +159,17 @@ upd AS (
 INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
 SELECT id, queue_name, priority, LOCALTIMESTAMP FROM upd";
 
+/// Failed jobs back to ready: one more attempt if they had none left, and a
+/// fresh stall budget (an operator decided to try again).
+const RETRY_FAILED: &str = "\
+WITH gone AS (DELETE FROM solidq_failed_executions WHERE job_id = ANY($1) RETURNING job_id),
+upd AS (
+    UPDATE solidq_jobs j SET max_attempts = GREATEST(j.max_attempts, j.attempts + 1), stalled_count = 0,
+           scheduled_at = LOCALTIMESTAMP, updated_at = LOCALTIMESTAMP
+    FROM gone WHERE j.id = gone.job_id RETURNING j.id, j.queue_name, j.priority)
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+SELECT id, queue_name, priority, LOCALTIMESTAMP FROM upd";
+
 const INSERT_PROCESS: &str = "\
 INSERT INTO solidq_processes (kind, name, pid, hostname, supervisor_id, metadata, last_heartbeat_at, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, LOCALTIMESTAMP, LOCALTIMESTAMP) RETURNING id";
@@ -428,6 +439,68 @@ impl Driver for PgConnection {
         )
         .load(self)?;
         Ok(rows.into_iter().next())
+    }
+
+    fn pause_set(&mut self, queue: &str, paused: bool) -> QueryResult<bool> {
+        let sql = if paused {
+            "INSERT INTO solidq_pauses (queue_name, created_at) VALUES ($1, LOCALTIMESTAMP)
+             ON CONFLICT (queue_name) DO NOTHING"
+        } else {
+            "DELETE FROM solidq_pauses WHERE queue_name = $1"
+        };
+        Ok(Cached(sql_query(sql).bind::<Text, _>(queue)).execute(self)? > 0)
+    }
+
+    fn failed_retry(&mut self, ids: &[i64]) -> QueryResult<usize> {
+        Cached(sql_query(RETRY_FAILED).bind::<Array<BigInt>, _>(ids)).execute(self)
+    }
+
+    fn failed_discard(&mut self, ids: &[i64]) -> QueryResult<usize> {
+        Cached(
+            sql_query(
+                "DELETE FROM solidq_jobs WHERE id IN
+                 (SELECT job_id FROM solidq_failed_executions WHERE job_id = ANY($1))",
+            )
+            .bind::<Array<BigInt>, _>(ids),
+        )
+        .execute(self)
+    }
+
+    fn jobs_delete_finished(
+        &mut self,
+        older_than: Option<Duration>,
+        limit: usize,
+    ) -> QueryResult<usize> {
+        match older_than {
+            // The partial index on expires_at serves this one.
+            None => Cached(
+                sql_query(
+                    "DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM solidq_jobs
+                     WHERE expires_at < LOCALTIMESTAMP ORDER BY expires_at LIMIT $1)",
+                )
+                .bind::<BigInt, _>(limit as i64),
+            )
+            .execute(self),
+            Some(age) => Cached(
+                sql_query(
+                    "DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM solidq_jobs
+                     WHERE finished_at < LOCALTIMESTAMP - $1 * INTERVAL '1 microsecond' LIMIT $2)",
+                )
+                .bind::<BigInt, _>(micros(age))
+                .bind::<BigInt, _>(limit as i64),
+            )
+            .execute(self),
+        }
+    }
+
+    fn db_now(&mut self) -> QueryResult<NaiveDateTime> {
+        #[derive(QueryableByName)]
+        struct Now {
+            #[diesel(sql_type = Timestamp)]
+            now: NaiveDateTime,
+        }
+        let row: Now = Cached(sql_query("SELECT LOCALTIMESTAMP AS now")).get_result(self)?;
+        Ok(row.now)
     }
 }
 

@@ -552,6 +552,107 @@ impl Driver for SqliteConnection {
         .load(self)?;
         Ok(rows.into_iter().next())
     }
+
+    fn pause_set(&mut self, queue: &str, paused: bool) -> QueryResult<bool> {
+        let changed = if paused {
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_pauses (queue_name, created_at) VALUES (?1, ?2)
+                     ON CONFLICT (queue_name) DO NOTHING",
+                )
+                .bind::<Text, _>(queue)
+                .bind::<Timestamp, _>(utc_now()),
+            )
+            .execute(self)?
+        } else {
+            Cached(
+                sql_query("DELETE FROM solidq_pauses WHERE queue_name = ?1").bind::<Text, _>(queue),
+            )
+            .execute(self)?
+        };
+        Ok(changed > 0)
+    }
+
+    fn failed_retry(&mut self, ids: &[i64]) -> QueryResult<usize> {
+        let ids = json_ids(ids);
+        self.immediate_transaction(|c| {
+            let now = utc_now();
+            let gone: Vec<IdRow> = Cached(
+                sql_query(
+                    "DELETE FROM solidq_failed_executions WHERE job_id IN (SELECT value FROM json_each(?1))
+                     RETURNING job_id AS id",
+                )
+                .bind::<Text, _>(&ids),
+            )
+            .load(c)?;
+            if gone.is_empty() {
+                return Ok(0);
+            }
+            let gone = json_ids(&gone.iter().map(|r| r.id).collect::<Vec<_>>());
+            Cached(
+                sql_query(
+                    "UPDATE solidq_jobs SET max_attempts = max(max_attempts, attempts + 1), stalled_count = 0,
+                            scheduled_at = ?2, updated_at = ?2
+                     WHERE id IN (SELECT value FROM json_each(?1))",
+                )
+                .bind::<Text, _>(&gone)
+                .bind::<Timestamp, _>(now),
+            )
+            .execute(c)?;
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+                     SELECT id, queue_name, priority, ?2 FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1))",
+                )
+                .bind::<Text, _>(&gone)
+                .bind::<Timestamp, _>(now),
+            )
+            .execute(c)
+        })
+    }
+
+    fn failed_discard(&mut self, ids: &[i64]) -> QueryResult<usize> {
+        Cached(
+            sql_query(
+                "DELETE FROM solidq_jobs WHERE id IN (SELECT job_id FROM solidq_failed_executions
+                 WHERE job_id IN (SELECT value FROM json_each(?1)))",
+            )
+            .bind::<Text, _>(json_ids(ids)),
+        )
+        .execute(self)
+    }
+
+    fn jobs_delete_finished(
+        &mut self,
+        older_than: Option<Duration>,
+        limit: usize,
+    ) -> QueryResult<usize> {
+        let now = utc_now();
+        match older_than {
+            None => Cached(
+                sql_query(
+                    "DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM solidq_jobs
+                     WHERE expires_at < ?1 ORDER BY expires_at LIMIT ?2)",
+                )
+                .bind::<Timestamp, _>(now)
+                .bind::<BigInt, _>(limit as i64),
+            )
+            .execute(self),
+            Some(age) => Cached(
+                sql_query(
+                    "DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM solidq_jobs
+                     WHERE finished_at < ?1 LIMIT ?2)",
+                )
+                .bind::<Timestamp, _>(minus(now, age))
+                .bind::<BigInt, _>(limit as i64),
+            )
+            .execute(self),
+        }
+    }
+
+    fn db_now(&mut self) -> QueryResult<NaiveDateTime> {
+        Ok(utc_now())
+    }
 }
 
 fn minus(now: NaiveDateTime, d: Duration) -> NaiveDateTime {

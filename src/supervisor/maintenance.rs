@@ -104,6 +104,16 @@ pub(crate) fn run_once(
         Ok(report) => report_released(&report, "its process row does not exist", events),
         Err(error) => log::warn!("releasing orphaned claims failed: {error}"),
     }
+    clean(store);
+}
+
+/// Deletes finished jobs whose `keep_result` has ended, in batches.
+pub(crate) fn clean(store: &Store) {
+    match store.jobs_clean(None) {
+        Ok(0) => {}
+        Ok(n) => log::info!("deleted {n} finished jobs past their keep_result"),
+        Err(error) => log::warn!("cleaning finished jobs failed: {error}"),
+    }
 }
 
 /// Logs each pruned process and each of its jobs, and tells the hooks.

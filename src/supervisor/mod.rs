@@ -28,7 +28,7 @@
 //!   gracefully.
 
 mod children;
-mod maintenance;
+pub(crate) mod maintenance;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};

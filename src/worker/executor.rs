@@ -71,16 +71,14 @@ pub(crate) struct Execution {
 /// Runs `job` and decides its outcome.
 pub(crate) fn execute(
     job: &ClaimedJob,
+    options: &StoredOptions,
+    started: Instant,
     registry: &Registry,
     shutdown: &Arc<ShutdownSignal>,
 ) -> Execution {
-    let options = StoredOptions::parse(&job.options);
     let attempt = u32::try_from(job.attempts).unwrap_or(0).saturating_add(1);
     let max_attempts = u32::try_from(job.max_attempts).unwrap_or(1).max(1);
-    let started = Instant::now();
-    let deadline = options
-        .timeout_ms
-        .map(|ms| started + Duration::from_millis(ms));
+    let deadline = deadline(options, started);
     let ctx = JobContext {
         id: job.id,
         kind: job.kind.clone(),
@@ -137,7 +135,8 @@ pub(crate) fn execute(
             kind,
             message,
             backtrace,
-        })))) => Err((info(&kind, message, backtrace, attempt), true)),
+            retry,
+        })))) => Err((info(&kind, message, backtrace, attempt), retry)),
         Ok(Some(Ok(Ok(value)))) => Ok(value),
     };
     // A job that returns after its deadline failed by timeout, whatever it
@@ -168,14 +167,21 @@ pub(crate) fn execute(
             let summary = Some((error.kind.clone(), error.message.clone()));
             let at_most_once_timeout = error.kind == "timeout"
                 && Delivery::from_column(&job.delivery) == Delivery::AtMostOnce;
-            let json = serde_json::to_string(&error).expect("error info serializes");
             let outcome = if retryable && attempt < max_attempts && !at_most_once_timeout {
+                let delay = match registry.retry_delay(&job.kind) {
+                    Some(retry_delay) => retry_delay(attempt, &error, &options.backoff),
+                    None => options.backoff.delay(attempt, fastrand::f64()),
+                };
+                let mut error = error;
+                error.retry_in_ms = Some(delay.as_millis() as u64);
                 Outcome::Retry {
-                    error: json,
-                    delay: options.backoff.delay(attempt, fastrand::f64()),
+                    error: serde_json::to_string(&error).expect("error info serializes"),
+                    delay,
                 }
             } else {
-                Outcome::Failed { error: json }
+                Outcome::Failed {
+                    error: serde_json::to_string(&error).expect("error info serializes"),
+                }
             };
             Execution {
                 outcome,
@@ -186,6 +192,13 @@ pub(crate) fn execute(
     }
 }
 
+/// When an attempt started at `started` must be done, if it has a timeout.
+pub(crate) fn deadline(options: &StoredOptions, started: Instant) -> Option<Instant> {
+    options
+        .timeout_ms
+        .map(|ms| started + Duration::from_millis(ms))
+}
+
 fn info(kind: &str, message: String, backtrace: Option<String>, attempt: u32) -> ErrorInfo {
     ErrorInfo {
         kind: kind.to_string(),
@@ -193,6 +206,7 @@ fn info(kind: &str, message: String, backtrace: Option<String>, attempt: u32) ->
         backtrace,
         attempt: Some(attempt),
         at: Some(Utc::now()),
+        retry_in_ms: None,
     }
 }
 

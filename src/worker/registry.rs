@@ -1,11 +1,20 @@
 //! The job types a worker knows: kind → a function that rebuilds the job
-//! from its JSON arguments and runs it.
+//! from its JSON arguments and runs it, and the type's retry backoff.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
-use crate::job::{Job, JobContext, JobResult};
+use crate::job::{Backoff, ErrorInfo, Job, JobContext, JobResult};
 
-type Handler = Box<dyn Fn(&str, &JobContext) -> Result<JobResult, serde_json::Error> + Send + Sync>;
+type Run = Box<dyn Fn(&str, &JobContext) -> Result<JobResult, serde_json::Error> + Send + Sync>;
+
+/// A type's retry delay function ([`Job::retry_delay`]).
+pub(crate) type RetryDelay = fn(u32, &ErrorInfo, &Backoff) -> Duration;
+
+struct Handler {
+    run: Run,
+    retry_delay: RetryDelay,
+}
 
 /// Registered job types, by kind.
 #[derive(Default)]
@@ -16,10 +25,13 @@ pub(crate) struct Registry {
 
 impl Registry {
     pub(crate) fn register<J: Job>(&mut self) {
-        let handler: Handler = Box::new(|arguments, ctx| {
-            let job: J = serde_json::from_str(arguments)?;
-            Ok(job.perform(ctx))
-        });
+        let handler = Handler {
+            run: Box::new(|arguments, ctx| {
+                let job: J = serde_json::from_str(arguments)?;
+                Ok(job.perform(ctx))
+            }),
+            retry_delay: J::retry_delay,
+        };
         if self.handlers.insert(J::KIND, handler).is_some() {
             self.duplicates.push(J::KIND);
         }
@@ -33,7 +45,12 @@ impl Registry {
         arguments: &str,
         ctx: &JobContext,
     ) -> Option<Result<JobResult, serde_json::Error>> {
-        self.handlers.get(kind).map(|h| h(arguments, ctx))
+        self.handlers.get(kind).map(|h| (h.run)(arguments, ctx))
+    }
+
+    /// The retry delay function of `kind`, if it is registered.
+    pub(crate) fn retry_delay(&self, kind: &str) -> Option<RetryDelay> {
+        self.handlers.get(kind).map(|h| h.retry_delay)
     }
 
     pub(crate) fn is_empty(&self) -> bool {

@@ -14,10 +14,10 @@ use super::completer::{Completer, Message};
 use super::executor;
 use super::registry::Registry;
 use crate::client::Queue;
-use crate::config::WorkerConfig;
+use crate::config::{EXIT_HARD_TIMEOUT, WorkerConfig};
 use crate::dispatcher::{Dispatcher, DispatcherHandle};
 use crate::error::{Error, Result};
-use crate::job::{Delivery, ShutdownSignal};
+use crate::job::{Delivery, ShutdownSignal, StoredOptions};
 use crate::process::heartbeat::{Beat, Heartbeat};
 use crate::process::{self, ProcessKind, wakeups};
 use crate::store::{ClaimQuery, ClaimedJob, Completion, NewProcess, ReleaseReason, Store};
@@ -30,7 +30,9 @@ pub(crate) fn connections_needed(config: &WorkerConfig) -> u32 {
 
 /// A job currently on an executor thread.
 struct Running {
+    kind: String,
     started: Instant,
+    deadline: Option<Instant>,
     at_most_once: bool,
 }
 
@@ -193,7 +195,7 @@ pub(crate) fn start(
         }
         let heartbeat = spawn_heartbeat(&shared)?;
         let dispatcher = if shared.config.dispatch_scheduled {
-            Some(Dispatcher::embedded(queue.clone()).start()?)
+            Some(Dispatcher::embedded(queue.clone()).cleaning().start()?)
         } else {
             None
         };
@@ -269,15 +271,19 @@ fn spawn_executor(
         .spawn(move || {
             executor::arm_panic_capture();
             for (job, process_id) in jobs.iter() {
-                let at_most_once = Delivery::from_column(&job.delivery) == Delivery::AtMostOnce;
+                let options = StoredOptions::parse(&job.options);
+                let started = Instant::now();
                 lock(&shared.running).insert(
                     job.id,
                     Running {
-                        started: Instant::now(),
-                        at_most_once,
+                        kind: job.kind.clone(),
+                        started,
+                        deadline: executor::deadline(&options, started),
+                        at_most_once: Delivery::from_column(&job.delivery) == Delivery::AtMostOnce,
                     },
                 );
-                let execution = executor::execute(&job, &shared.registry, &shared.shutdown);
+                let execution =
+                    executor::execute(&job, &options, started, &shared.registry, &shared.shutdown);
                 match &execution.error {
                     None => log::debug!(
                         "job {} ({}) succeeded in {:?}",
@@ -314,7 +320,7 @@ fn spawn_heartbeat(shared: &Arc<Shared>) -> Result<Heartbeat> {
     let on_beat = {
         let shared = Arc::clone(shared);
         move |beat: Beat| match beat {
-            Beat::Alive => {}
+            Beat::Alive => check_overdue(&shared),
             Beat::RowGone(id) => {
                 if shared
                     .process_id
@@ -342,6 +348,35 @@ fn spawn_heartbeat(shared: &Arc<Shared>) -> Result<Heartbeat> {
         Arc::clone(&shared.process_id),
         on_beat,
     )
+}
+
+/// Warns about every job running past its deadline (its thread cannot be
+/// taken back), and with a hard timeout, exits the process once one is
+/// that far past: the supervisor then releases or fails it by the stall
+/// rules, and a fresh worker takes the thread's place.
+fn check_overdue(shared: &Shared) {
+    let now = Instant::now();
+    let running = lock(&shared.running);
+    for (id, job) in running.iter() {
+        let Some(overdue) = job.deadline.and_then(|d| now.checked_duration_since(d)) else {
+            continue;
+        };
+        if let Some(hard) = shared.config.hard_timeout
+            && overdue > hard
+        {
+            log::error!(
+                "job {id} ({}) is still running {overdue:.1?} past its deadline, beyond the hard timeout of {hard:?}: \
+                 exiting with status {EXIT_HARD_TIMEOUT} so the supervisor releases it by the stall rules",
+                job.kind
+            );
+            std::process::exit(EXIT_HARD_TIMEOUT);
+        }
+        log::warn!(
+            "job {id} ({}) is still running {overdue:.1?} past its deadline (started {:.1?} ago); its thread stays busy until it returns",
+            job.kind,
+            job.started.elapsed()
+        );
+    }
 }
 
 /// The claim loop, then the shutdown sequence.

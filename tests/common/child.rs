@@ -21,6 +21,7 @@ fn child_process() {
         .try_init();
     match role.as_str() {
         "worker" => run_worker(),
+        "enqueuer" => run_enqueuer(),
         // Spawned by a supervisor: everything comes from the environment.
         "supervised" => jobs::register(solidq::Worker::from_env().expect("worker from env"))
             .run()
@@ -180,5 +181,47 @@ impl Drop for Child {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+/// Enqueues `Echo` with unique key `SOLIDQ_TEST_KEY` `SOLIDQ_TEST_ROUNDS`
+/// times, printing `new <id>` or `existing <id>` per attempt on stderr.
+pub fn run_enqueuer() {
+    let url = std::env::var("SOLIDQ_TEST_URL").expect("SOLIDQ_TEST_URL");
+    let key = std::env::var("SOLIDQ_TEST_KEY").expect("SOLIDQ_TEST_KEY");
+    let rounds: usize = var("SOLIDQ_TEST_ROUNDS", 20);
+    let queue = Queue::connect(&url).expect("connect");
+    for _ in 0..rounds {
+        let options = solidq::EnqueueOptions::new()
+            .unique_key(key.clone())
+            .keep_result(Duration::from_millis(600));
+        match queue
+            .enqueue_or_existing(
+                &jobs::Echo {
+                    value: serde_json::json!(key),
+                },
+                options,
+            )
+            .expect("enqueue")
+        {
+            solidq::Enqueued::New(id) => eprintln!("new {id}"),
+            solidq::Enqueued::Existing(id) => eprintln!("existing {id}"),
+        }
+    }
+}
+
+impl Child {
+    /// Spawns an enqueuer process (see [`run_enqueuer`]).
+    pub fn enqueuer(url: &str, key: &str, rounds: usize) -> Child {
+        let argv = child_command();
+        let mut command = Command::new(&argv[0]);
+        command
+            .args(&argv[1..])
+            .env("SOLIDQ_TEST_CHILD", "enqueuer")
+            .env("SOLIDQ_TEST_URL", url)
+            .env("SOLIDQ_TEST_KEY", key)
+            .env("SOLIDQ_TEST_ROUNDS", rounds.to_string())
+            .env("RUST_LOG", "error");
+        Child::spawn(command)
     }
 }

@@ -182,6 +182,64 @@ impl Job for Suicide {
     }
 }
 
+/// Records each attempt in the ledger (`n` = attempt) and fails the first
+/// `fail_times` of them.
+#[derive(Serialize, Deserialize)]
+pub struct Flaky {
+    pub url: String,
+    pub fail_times: u32,
+}
+
+impl Job for Flaky {
+    const KIND: &'static str = "flaky";
+    fn perform(&self, ctx: &JobContext) -> JobResult {
+        ledger_append(&self.url, ctx.job_id(), i64::from(ctx.attempt()), "start");
+        if ctx.attempt() <= self.fail_times {
+            return Err(JobError::new(
+                "flaky",
+                format!("attempt {} failed", ctx.attempt()),
+            ));
+        }
+        Ok(serde_json::json!({ "attempt": ctx.attempt() }))
+    }
+}
+
+/// Always fails; its own `retry_delay` waits 150 ms × the attempt number,
+/// whatever its backoff policy says.
+#[derive(Serialize, Deserialize)]
+pub struct CustomBackoff;
+
+impl Job for CustomBackoff {
+    const KIND: &'static str = "custom_backoff";
+    fn perform(&self, _ctx: &JobContext) -> JobResult {
+        Err(JobError::msg("always"))
+    }
+    fn options() -> JobOptions {
+        JobOptions::new().max_attempts(3)
+    }
+    fn retry_delay(
+        attempt: u32,
+        _error: &solidq::ErrorInfo,
+        _policy: &solidq::Backoff,
+    ) -> Duration {
+        Duration::from_millis(150 * u64::from(attempt))
+    }
+}
+
+/// Fails with an error that says "do not retry".
+#[derive(Serialize, Deserialize)]
+pub struct Hopeless;
+
+impl Job for Hopeless {
+    const KIND: &'static str = "hopeless";
+    fn perform(&self, _ctx: &JobContext) -> JobResult {
+        Err(JobError::new("invalid_input", "no point trying again").no_retry())
+    }
+    fn options() -> JobOptions {
+        JobOptions::new().max_attempts(5)
+    }
+}
+
 /// A worker knowing every test job type.
 pub fn worker(queue: Queue) -> Worker {
     register(Worker::new(queue))
@@ -197,4 +255,7 @@ pub fn register(worker: Worker) -> Worker {
         .register::<Ledger>()
         .register::<Sleep>()
         .register::<Suicide>()
+        .register::<Flaky>()
+        .register::<CustomBackoff>()
+        .register::<Hopeless>()
 }

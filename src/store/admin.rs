@@ -1,0 +1,185 @@
+//! What operators do: queue sizes and latency, pause and resume, retry and
+//! discard failed jobs in batches, delete finished jobs whose retention
+//! ended. Reads are backend-neutral DSL on [`AnyConnection`]; writes are
+//! [`Driver`] primitives.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::NaiveDateTime;
+use diesel::dsl::{count_star, min};
+use diesel::prelude::*;
+
+use super::schema::{
+    solidq_blocked_executions as blocked, solidq_claimed_executions as claimed,
+    solidq_failed_executions as failed, solidq_jobs as jobs, solidq_pauses as pauses,
+    solidq_ready_executions as ready, solidq_scheduled_executions as scheduled,
+};
+use super::{AnyConnection, Store, driver};
+use crate::error::Result;
+
+/// Counts per queue, read in one transaction.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct QueueCounts {
+    pub ready: i64,
+    pub scheduled: i64,
+    pub running: i64,
+    pub blocked: i64,
+    pub failed: i64,
+    pub oldest_ready: Option<NaiveDateTime>,
+    pub paused: bool,
+}
+
+/// Which failed jobs an operation acts on.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FailedSelection {
+    pub ids: Option<Vec<i64>>,
+    pub kind: Option<String>,
+    pub queue: Option<String>,
+}
+
+/// Failed jobs handled per transaction.
+pub(crate) const FAILED_BATCH: usize = 1_000;
+/// Finished jobs deleted per transaction.
+pub(crate) const CLEAN_BATCH: usize = 1_000;
+
+impl Store {
+    /// Per-queue counts, the database's "now", all in one snapshot.
+    pub(crate) fn queue_counts(&self) -> Result<(BTreeMap<String, QueueCounts>, NaiveDateTime)> {
+        self.with_read("queue_counts", |conn| {
+            conn.transaction(|conn| {
+                let mut map: BTreeMap<String, QueueCounts> = BTreeMap::new();
+                let rows: Vec<(String, i64, Option<NaiveDateTime>)> = ready::table
+                    .group_by(ready::queue_name)
+                    .select((ready::queue_name, count_star(), min(ready::created_at)))
+                    .load(conn)?;
+                for (queue, n, oldest) in rows {
+                    let entry = map.entry(queue).or_default();
+                    entry.ready = n;
+                    entry.oldest_ready = oldest;
+                }
+                let rows: Vec<(String, i64)> = scheduled::table
+                    .group_by(scheduled::queue_name)
+                    .select((scheduled::queue_name, count_star()))
+                    .load(conn)?;
+                for (queue, n) in rows {
+                    map.entry(queue).or_default().scheduled = n;
+                }
+                let rows: Vec<(String, i64)> = blocked::table
+                    .group_by(blocked::queue_name)
+                    .select((blocked::queue_name, count_star()))
+                    .load(conn)?;
+                for (queue, n) in rows {
+                    map.entry(queue).or_default().blocked = n;
+                }
+                let rows: Vec<(String, i64)> = claimed::table
+                    .inner_join(jobs::table.on(jobs::id.eq(claimed::job_id)))
+                    .group_by(jobs::queue_name)
+                    .select((jobs::queue_name, count_star()))
+                    .load(conn)?;
+                for (queue, n) in rows {
+                    map.entry(queue).or_default().running = n;
+                }
+                let rows: Vec<(String, i64)> = failed::table
+                    .inner_join(jobs::table.on(jobs::id.eq(failed::job_id)))
+                    .group_by(jobs::queue_name)
+                    .select((jobs::queue_name, count_star()))
+                    .load(conn)?;
+                for (queue, n) in rows {
+                    map.entry(queue).or_default().failed = n;
+                }
+                let paused: Vec<String> = pauses::table.select(pauses::queue_name).load(conn)?;
+                for queue in paused {
+                    map.entry(queue).or_default().paused = true;
+                }
+                let now = driver(conn).db_now()?;
+                Ok((map, now))
+            })
+        })
+    }
+
+    /// Pauses (or resumes) `queue`; returns whether that changed anything.
+    pub(crate) fn pause_set(&self, queue: &str, paused: bool) -> Result<bool> {
+        self.with_driver("pause_set", |d| d.pause_set(queue, paused))
+    }
+
+    /// Retries the failed jobs `selection` names, in batches; returns how
+    /// many went back to ready.
+    pub(crate) fn failed_retry(&self, selection: &FailedSelection) -> Result<u64> {
+        self.failed_batches("failed_retry", selection, |conn, ids| {
+            driver(conn).failed_retry(ids)
+        })
+    }
+
+    /// Deletes the failed jobs `selection` names, in batches; returns how
+    /// many.
+    pub(crate) fn failed_discard(&self, selection: &FailedSelection) -> Result<u64> {
+        self.failed_batches("failed_discard", selection, |conn, ids| {
+            driver(conn).failed_discard(ids)
+        })
+    }
+
+    fn failed_batches(
+        &self,
+        operation: &'static str,
+        selection: &FailedSelection,
+        act: impl Fn(&mut AnyConnection, &[i64]) -> QueryResult<usize>,
+    ) -> Result<u64> {
+        let mut done = 0u64;
+        let mut after = 0i64;
+        loop {
+            let ids = self.with_conn(operation, |conn| {
+                failed_ids(conn, selection, after, FAILED_BATCH)
+            })?;
+            let Some(&last) = ids.last() else {
+                return Ok(done);
+            };
+            after = last;
+            done += self.with_conn(operation, |conn| act(conn, &ids))? as u64;
+            if ids.len() < FAILED_BATCH {
+                return Ok(done);
+            }
+        }
+    }
+
+    /// Deletes finished jobs whose `keep_result` ended (`older_than` None),
+    /// or that finished more than `older_than` ago, in batches; returns how
+    /// many.
+    pub(crate) fn jobs_clean(&self, older_than: Option<Duration>) -> Result<u64> {
+        let mut done = 0u64;
+        loop {
+            let n = self.with_driver("jobs_clean", |d| {
+                d.jobs_delete_finished(older_than, CLEAN_BATCH)
+            })?;
+            done += n as u64;
+            if n < CLEAN_BATCH {
+                return Ok(done);
+            }
+        }
+    }
+}
+
+fn failed_ids(
+    conn: &mut AnyConnection,
+    selection: &FailedSelection,
+    after: i64,
+    limit: usize,
+) -> QueryResult<Vec<i64>> {
+    let mut query = failed::table
+        .inner_join(jobs::table.on(jobs::id.eq(failed::job_id)))
+        .select(failed::job_id)
+        .filter(failed::job_id.gt(after))
+        .order(failed::job_id)
+        .limit(limit as i64)
+        .into_boxed();
+    if let Some(ids) = &selection.ids {
+        query = query.filter(failed::job_id.eq_any(ids.clone()));
+    }
+    if let Some(kind) = &selection.kind {
+        query = query.filter(jobs::kind.eq(kind.clone()));
+    }
+    if let Some(queue) = &selection.queue {
+        query = query.filter(jobs::queue_name.eq(queue.clone()));
+    }
+    query.load(conn)
+}
