@@ -1,28 +1,56 @@
-//! Throughput and latency of solidq on this machine, printed as a table.
+//! Throughput and latency of solidq on this machine, each figure measured
+//! `--repeat` times (median and range), beside a raw-SQL baseline of the
+//! same lifecycle run in the same process.
 //!
 //! ```text
-//! cargo run --release --example bench -- [--backend sqlite|postgres|both]
-//!     [--postgres-url URL] [--jobs 50000] [--threads 8] [--processes 1,2]
-//!     [--single 2000] [--latency-samples 200]
+//! cargo run --release --example bench -- [flags]
+//!   --backend sqlite|postgres|both   (both)
+//!   --postgres-url URL               (postgres://postgres@127.0.0.1:5432/postgres)
+//!   --jobs N          work-down size (100000)
+//!   --processes P     worker processes (2)
+//!   --threads T       threads per worker process (16)
+//!   --prefetch N      jobs claimed ahead per worker process (solidq's default)
+//!   --repeat R        runs per figure (3)
+//!   --single N        single enqueues per run (5000)
+//!   --bulk N          bulk-enqueued jobs per run, 1,000 per call (100000)
+//!   --mixed-seconds S length of the mixed run (10)
+//!   --producers K     enqueuing threads in the mixed run and soak (4)
+//!   --latency-samples N  idle pickups per run (200)
+//!   --soak N          instead of the rest: N jobs through the mixed workload,
+//!                     throughput and worker RSS per tenth
+//!   --only a,b        run only these sections: enqueue, workdown, mixed,
+//!                     latency, idle
 //! ```
 //!
-//! For each backend, on a fresh database (an SQLite file in the temp
-//! directory, or a new schema in the PostgreSQL database):
-//! * enqueue, single: `--single` calls to `enqueue`, one after another;
-//! * enqueue, bulk: `--jobs` jobs through `enqueue_all` in batches of 1,000;
-//! * work-down: `--jobs` no-op jobs already enqueued, worked down by P
-//!   worker processes of `--threads` threads each, for each P in
-//!   `--processes` (time from spawning the workers to the last job finished);
-//! * pickup latency: one job at a time enqueued while a worker process is
-//!   idle, from the enqueue call to the job starting (p50, p99).
-//!
-//! Worker processes are this binary re-run with `--worker`.
+//! * enqueue single: `Queue::enqueue` in a loop; baseline: the same
+//!   INSERT of a job and its ready row as one prepared statement
+//!   (PostgreSQL) or one `BEGIN IMMEDIATE` transaction (SQLite).
+//! * enqueue bulk: `enqueue_all` of 1,000 jobs per call.
+//! * work-down: `--jobs` no-op jobs enqueued beforehand, then P worker
+//!   processes of T threads (this binary with `--worker`); time until none
+//!   is ready or claimed. Baseline: 2×P connections, each claiming T jobs
+//!   (`SKIP LOCKED` into claimed_executions) then finishing them (mark
+//!   finished, delete the claim), one transaction each, until none is left.
+//! * mixed: K threads enqueue single jobs for S seconds while P×T workers
+//!   consume them.
+//! * pickup latency: one job at a time enqueued while the worker is idle;
+//!   from just before `enqueue` to the job starting. Worker in another
+//!   process; on SQLite also in this process.
+//! * worker peak RSS: VmHWM of the worker processes after a work-down.
+//! * idle worker: statements per second of a worker with nothing to do.
 
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use diesel::backend::Backend as DieselBackend;
 use diesel::connection::SimpleConnection;
-use diesel::{Connection, PgConnection, QueryableByName, RunQueryDsl, SqliteConnection};
+use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
+use diesel::sql_types::{Array, BigInt, Text};
+use diesel::{
+    Connection, PgConnection, QueryResult, QueryableByName, RunQueryDsl, SqliteConnection,
+};
 use serde::{Deserialize, Serialize};
 use solidq::{Job, JobContext, JobResult, JobStatus, Queue, QueueConfig, Worker, WorkerConfig};
 
@@ -55,25 +83,40 @@ fn now_us() -> i64 {
         .as_micros() as i64
 }
 
+#[derive(Clone)]
 struct Args {
     backends: Vec<&'static str>,
     postgres_url: String,
     jobs: usize,
+    processes: usize,
     threads: usize,
-    processes: Vec<usize>,
+    repeat: usize,
     single: usize,
+    bulk: usize,
+    mixed_seconds: u64,
+    producers: usize,
     latency_samples: usize,
+    prefetch: usize,
+    soak: Option<usize>,
+    only: Option<Vec<String>>,
 }
 
 fn parse_args() -> Args {
     let mut args = Args {
         backends: vec!["sqlite", "postgres"],
         postgres_url: "postgres://postgres@127.0.0.1:5432/postgres".into(),
-        jobs: 50_000,
-        threads: 8,
-        processes: vec![1, 2],
-        single: 2_000,
+        jobs: 100_000,
+        processes: 2,
+        threads: 16,
+        repeat: 3,
+        single: 5_000,
+        bulk: 100_000,
+        mixed_seconds: 10,
+        producers: 4,
         latency_samples: 200,
+        prefetch: solidq::config::DEFAULT_PREFETCH,
+        soak: None,
+        only: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -89,45 +132,75 @@ fn parse_args() -> Args {
             }
             "--postgres-url" => args.postgres_url = value(),
             "--jobs" => args.jobs = value().parse().expect("--jobs N"),
+            "--processes" => args.processes = value().parse().expect("--processes N"),
             "--threads" => args.threads = value().parse().expect("--threads N"),
-            "--processes" => {
-                args.processes = value()
-                    .split(',')
-                    .map(|p| p.parse().expect("--processes 1,2"))
-                    .collect()
-            }
+            "--repeat" => args.repeat = value().parse().expect("--repeat N"),
             "--single" => args.single = value().parse().expect("--single N"),
+            "--bulk" => args.bulk = value().parse().expect("--bulk N"),
+            "--mixed-seconds" => args.mixed_seconds = value().parse().expect("--mixed-seconds S"),
+            "--producers" => args.producers = value().parse().expect("--producers K"),
             "--latency-samples" => {
                 args.latency_samples = value().parse().expect("--latency-samples N")
             }
+            "--prefetch" => args.prefetch = value().parse().expect("--prefetch N"),
+            "--soak" => args.soak = Some(value().parse().expect("--soak N")),
+            "--only" => args.only = Some(value().split(',').map(str::to_string).collect()),
             other => panic!("unknown flag {other}; see the doc comment of examples/bench.rs"),
         }
     }
     args
 }
 
+impl Args {
+    fn runs(&self, section: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|o| o.iter().any(|s| s == section))
+    }
+}
+
 fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("error")).init();
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) == Some("--worker") {
-        return run_worker(&argv[2], argv[3].parse().expect("threads"));
+        return run_worker(
+            &argv[2],
+            argv[3].parse().expect("threads"),
+            argv[4].parse().expect("prefetch"),
+        );
     }
     let args = parse_args();
     println!(
-        "solidq bench: {} jobs, {} threads per worker process, processes {:?}",
-        args.jobs, args.threads, args.processes
+        "solidq bench: {} processes x {} threads, {} jobs per work-down, {} runs per figure",
+        args.processes, args.threads, args.jobs, args.repeat
     );
-    let mut rows = Vec::new();
-    for backend in &args.backends {
-        rows.extend(bench_backend(backend, &args));
-    }
-    println!("\n{:<9} {:<44} {:>14}", "backend", "measure", "value");
-    for (backend, measure, value) in rows {
-        println!("{backend:<9} {measure:<44} {value:>14}");
+    for backend in args.backends.clone() {
+        if let Some(n) = args.soak {
+            soak(backend, &args, n);
+            continue;
+        }
+        let mut table = Table::default();
+        if args.runs("enqueue") {
+            bench_enqueue(backend, &args, &mut table);
+        }
+        if args.runs("workdown") {
+            bench_workdown(backend, &args, &mut table);
+        }
+        if args.runs("mixed") {
+            bench_mixed(backend, &args, &mut table);
+        }
+        if args.runs("latency") {
+            bench_latency(backend, &args, &mut table);
+        }
+        if args.runs("idle") {
+            bench_idle(backend, &args, &mut table);
+        }
+        table.print(backend);
     }
 }
 
-fn run_worker(url: &str, threads: usize) {
+/// A worker process: runs until SIGTERM, then prints its statement count.
+fn run_worker(url: &str, threads: usize, prefetch: usize) {
     let queue = Queue::connect_with(
         url,
         QueueConfig {
@@ -138,6 +211,7 @@ fn run_worker(url: &str, threads: usize) {
     .expect("connect");
     let config = WorkerConfig {
         threads,
+        prefetch,
         dispatch_scheduled: false,
         ..WorkerConfig::default()
     };
@@ -147,7 +221,150 @@ fn run_worker(url: &str, threads: usize) {
         .register::<Stamp>()
         .run()
         .expect("worker");
+    println!("statements {}", solidq::statements_executed());
+    println!("cpu_us {}", own_cpu_us());
 }
+
+/// This process's CPU time (user + system), in microseconds.
+fn own_cpu_us() -> u64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    us(usage.ru_utime) + us(usage.ru_stime)
+}
+
+/// CPU time of every `postgres` process on this machine, in microseconds
+/// (the server runs here; its backends come and go, so this undercounts
+/// backends that exited during the window).
+fn postgres_cpu_us() -> u64 {
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let mut total = 0;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let path = entry.path();
+        let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
+            continue;
+        };
+        if comm.trim() != "postgres" {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
+            continue;
+        };
+        let fields: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        let (utime, stime) = (fields.get(11), fields.get(12));
+        if let (Some(u), Some(s)) = (utime, stime) {
+            total +=
+                (u.parse::<u64>().unwrap_or(0) + s.parse::<u64>().unwrap_or(0)) * 1_000_000 / ticks;
+        }
+    }
+    total
+}
+
+// ---------------------------------------------------------------- results
+
+/// A measure, its values, and its baseline's name and values.
+type Row = (String, Vec<f64>, Option<(String, Vec<f64>)>);
+
+#[derive(Default)]
+struct Table {
+    rows: Vec<Row>,
+}
+
+impl Table {
+    fn add(&mut self, measure: impl Into<String>, values: Vec<f64>) {
+        let measure = measure.into();
+        println!("  {measure}: {}", summary(&values));
+        self.rows.push((measure, values, None));
+    }
+
+    fn add_vs(
+        &mut self,
+        measure: impl Into<String>,
+        values: Vec<f64>,
+        baseline: impl Into<String>,
+        base: Vec<f64>,
+    ) {
+        let measure = measure.into();
+        let baseline = baseline.into();
+        println!(
+            "  {measure}: {}   ({baseline}: {})",
+            summary(&values),
+            summary(&base)
+        );
+        self.rows.push((measure, values, Some((baseline, base))));
+    }
+
+    fn print(&self, backend: &str) {
+        println!("\n== {backend}");
+        println!(
+            "{:<46} {:>11} {:>21}   {:>7}  baseline",
+            "measure", "median", "range", "ratio"
+        );
+        for (measure, values, baseline) in &self.rows {
+            let (lo, hi) = range(values);
+            let ratio = baseline
+                .as_ref()
+                .map(|(_, b)| format!("{:.2}", median(values) / median(b)))
+                .unwrap_or_default();
+            let base = baseline
+                .as_ref()
+                .map(|(name, b)| format!("{name}: {}", fmt(median(b))))
+                .unwrap_or_default();
+            println!(
+                "{measure:<46} {:>11} {:>21}   {ratio:>7}  {base}",
+                fmt(median(values)),
+                format!("{} - {}", fmt(lo), fmt(hi))
+            );
+        }
+    }
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v[v.len() / 2]
+    }
+}
+
+fn range(values: &[f64]) -> (f64, f64) {
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (lo, hi)
+}
+
+fn fmt(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn summary(values: &[f64]) -> String {
+    let (lo, hi) = range(values);
+    format!("median {} [{} - {}]", fmt(median(values)), fmt(lo), fmt(hi))
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn rate(n: usize, elapsed: Duration) -> f64 {
+    n as f64 / elapsed.as_secs_f64()
+}
+
+// ---------------------------------------------------------------- databases
 
 /// A fresh database for one measurement.
 struct BenchDb {
@@ -157,8 +374,8 @@ struct BenchDb {
 }
 
 impl BenchDb {
-    fn new(backend: &str, args: &Args) -> BenchDb {
-        match backend {
+    fn new(backend: &'static str, args: &Args) -> BenchDb {
+        let db = match backend {
             "sqlite" => {
                 let dir = tempfile::tempdir().expect("temp dir");
                 let url = format!("sqlite://{}", dir.path().join("bench.sqlite3").display());
@@ -194,17 +411,48 @@ impl BenchDb {
                     _dir: None,
                 }
             }
-        }
+        };
+        db.queue();
+        db
     }
 
     fn queue(&self) -> Queue {
-        let queue = Queue::connect(&self.url).expect("connect");
+        let queue = Queue::connect_with(
+            &self.url,
+            QueueConfig {
+                pool_size: 16,
+                ..QueueConfig::default()
+            },
+        )
+        .expect("connect");
         queue.migrate().expect("migrate");
         queue
     }
 
-    fn unfinished(&self, conn: &mut Raw) -> i64 {
-        conn.scalar("SELECT count(*) AS v FROM solidq_jobs WHERE finished_at IS NULL")
+    /// Whether any job is still ready or claimed: an index probe, not a
+    /// count, so watching costs the server next to nothing.
+    fn busy(&self, raw: &mut Raw) -> bool {
+        raw.scalar(
+            "SELECT CASE WHEN EXISTS (SELECT 1 FROM solidq_ready_executions ORDER BY priority, job_id LIMIT 1)
+                          OR EXISTS (SELECT 1 FROM solidq_claimed_executions ORDER BY job_id LIMIT 1)
+                     THEN CAST(1 AS BIGINT) ELSE CAST(0 AS BIGINT) END AS v",
+        ) == 1
+    }
+
+    /// Jobs still ready or claimed (a count: for occasional use).
+    fn pending(&self, raw: &mut Raw) -> i64 {
+        raw.scalar(
+            "SELECT (SELECT count(*) FROM solidq_ready_executions) + (SELECT count(*) FROM solidq_claimed_executions) AS v",
+        )
+    }
+
+    fn fill(&self, n: usize) {
+        let queue = self.queue();
+        let batch: Vec<Noop> = (0..1_000).map(|_| Noop).collect();
+        for _ in 0..n / 1_000 {
+            queue.enqueue_all(&batch).expect("enqueue_all");
+        }
+        Raw::open(&self.url).analyze();
     }
 }
 
@@ -218,6 +466,30 @@ impl Drop for BenchDb {
     }
 }
 
+/// A raw SQL statement diesel caches as a prepared statement, as solidq's
+/// own statements are: the baselines must not pay a parse per call.
+struct Cached<Q>(Q);
+
+impl<Q> QueryId for Cached<Q> {
+    type QueryId = ();
+    const HAS_STATIC_QUERY_ID: bool = false;
+}
+
+impl<Q: Query> Query for Cached<Q> {
+    type SqlType = Q::SqlType;
+}
+
+impl<Q: QueryFragment<DB>, DB: DieselBackend> QueryFragment<DB> for Cached<Q> {
+    fn walk_ast<'b>(&'b self, pass: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        self.0.walk_ast(pass)
+    }
+    fn is_safe_to_cache_prepared(&self, _: &DB) -> QueryResult<bool> {
+        Ok(true)
+    }
+}
+
+impl<Q, C> RunQueryDsl<C> for Cached<Q> {}
+
 enum Raw {
     Pg(PgConnection),
     Sqlite(SqliteConnection),
@@ -225,8 +497,14 @@ enum Raw {
 
 #[derive(QueryableByName)]
 struct Scalar {
-    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    #[diesel(sql_type = BigInt)]
     v: i64,
+}
+
+#[derive(QueryableByName)]
+struct IdRow {
+    #[diesel(sql_type = BigInt)]
+    job_id: i64,
 }
 
 impl Raw {
@@ -234,8 +512,10 @@ impl Raw {
         match url.strip_prefix("sqlite://") {
             Some(path) => {
                 let mut c = SqliteConnection::establish(path).expect("open");
-                c.batch_execute("PRAGMA busy_timeout = 5000")
-                    .expect("pragma");
+                c.batch_execute(
+                    "PRAGMA busy_timeout = 5000; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
+                )
+                .expect("pragma");
                 Raw::Sqlite(c)
             }
             None => Raw::Pg(PgConnection::establish(url).expect("connect")),
@@ -250,119 +530,504 @@ impl Raw {
         .expect("query");
         row.v
     }
-}
 
-fn spawn_workers(url: &str, processes: usize, threads: usize) -> Vec<Child> {
-    (0..processes)
-        .map(|_| {
-            Command::new(std::env::current_exe().expect("bench binary"))
-                .args(["--worker", url, &threads.to_string()])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .spawn()
-                .expect("spawn worker")
-        })
-        .collect()
-}
+    /// The timestamp `sql` returns (column `t`), in µs since the epoch.
+    fn epoch_us(&mut self, sql: &str) -> i64 {
+        #[derive(QueryableByName)]
+        struct T {
+            #[diesel(sql_type = diesel::sql_types::Timestamp)]
+            t: chrono::NaiveDateTime,
+        }
+        let row: T = match self {
+            Raw::Pg(c) => diesel::sql_query(sql).get_result(c),
+            Raw::Sqlite(c) => diesel::sql_query(sql).get_result(c),
+        }
+        .expect("timestamp");
+        row.t.and_utc().timestamp_micros()
+    }
 
-fn stop_workers(workers: Vec<Child>) {
-    for w in &workers {
-        unsafe {
-            libc::kill(w.id() as i32, libc::SIGTERM);
+    /// The database's clock, in µs since the epoch.
+    fn now_us(&mut self) -> i64 {
+        match self {
+            Raw::Pg(_) => self.epoch_us("SELECT LOCALTIMESTAMP AS t"),
+            Raw::Sqlite(_) => now_us(),
         }
     }
-    for mut w in workers {
-        let _ = w.wait();
+
+    fn analyze(&mut self) {
+        let _ = match self {
+            Raw::Pg(c) => c.batch_execute("ANALYZE"),
+            Raw::Sqlite(c) => c.batch_execute("ANALYZE"),
+        };
+    }
+
+    /// The raw single enqueue: a job and its ready row, in one round trip
+    /// (PostgreSQL) or one write transaction (SQLite).
+    fn enqueue(&mut self) {
+        match self {
+            Raw::Pg(c) => {
+                Cached(
+                    diesel::sql_query(
+                        "WITH j AS (INSERT INTO solidq_jobs (queue_name, kind, arguments, options, scheduled_at, created_at, updated_at)
+                                    VALUES ($1, $2, $3, $4, LOCALTIMESTAMP, LOCALTIMESTAMP, LOCALTIMESTAMP)
+                                    RETURNING id, queue_name, priority)
+                         INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+                         SELECT id, queue_name, priority, LOCALTIMESTAMP FROM j",
+                    )
+                    .bind::<Text, _>("default")
+                    .bind::<Text, _>("noop")
+                    .bind::<Text, _>("null")
+                    .bind::<Text, _>("{}"),
+                )
+                .execute(c)
+                .expect("raw enqueue");
+            }
+            Raw::Sqlite(c) => {
+                c.immediate_transaction::<_, diesel::result::Error, _>(|c| {
+                    let now = chrono::Utc::now().naive_utc();
+                    let id: IdRow = Cached(
+                        diesel::sql_query(
+                            "INSERT INTO solidq_jobs (queue_name, kind, arguments, options, scheduled_at, created_at, updated_at)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?5) RETURNING id AS job_id",
+                        )
+                        .bind::<Text, _>("default")
+                        .bind::<Text, _>("noop")
+                        .bind::<Text, _>("null")
+                        .bind::<Text, _>("{}")
+                        .bind::<diesel::sql_types::Timestamp, _>(now),
+                    )
+                    .get_result(c)?;
+                    Cached(
+                        diesel::sql_query(
+                            "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at) VALUES (?1, 'default', 0, ?2)",
+                        )
+                        .bind::<BigInt, _>(id.job_id)
+                        .bind::<diesel::sql_types::Timestamp, _>(now),
+                    )
+                    .execute(c)?;
+                    Ok(())
+                })
+                .expect("raw enqueue");
+            }
+        }
+    }
+
+    /// The raw lifecycle: claim up to `batch` with SKIP LOCKED into
+    /// claimed_executions (one transaction), then mark them finished and
+    /// delete their claims (another). Returns how many it claimed.
+    fn claim_and_finish(&mut self, lane: i64, batch: usize) -> usize {
+        match self {
+            Raw::Pg(c) => {
+                let claimed: Vec<IdRow> = Cached(
+                    diesel::sql_query(
+                        "WITH picked AS (SELECT job_id FROM solidq_ready_executions ORDER BY priority, job_id
+                                         LIMIT $1 FOR UPDATE SKIP LOCKED),
+                              deleted AS (DELETE FROM solidq_ready_executions r USING picked p
+                                          WHERE r.job_id = p.job_id RETURNING r.job_id)
+                         INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
+                         SELECT job_id, $2, LOCALTIMESTAMP FROM deleted RETURNING job_id",
+                    )
+                    .bind::<BigInt, _>(batch as i64)
+                    .bind::<BigInt, _>(lane),
+                )
+                .load(c)
+                .expect("raw claim");
+                if claimed.is_empty() {
+                    return 0;
+                }
+                let ids: Vec<i64> = claimed.iter().map(|r| r.job_id).collect();
+                Cached(
+                    diesel::sql_query(
+                        "WITH fenced AS (DELETE FROM solidq_claimed_executions WHERE process_id = $1
+                                         AND job_id = ANY($2) RETURNING job_id)
+                         UPDATE solidq_jobs j SET finished_at = LOCALTIMESTAMP,
+                                expires_at = LOCALTIMESTAMP + INTERVAL '1 day', attempts = j.attempts + 1,
+                                updated_at = LOCALTIMESTAMP
+                         FROM fenced WHERE j.id = fenced.job_id",
+                    )
+                    .bind::<BigInt, _>(lane)
+                    .bind::<Array<BigInt>, _>(&ids),
+                )
+                .execute(c)
+                .expect("raw finish");
+                ids.len()
+            }
+            Raw::Sqlite(c) => {
+                let ids: Vec<i64> = c
+                    .immediate_transaction::<_, diesel::result::Error, _>(|c| {
+                        let picked: Vec<IdRow> = Cached(
+                            diesel::sql_query(
+                                "SELECT job_id FROM solidq_ready_executions ORDER BY priority, job_id LIMIT ?1",
+                            )
+                            .bind::<BigInt, _>(batch as i64),
+                        )
+                        .load(c)?;
+                        let ids: Vec<i64> = picked.iter().map(|r| r.job_id).collect();
+                        if ids.is_empty() {
+                            return Ok(ids);
+                        }
+                        let json = serde_json::to_string(&ids).unwrap();
+                        Cached(
+                            diesel::sql_query(
+                                "DELETE FROM solidq_ready_executions WHERE job_id IN (SELECT value FROM json_each(?1))",
+                            )
+                            .bind::<Text, _>(&json),
+                        )
+                        .execute(c)?;
+                        Cached(
+                            diesel::sql_query(
+                                "INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
+                                 SELECT value, ?2, datetime('now') FROM json_each(?1)",
+                            )
+                            .bind::<Text, _>(&json)
+                            .bind::<BigInt, _>(lane),
+                        )
+                        .execute(c)?;
+                        Ok(ids)
+                    })
+                    .expect("raw claim");
+                if ids.is_empty() {
+                    return 0;
+                }
+                let json = serde_json::to_string(&ids).unwrap();
+                c.immediate_transaction::<_, diesel::result::Error, _>(|c| {
+                    Cached(
+                        diesel::sql_query(
+                            "DELETE FROM solidq_claimed_executions WHERE process_id = ?1
+                             AND job_id IN (SELECT value FROM json_each(?2))",
+                        )
+                        .bind::<BigInt, _>(lane)
+                        .bind::<Text, _>(&json),
+                    )
+                    .execute(c)?;
+                    Cached(
+                        diesel::sql_query(
+                            "UPDATE solidq_jobs SET finished_at = datetime('now'), expires_at = datetime('now', '+1 day'),
+                                    attempts = attempts + 1, updated_at = datetime('now')
+                             WHERE id IN (SELECT value FROM json_each(?1))",
+                        )
+                        .bind::<Text, _>(&json),
+                    )
+                    .execute(c)?;
+                    Ok(())
+                })
+                .expect("raw finish");
+                ids.len()
+            }
+        }
     }
 }
 
-fn bench_backend(backend: &'static str, args: &Args) -> Vec<(&'static str, String, String)> {
-    let mut rows = Vec::new();
-    let mut row = |measure: String, value: String| {
-        println!("  {backend}: {measure}: {value}");
-        rows.push((backend, measure, value));
-    };
+// ---------------------------------------------------------------- workers
 
-    // Enqueue: single, then bulk.
-    {
+struct Workers {
+    children: Vec<Child>,
+}
+
+impl Workers {
+    fn spawn(url: &str, processes: usize, threads: usize, prefetch: usize) -> Workers {
+        let children = (0..processes)
+            .map(|_| {
+                Command::new(std::env::current_exe().expect("bench binary"))
+                    .args(["--worker", url, &threads.to_string(), &prefetch.to_string()])
+                    .env(
+                        "RUST_LOG",
+                        std::env::var("BENCH_WORKER_LOG").unwrap_or_else(|_| "error".into()),
+                    )
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .expect("spawn worker")
+            })
+            .collect();
+        Workers { children }
+    }
+
+    /// Peak resident memory of each worker, in MB.
+    fn peak_rss_mb(&self) -> Vec<f64> {
+        self.children
+            .iter()
+            .filter_map(|c| proc_status_kb(c.id(), "VmHWM:"))
+            .map(|kb| kb as f64 / 1024.0)
+            .collect()
+    }
+
+    fn rss_mb(&self) -> Vec<f64> {
+        self.children
+            .iter()
+            .filter_map(|c| proc_status_kb(c.id(), "VmRSS:"))
+            .map(|kb| kb as f64 / 1024.0)
+            .collect()
+    }
+
+    /// SIGTERM, wait, and sum what the workers report: (statements, CPU µs).
+    fn stop(self) -> (u64, u64) {
+        for c in &self.children {
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGTERM);
+            }
+        }
+        let (mut statements, mut cpu) = (0, 0);
+        for c in self.children {
+            let output = c.wait_with_output().expect("worker output");
+            for line in String::from_utf8_lossy(&output.stdout).lines() {
+                if let Some(n) = line.strip_prefix("statements ") {
+                    statements += n.parse::<u64>().unwrap_or(0);
+                }
+                if let Some(n) = line.strip_prefix("cpu_us ") {
+                    cpu += n.parse::<u64>().unwrap_or(0);
+                }
+            }
+        }
+        (statements, cpu)
+    }
+}
+
+fn proc_status_kb(pid: u32, field: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with(field))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Waits until no job is ready or claimed; returns how long the work took by
+/// the database's clock: from `start_us` to the last job's `finished_at`.
+fn wait_drained(db: &BenchDb, raw: &mut Raw, started: Instant, start_us: i64) -> Duration {
+    while db.busy(raw) {
+        assert!(
+            started.elapsed() < Duration::from_secs(900),
+            "work-down took over 15 minutes"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let end_us = raw.epoch_us("SELECT max(finished_at) AS t FROM solidq_jobs");
+    Duration::from_micros((end_us - start_us).max(1) as u64)
+}
+
+// ---------------------------------------------------------------- sections
+
+fn bench_enqueue(backend: &'static str, args: &Args, table: &mut Table) {
+    let (mut ours, mut raw_single, mut bulk) = (vec![], vec![], vec![]);
+    for _ in 0..args.repeat {
         let db = BenchDb::new(backend, args);
         let queue = db.queue();
         let started = Instant::now();
         for _ in 0..args.single {
             queue.enqueue(&Noop).expect("enqueue");
         }
-        row(
-            "enqueue single (jobs/s)".into(),
-            rate(args.single, started.elapsed()),
-        );
-        let batch: Vec<Noop> = (0..1_000).map(|_| Noop).collect();
-        let started = Instant::now();
-        for _ in 0..args.jobs / 1_000 {
-            queue.enqueue_all(&batch).expect("enqueue_all");
-        }
-        row(
-            "enqueue bulk, 1,000 per call (jobs/s)".into(),
-            rate(args.jobs / 1_000 * 1_000, started.elapsed()),
-        );
-    }
-
-    // Work-down.
-    for &processes in &args.processes {
-        let db = BenchDb::new(backend, args);
-        let queue = db.queue();
-        let batch: Vec<Noop> = (0..1_000).map(|_| Noop).collect();
-        for _ in 0..args.jobs / 1_000 {
-            queue.enqueue_all(&batch).expect("enqueue_all");
-        }
-        let total = args.jobs / 1_000 * 1_000;
+        ours.push(rate(args.single, started.elapsed()));
         let mut raw = Raw::open(&db.url);
         let started = Instant::now();
-        let workers = spawn_workers(&db.url, processes, args.threads);
-        while db.unfinished(&mut raw) > 0 {
-            assert!(
-                started.elapsed() < Duration::from_secs(600),
-                "work-down took over 10 minutes"
-            );
-            std::thread::sleep(Duration::from_millis(20));
+        for _ in 0..args.single {
+            raw.enqueue();
         }
-        let elapsed = started.elapsed();
-        stop_workers(workers);
-        row(
-            format!(
-                "work-down {total} no-op, {processes} proc x {} thr (jobs/s)",
-                args.threads
-            ),
-            rate(total, elapsed),
-        );
+        raw_single.push(rate(args.single, started.elapsed()));
+        let batch: Vec<Noop> = (0..1_000).map(|_| Noop).collect();
+        let started = Instant::now();
+        for _ in 0..args.bulk / 1_000 {
+            queue.enqueue_all(&batch).expect("enqueue_all");
+        }
+        bulk.push(rate(args.bulk / 1_000 * 1_000, started.elapsed()));
     }
+    table.add_vs(
+        "enqueue single (jobs/s)",
+        ours,
+        "raw single statement",
+        raw_single,
+    );
+    table.add("enqueue bulk, 1,000 per call (jobs/s)", bulk);
+}
 
-    // Pickup latency with an idle worker process.
-    {
+fn bench_workdown(backend: &'static str, args: &Args, table: &mut Table) {
+    let n = args.jobs / 1_000 * 1_000;
+    let (mut ours, mut base, mut rss, mut per_job) = (vec![], vec![], vec![], vec![]);
+    let (mut worker_cpu, mut server_cpu, mut base_server_cpu) = (vec![], vec![], vec![]);
+    for _ in 0..args.repeat {
         let db = BenchDb::new(backend, args);
-        let queue = db.queue();
-        let workers = spawn_workers(&db.url, 1, args.threads);
-        let warm = queue.enqueue(&Stamp).expect("enqueue");
-        wait_done(&queue, warm);
-        let mut samples = Vec::with_capacity(args.latency_samples);
-        for _ in 0..args.latency_samples {
-            std::thread::sleep(Duration::from_millis(5 + fastrand::u64(..15)));
-            let enqueued = now_us();
-            let id = queue.enqueue(&Stamp).expect("enqueue");
-            let started = wait_done(&queue, id);
-            samples.push((started - enqueued) as f64 / 1000.0);
-        }
-        stop_workers(workers);
-        samples.sort_by(f64::total_cmp);
-        row(
-            "pickup latency p50, other process (ms)".into(),
-            format!("{:.2}", percentile(&samples, 0.50)),
-        );
-        row(
-            "pickup latency p99, other process (ms)".into(),
-            format!("{:.2}", percentile(&samples, 0.99)),
+        db.fill(n);
+        let mut raw = Raw::open(&db.url);
+        let server_before = postgres_cpu_us();
+        let started = Instant::now();
+        let start_us = raw.now_us();
+        let workers = Workers::spawn(&db.url, args.processes, args.threads, args.prefetch);
+        let elapsed = wait_drained(&db, &mut raw, started, start_us);
+        let server = postgres_cpu_us().saturating_sub(server_before);
+        rss.extend(workers.peak_rss_mb());
+        let (statements, cpu) = workers.stop();
+        ours.push(rate(n, elapsed));
+        per_job.push(statements as f64 / n as f64);
+        worker_cpu.push(cpu as f64 / n as f64);
+        server_cpu.push(server as f64 / n as f64);
+
+        // The raw baseline on a fresh database.
+        let db = BenchDb::new(backend, args);
+        db.fill(n);
+        let lanes = 2 * args.processes;
+        let server_before = postgres_cpu_us();
+        let started = Instant::now();
+        let mut raw = Raw::open(&db.url);
+        std::thread::scope(|s| {
+            for lane in 0..lanes {
+                let url = db.url.clone();
+                s.spawn(move || {
+                    let mut conn = Raw::open(&url);
+                    while conn.claim_and_finish(1_000 + lane as i64, args.threads) > 0 {}
+                });
+            }
+        });
+        let _ = &mut raw;
+        base.push(rate(n, started.elapsed()));
+        base_server_cpu.push(postgres_cpu_us().saturating_sub(server_before) as f64 / n as f64);
+    }
+    table.add_vs(
+        format!(
+            "work-down {n} no-op, {}x{} (jobs/s)",
+            args.processes, args.threads
+        ),
+        ours,
+        format!("raw, {} conns, batch {}", 2 * args.processes, args.threads),
+        base,
+    );
+    table.add("statements per job (work-down)", per_job);
+    table.add("worker CPU per job (µs)", worker_cpu);
+    if backend == "postgres" {
+        table.add_vs(
+            "server CPU per job (µs)",
+            server_cpu,
+            "raw",
+            base_server_cpu,
         );
     }
-    rows
+    table.add(
+        format!("worker peak RSS, {} threads (MB)", args.threads),
+        rss,
+    );
+}
+
+fn bench_mixed(backend: &'static str, args: &Args, table: &mut Table) {
+    let (mut produced_rates, mut consumed_rates) = (vec![], vec![]);
+    for _ in 0..args.repeat {
+        let db = BenchDb::new(backend, args);
+        let workers = Workers::spawn(&db.url, args.processes, args.threads, args.prefetch);
+        std::thread::sleep(Duration::from_millis(500));
+        let (produced, consumed, elapsed) =
+            run_mixed(&db, args, Duration::from_secs(args.mixed_seconds), None);
+        let _ = workers.stop();
+        produced_rates.push(rate(produced, elapsed));
+        consumed_rates.push(rate(consumed, elapsed));
+    }
+    table.add(
+        format!("mixed: enqueued by {} threads (jobs/s)", args.producers),
+        produced_rates,
+    );
+    table.add("mixed: worked by the workers (jobs/s)", consumed_rates);
+}
+
+/// Producers enqueue single jobs until `length` passes or `total` are
+/// enqueued; returns (enqueued, finished meanwhile, elapsed).
+fn run_mixed(
+    db: &BenchDb,
+    args: &Args,
+    length: Duration,
+    total: Option<usize>,
+) -> (usize, usize, Duration) {
+    let produced = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let producers: Vec<_> = (0..args.producers)
+        .map(|_| {
+            let queue = db.queue();
+            let produced = Arc::clone(&produced);
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if total.is_some_and(|t| produced.fetch_add(1, Ordering::Relaxed) >= t as u64) {
+                        produced.fetch_sub(1, Ordering::Relaxed);
+                        break;
+                    }
+                    if total.is_none() {
+                        produced.fetch_add(1, Ordering::Relaxed);
+                    }
+                    queue.enqueue(&Noop).expect("enqueue");
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(length);
+    stop.store(true, Ordering::Relaxed);
+    for p in producers {
+        p.join().unwrap();
+    }
+    let elapsed = started.elapsed();
+    let mut raw = Raw::open(&db.url);
+    let enqueued = produced.load(Ordering::Relaxed) as usize;
+    let pending = db.pending(&mut raw).max(0) as usize;
+    (enqueued, enqueued.saturating_sub(pending), elapsed)
+}
+
+fn bench_latency(backend: &'static str, args: &Args, table: &mut Table) {
+    let mut rows: Vec<(&str, Vec<f64>)> = Vec::new();
+    for place in ["other process", "same process"] {
+        if place == "same process" && backend != "sqlite" {
+            continue;
+        }
+        let (mut p50, mut p95, mut p99) = (vec![], vec![], vec![]);
+        for _ in 0..args.repeat {
+            let db = BenchDb::new(backend, args);
+            let queue = db.queue();
+            let (workers, local) = if place == "other process" {
+                (
+                    Some(Workers::spawn(&db.url, 1, args.threads, args.prefetch)),
+                    None,
+                )
+            } else {
+                let config = WorkerConfig {
+                    threads: args.threads,
+                    prefetch: args.prefetch,
+                    dispatch_scheduled: false,
+                    ..WorkerConfig::default()
+                };
+                let handle = Worker::new(queue.clone())
+                    .config(config)
+                    .register::<Noop>()
+                    .register::<Stamp>()
+                    .start()
+                    .expect("worker");
+                (None, Some(handle))
+            };
+            let warm = queue.enqueue(&Stamp).expect("enqueue");
+            wait_done(&queue, warm);
+            let mut samples = Vec::with_capacity(args.latency_samples);
+            for _ in 0..args.latency_samples {
+                std::thread::sleep(Duration::from_millis(20 + fastrand::u64(..30)));
+                let enqueued = now_us();
+                let id = queue.enqueue(&Stamp).expect("enqueue");
+                let started = wait_done(&queue, id);
+                samples.push((started - enqueued) as f64 / 1000.0);
+            }
+            if let Some(w) = workers {
+                let _ = w.stop();
+            }
+            if let Some(l) = local {
+                l.stop().expect("stop");
+            }
+            samples.sort_by(f64::total_cmp);
+            p50.push(percentile(&samples, 0.50));
+            p95.push(percentile(&samples, 0.95));
+            p99.push(percentile(&samples, 0.99));
+        }
+        let label = |p: &str| format!("pickup latency {p}, {place} (ms)");
+        rows.push((Box::leak(label("p50").into_boxed_str()), p50));
+        rows.push((Box::leak(label("p95").into_boxed_str()), p95));
+        rows.push((Box::leak(label("p99").into_boxed_str()), p99));
+    }
+    for (measure, values) in rows {
+        table.add(measure, values);
+    }
 }
 
 /// Waits for job `id` to succeed; returns the start time it recorded.
@@ -374,18 +1039,101 @@ fn wait_done(queue: &Queue, id: i64) -> i64 {
             return info.result.and_then(|r| r.as_i64()).expect("stamp result");
         }
         assert!(Instant::now() < deadline, "job {id} not picked up in 30 s");
-        std::thread::sleep(Duration::from_micros(500));
+        std::thread::sleep(Duration::from_micros(200));
     }
 }
 
-fn rate(jobs: usize, elapsed: Duration) -> String {
-    format!("{:.0}", jobs as f64 / elapsed.as_secs_f64())
+fn bench_idle(backend: &'static str, args: &Args, table: &mut Table) {
+    let mut per_second = vec![];
+    for _ in 0..args.repeat {
+        let db = BenchDb::new(backend, args);
+        let queue = db.queue();
+        let config = WorkerConfig {
+            threads: args.threads,
+            dispatch_scheduled: false,
+            ..WorkerConfig::default()
+        };
+        let handle = Worker::new(queue)
+            .config(config)
+            .register::<Noop>()
+            .start()
+            .expect("worker");
+        std::thread::sleep(Duration::from_secs(2));
+        let before = solidq::statements_executed();
+        let window = Duration::from_secs(20);
+        std::thread::sleep(window);
+        let statements = solidq::statements_executed() - before;
+        handle.stop().expect("stop");
+        per_second.push(statements as f64 / window.as_secs_f64());
+    }
+    table.add("idle worker, statements per second", per_second);
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
+fn soak(backend: &'static str, args: &Args, total: usize) {
+    println!(
+        "\n== {backend}: soak of {total} jobs, {} producers, {}x{} workers",
+        args.producers, args.processes, args.threads
+    );
+    let db = BenchDb::new(backend, args);
+    let workers = Workers::spawn(&db.url, args.processes, args.threads, args.prefetch);
+    std::thread::sleep(Duration::from_millis(500));
+    let produced = Arc::new(AtomicU64::new(0));
+    let producers: Vec<_> = (0..args.producers)
+        .map(|_| {
+            let queue = db.queue();
+            let produced = Arc::clone(&produced);
+            std::thread::spawn(move || {
+                while produced.fetch_add(1, Ordering::Relaxed) < total as u64 {
+                    queue.enqueue(&Noop).expect("enqueue");
+                }
+            })
+        })
+        .collect();
+    let mut raw = Raw::open(&db.url);
+    let started = Instant::now();
+    let mut marks = Vec::new();
+    let mut next = total / 10;
+    let mut rss = Vec::new();
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let enqueued = (produced.load(Ordering::Relaxed) as usize).min(total);
+        let done = enqueued.saturating_sub(db.pending(&mut raw).max(0) as usize);
+        while done >= next && next <= total {
+            marks.push(started.elapsed());
+            rss.push(workers.rss_mb());
+            next += total / 10;
+        }
+        if done >= total {
+            break;
+        }
     }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
+    for p in producers {
+        p.join().unwrap();
+    }
+    let peak = workers.peak_rss_mb();
+    let _ = workers.stop();
+    println!(
+        "{:>6} {:>12} {:>14}  worker RSS (MB)",
+        "tenth", "jobs/s", "elapsed (s)"
+    );
+    let mut rates = Vec::new();
+    let mut previous = Duration::ZERO;
+    for (i, mark) in marks.iter().enumerate() {
+        let r = rate(total / 10, *mark - previous);
+        rates.push(r);
+        previous = *mark;
+        println!(
+            "{:>6} {:>12.0} {:>14.1}  {:?}",
+            i + 1,
+            r,
+            mark.as_secs_f64(),
+            rss[i].iter().map(|m| format!("{m:.1}")).collect::<Vec<_>>()
+        );
+    }
+    if let (Some(first), Some(last)) = (rates.first(), rates.last()) {
+        println!(
+            "last tenth / first tenth: {:.2}; worker peak RSS {peak:.1?} MB",
+            last / first
+        );
+    }
 }

@@ -195,6 +195,7 @@ fn bulk_enqueue_of_ten_thousand_runs_each_exactly_once(db: &TestDb) {
         db.count("solidq_ready_executions") + db.count("solidq_claimed_executions"),
         0
     );
+    common::assert_invariants(db);
 }
 
 fn enqueue_on_callers_transaction_rolls_back_with_it(db: &TestDb) {

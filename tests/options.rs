@@ -505,4 +505,5 @@ fn failed_jobs_are_retried_and_discarded_singly_and_in_bulk(db: &TestDb) {
         2_503
     );
     assert_eq!(db.count("solidq_jobs"), 0);
+    common::assert_invariants(db);
 }

@@ -80,6 +80,7 @@ fn four_worker_processes_run_five_thousand_jobs_exactly_once(db: &TestDb) {
     ] {
         assert_eq!(db.count(table), 0, "{table} is empty");
     }
+    common::assert_invariants(db);
 }
 
 fn sigterm_finishes_short_jobs_and_releases_long_ones(db: &TestDb) {

@@ -210,6 +210,7 @@ fn chaos_kills_lose_nothing_and_rerun_only_killed_work(db: &TestDb) {
         );
     }
     assert!(reruns > 0, "the chaos should have cut some jobs short");
+    common::assert_invariants(db);
 }
 
 fn frozen_worker_is_pruned_and_its_late_finish_writes_nothing(db: &TestDb) {
@@ -327,6 +328,7 @@ fn poison_job_fails_after_max_stalled_count_plus_one_runs(db: &TestDb) {
     });
     assert_eq!(ledger_starts(db), 3);
     stop(supervisor);
+    common::assert_invariants(db);
 }
 
 fn at_most_once_job_of_a_killed_worker_fails_and_never_reruns(db: &TestDb) {
@@ -497,6 +499,7 @@ fn two_supervisors_prune_each_dead_process_once(db: &TestDb) {
         .filter_map(|l| l.split("pruned worker ").nth(1)?.split(' ').next())
         .collect();
     assert_eq!(names.len(), 50);
+    common::assert_invariants(db);
 }
 
 fn supervisor_dispatches_delayed_jobs_for_its_workers(db: &TestDb) {

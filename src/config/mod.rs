@@ -33,6 +33,14 @@ pub const DEFAULT_KEEP_RESULT: Duration = Duration::from_secs(24 * 3600);
 pub const DEFAULT_THREADS: usize = 5;
 /// How often an idle worker polls when no wake-up arrives.
 pub const DEFAULT_POLLING_INTERVAL: Duration = Duration::from_secs(1);
+/// How often an idle worker polls anyway while a listener tells it about
+/// new jobs (PostgreSQL notifications, SQLite's change counter).
+pub const DEFAULT_FALLBACK_POLLING_INTERVAL: Duration = Duration::from_secs(5);
+/// How often a worker on SQLite reads the database's change counter.
+pub const DEFAULT_SQLITE_WATCH_INTERVAL: Duration = Duration::from_millis(10);
+/// Jobs a worker claims beyond its free threads, so threads never wait for
+/// a claim round trip between jobs.
+pub const DEFAULT_PREFETCH: usize = 4;
 /// How often a process writes its heartbeat.
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
 /// A process whose last heartbeat is older than this is considered dead.
@@ -116,8 +124,20 @@ pub struct WorkerConfig {
     pub queues: Vec<String>,
     /// Threads running jobs. Defaults to [`DEFAULT_THREADS`].
     pub threads: usize,
-    /// Idle poll interval. Defaults to [`DEFAULT_POLLING_INTERVAL`].
+    /// Idle poll interval while no listener works. Defaults to
+    /// [`DEFAULT_POLLING_INTERVAL`].
     pub polling_interval: Duration,
+    /// Idle poll interval while a listener (PostgreSQL LISTEN, SQLite's
+    /// change counter) wakes the worker for new jobs: a safety net only.
+    /// Defaults to [`DEFAULT_FALLBACK_POLLING_INTERVAL`].
+    pub fallback_polling_interval: Duration,
+    /// SQLite only: how often the change counter is read. Defaults to
+    /// [`DEFAULT_SQLITE_WATCH_INTERVAL`].
+    pub sqlite_watch_interval: Duration,
+    /// Jobs claimed beyond the free threads, waiting in memory for a thread
+    /// (claimed like any other: released at shutdown, released by the stall
+    /// rules if the process dies). Defaults to [`DEFAULT_PREFETCH`].
+    pub prefetch: usize,
     /// Heartbeat interval. Defaults to [`DEFAULT_HEARTBEAT_INTERVAL`].
     pub heartbeat_interval: Duration,
     /// When heartbeats have failed this long, the worker stops itself (peers
@@ -156,6 +176,9 @@ impl Default for WorkerConfig {
             queues: vec!["*".to_string()],
             threads: DEFAULT_THREADS,
             polling_interval: DEFAULT_POLLING_INTERVAL,
+            fallback_polling_interval: DEFAULT_FALLBACK_POLLING_INTERVAL,
+            sqlite_watch_interval: DEFAULT_SQLITE_WATCH_INTERVAL,
+            prefetch: DEFAULT_PREFETCH,
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             process_alive_threshold: DEFAULT_PROCESS_ALIVE_THRESHOLD,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,

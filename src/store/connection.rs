@@ -44,6 +44,27 @@ impl fmt::Display for Backend {
     }
 }
 
+static STATEMENTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Counts every statement solidq's connections finish (transaction control
+/// included): one round trip each on PostgreSQL.
+struct StatementCounter;
+
+impl diesel::connection::Instrumentation for StatementCounter {
+    fn on_connection_event(&mut self, event: diesel::connection::InstrumentationEvent<'_>) {
+        if let diesel::connection::InstrumentationEvent::FinishQuery { .. } = event {
+            STATEMENTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// How many SQL statements solidq's own connections have run in this
+/// process (BEGIN and COMMIT included; not the caller's connections), for
+/// measuring the load solidq puts on the database.
+pub fn statements_executed() -> u64 {
+    STATEMENTS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// How long an SQLite connection waits for the write lock before reporting
 /// `database is locked` (which solidq then retries). Defaults to 5 s.
 pub const DEFAULT_SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -132,12 +153,15 @@ impl DatabaseUrl {
             source,
         };
         match &self.target {
-            Target::Postgres => PgConnection::establish(&self.raw)
-                .map(AnyConnection::Postgres)
-                .map_err(connect_error),
+            Target::Postgres => {
+                let mut conn = PgConnection::establish(&self.raw).map_err(connect_error)?;
+                conn.set_instrumentation(StatementCounter);
+                Ok(AnyConnection::Postgres(conn))
+            }
             Target::Sqlite(path) => {
                 let path = path.to_string_lossy();
                 let mut conn = SqliteConnection::establish(&path).map_err(connect_error)?;
+                conn.set_instrumentation(StatementCounter);
                 configure_sqlite(&mut conn, sqlite_busy_timeout).map_err(|source| {
                     Error::Connect {
                         url: self.redacted(),

@@ -1,7 +1,7 @@
 //! Job lifecycle operations: enqueue, claim, dispatch, finish, release.
 //! Each is one transaction composed from [`Driver`] primitives.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use diesel::QueryResult;
 
@@ -43,8 +43,15 @@ impl Store {
     /// claim: a completion whose claim is gone is skipped (reported as lost),
     /// the rest of the batch is written.
     pub(crate) fn claimed_finish(&self, completions: &[Completion]) -> Result<FinishReport> {
+        if completions.is_empty() {
+            return Ok(FinishReport::default());
+        }
         self.with_driver("claimed_finish", |d| {
-            in_transaction(d, |d| finish_on_driver(d, completions))
+            if single_statement(completions) {
+                finish_on_driver(d, completions)
+            } else {
+                in_transaction(d, |d| finish_on_driver(d, completions))
+            }
         })
     }
 
@@ -117,44 +124,51 @@ pub(crate) fn enqueue_on_driver(
 }
 
 fn finish_on_driver(d: &mut dyn Driver, completions: &[Completion]) -> QueryResult<FinishReport> {
-    let mut report = FinishReport::default();
-    let mut by_process: std::collections::BTreeMap<i64, Vec<i64>> = Default::default();
+    // Kept successes (nearly every completion) are fenced and written by one
+    // statement per process; the rest are fenced first, then written per
+    // outcome.
+    let mut kept: BTreeMap<i64, Vec<Succeeded>> = BTreeMap::new();
+    let mut others: BTreeMap<i64, Vec<&Completion>> = BTreeMap::new();
     for c in completions {
-        by_process.entry(c.process_id).or_default().push(c.job_id);
-    }
-    let mut fenced = std::collections::HashSet::new();
-    for (process_id, ids) in &by_process {
-        fenced.extend(d.claimed_delete_fenced(*process_id, ids)?);
-    }
-    let (mut succeeded, mut deleted, mut retried, mut failed) = (vec![], vec![], vec![], vec![]);
-    for c in completions {
-        if !fenced.contains(&c.job_id) {
-            report.lost.push(c.job_id);
-            continue;
-        }
-        report.written.push(c.job_id);
         match &c.outcome {
-            Outcome::Succeeded { keep, .. } if keep.is_zero() => deleted.push(c.job_id),
-            Outcome::Succeeded { result, keep } => succeeded.push(Succeeded {
-                id: c.job_id,
-                result: result.clone(),
-                keep: *keep,
-            }),
-            Outcome::Retry { error, delay } => retried.push(Retried {
-                id: c.job_id,
-                error: error.clone(),
-                delay: *delay,
-            }),
-            Outcome::Failed { error } => failed.push(Failed {
-                id: c.job_id,
-                error: error.clone(),
-                ends_attempt: true,
-                stalled: false,
-            }),
+            Outcome::Succeeded { result, keep } if !keep.is_zero() => {
+                kept.entry(c.process_id).or_default().push(Succeeded {
+                    id: c.job_id,
+                    result: result.clone(),
+                    keep: *keep,
+                })
+            }
+            _ => others.entry(c.process_id).or_default().push(c),
         }
     }
-    if !succeeded.is_empty() {
-        d.jobs_succeed(&succeeded)?;
+    let mut written = HashSet::new();
+    for (process_id, rows) in &kept {
+        written.extend(d.jobs_succeed_fenced(*process_id, rows)?);
+    }
+    let (mut deleted, mut retried, mut failed) = (vec![], vec![], vec![]);
+    for (process_id, group) in &others {
+        let ids: Vec<i64> = group.iter().map(|c| c.job_id).collect();
+        let fenced: HashSet<i64> = d
+            .claimed_delete_fenced(*process_id, &ids)?
+            .into_iter()
+            .collect();
+        for c in group.iter().filter(|c| fenced.contains(&c.job_id)) {
+            written.insert(c.job_id);
+            match &c.outcome {
+                Outcome::Succeeded { .. } => deleted.push(c.job_id),
+                Outcome::Retry { error, delay } => retried.push(Retried {
+                    id: c.job_id,
+                    error: error.clone(),
+                    delay: *delay,
+                }),
+                Outcome::Failed { error } => failed.push(Failed {
+                    id: c.job_id,
+                    error: error.clone(),
+                    ends_attempt: true,
+                    stalled: false,
+                }),
+            }
+        }
     }
     if !deleted.is_empty() {
         d.jobs_delete(&deleted)?;
@@ -165,5 +179,18 @@ fn finish_on_driver(d: &mut dyn Driver, completions: &[Completion]) -> QueryResu
     if !failed.is_empty() {
         d.jobs_fail(&failed)?;
     }
-    Ok(report)
+    let (written, lost) = completions
+        .iter()
+        .map(|c| c.job_id)
+        .partition(|id| written.contains(id));
+    Ok(FinishReport { written, lost })
+}
+
+/// Whether a batch is written by a single statement (one process, only
+/// kept successes), which needs no explicit transaction.
+fn single_statement(completions: &[Completion]) -> bool {
+    completions.iter().all(|c| {
+        c.process_id == completions[0].process_id
+            && matches!(&c.outcome, Outcome::Succeeded { keep, .. } if !keep.is_zero())
+    })
 }

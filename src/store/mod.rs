@@ -19,6 +19,7 @@ mod admin;
 mod connection;
 mod info;
 mod jobs;
+mod listener;
 mod postgres;
 mod processes;
 pub(crate) mod schema;
@@ -36,9 +37,12 @@ use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 
 pub(crate) use admin::FailedSelection;
 use connection::PoolConn;
-pub use connection::{AnyConnection, Backend, DEFAULT_SQLITE_BUSY_TIMEOUT, DatabaseUrl};
+pub use connection::{
+    AnyConnection, Backend, DEFAULT_SQLITE_BUSY_TIMEOUT, DatabaseUrl, statements_executed,
+};
 pub(crate) use info::JobLookup;
 pub(crate) use jobs::enqueue_on_driver;
+pub(crate) use listener::{Heard, Listener};
 pub(crate) use processes::{PruneTarget, Pruned, ReleaseReason, ReleaseReport};
 pub(crate) use types::*;
 
@@ -328,8 +332,12 @@ pub(crate) trait Driver {
     /// returns the jobs' facts.
     fn claimed_delete_orphans(&mut self, limit: usize) -> QueryResult<Vec<ReleasedJob>>;
 
-    /// Marks jobs finished with their results, kept until `now + keep`.
-    fn jobs_succeed(&mut self, rows: &[Succeeded]) -> QueryResult<()>;
+    /// For each row whose claim by `process_id` still exists: deletes the
+    /// claim and marks the job finished with its result, kept until
+    /// `now + keep`. Atomic on its own (one statement on PostgreSQL), or
+    /// part of an enclosing transaction. Returns the ids written.
+    fn jobs_succeed_fenced(&mut self, process_id: i64, rows: &[Succeeded])
+    -> QueryResult<Vec<i64>>;
 
     /// Deletes jobs (and, by cascade, anything that refers to them).
     fn jobs_delete(&mut self, ids: &[i64]) -> QueryResult<()>;

@@ -37,6 +37,12 @@ struct KeyRow {
 }
 
 #[derive(QueryableByName)]
+struct MovedRow {
+    #[diesel(sql_type = BigInt)]
+    moved: i64,
+}
+
+#[derive(QueryableByName)]
 struct QueueRow {
     #[diesel(sql_type = Text)]
     queue_name: String,
@@ -60,7 +66,7 @@ WITH input AS (
            COALESCE(run_at, LOCALTIMESTAMP + delay_us * INTERVAL '1 microsecond'),
            LOCALTIMESTAMP, LOCALTIMESTAMP
     FROM input ORDER BY ord
-    ON CONFLICT (unique_key) DO NOTHING
+    ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
     RETURNING id, queue_name, priority, scheduled_at, unique_key
 ), ready AS (
     INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
@@ -68,8 +74,11 @@ WITH input AS (
 ), scheduled AS (
     INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at, created_at)
     SELECT id, queue_name, priority, scheduled_at, LOCALTIMESTAMP FROM inserted WHERE scheduled_at > LOCALTIMESTAMP
+), notified AS (
+    SELECT count(pg_notify('solidq', current_schema() || ':' || q.queue_name)) AS n
+    FROM (SELECT DISTINCT queue_name FROM inserted WHERE scheduled_at <= LOCALTIMESTAMP) q
 )
-SELECT id, unique_key FROM inserted";
+SELECT id, unique_key, (SELECT n FROM notified) AS notified FROM inserted";
 
 const DISPATCH_SCHEDULED: &str = "\
 WITH due AS (
@@ -80,10 +89,15 @@ WITH due AS (
 ), moved AS (
     DELETE FROM solidq_scheduled_executions s USING due WHERE s.job_id = due.job_id
     RETURNING s.job_id, s.queue_name, s.priority
+), ready AS (
+    INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+    SELECT job_id, queue_name, priority, LOCALTIMESTAMP FROM moved
+    RETURNING queue_name
+), notified AS (
+    SELECT count(pg_notify('solidq', current_schema() || ':' || q.queue_name)) AS n
+    FROM (SELECT DISTINCT queue_name FROM ready) q
 )
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-SELECT job_id, queue_name, priority, LOCALTIMESTAMP FROM moved
-RETURNING queue_name";
+SELECT queue_name, (SELECT n FROM notified) AS notified FROM ready";
 
 const DELETE_CLAIMS_FENCED: &str = "\
 DELETE FROM solidq_claimed_executions WHERE process_id = $1 AND job_id = ANY($2) RETURNING job_id AS id";
@@ -110,12 +124,20 @@ FROM solidq_jobs j JOIN gone ON gone.job_id = j.id ORDER BY j.id";
 
 const PROCESS_COLUMNS: &str = "id, kind, name, pid, hostname, last_heartbeat_at";
 
-const SUCCEED: &str = "\
+/// Fence and finish in one statement: only jobs whose claim by this process
+/// still existed (and was deleted here) are marked finished.
+const SUCCEED_FENCED: &str = "\
+WITH fenced AS (
+    DELETE FROM solidq_claimed_executions c
+    USING unnest($2::bigint[], $3::text[], $4::bigint[]) AS u(id, result, keep_us)
+    WHERE c.job_id = u.id AND c.process_id = $1
+    RETURNING c.job_id, u.result, u.keep_us)
 UPDATE solidq_jobs j SET finished_at = LOCALTIMESTAMP,
-       expires_at = LOCALTIMESTAMP + u.keep_us * INTERVAL '1 microsecond',
-       result = u.result, attempts = j.attempts + 1, updated_at = LOCALTIMESTAMP
-FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS u(id, result, keep_us)
-WHERE j.id = u.id";
+       expires_at = LOCALTIMESTAMP + f.keep_us * INTERVAL '1 microsecond',
+       result = f.result, attempts = j.attempts + 1, updated_at = LOCALTIMESTAMP
+FROM fenced f
+WHERE j.id = f.job_id
+RETURNING j.id";
 
 const DELETE_JOBS: &str = "DELETE FROM solidq_jobs WHERE id = ANY($1)";
 
@@ -155,9 +177,14 @@ const RELEASE: &str = "\
 WITH u AS (SELECT * FROM unnest($1::bigint[], $2::int[]) AS u(id, stall_inc)),
 upd AS (
     UPDATE solidq_jobs j SET stalled_count = j.stalled_count + u.stall_inc, updated_at = LOCALTIMESTAMP
-    FROM u WHERE j.id = u.id RETURNING j.id, j.queue_name, j.priority)
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-SELECT id, queue_name, priority, LOCALTIMESTAMP FROM upd";
+    FROM u WHERE j.id = u.id RETURNING j.id, j.queue_name, j.priority),
+ready AS (
+    INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+    SELECT id, queue_name, priority, LOCALTIMESTAMP FROM upd RETURNING queue_name),
+notified AS (
+    SELECT count(pg_notify('solidq', current_schema() || ':' || q.queue_name)) AS n
+    FROM (SELECT DISTINCT queue_name FROM ready) q)
+SELECT (SELECT count(*) FROM ready) AS moved, (SELECT n FROM notified) AS notified";
 
 /// Failed jobs back to ready: one more attempt if they had none left, and a
 /// fresh stall budget (an operator decided to try again).
@@ -166,9 +193,14 @@ WITH gone AS (DELETE FROM solidq_failed_executions WHERE job_id = ANY($1) RETURN
 upd AS (
     UPDATE solidq_jobs j SET max_attempts = GREATEST(j.max_attempts, j.attempts + 1), stalled_count = 0,
            scheduled_at = LOCALTIMESTAMP, updated_at = LOCALTIMESTAMP
-    FROM gone WHERE j.id = gone.job_id RETURNING j.id, j.queue_name, j.priority)
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-SELECT id, queue_name, priority, LOCALTIMESTAMP FROM upd";
+    FROM gone WHERE j.id = gone.job_id RETURNING j.id, j.queue_name, j.priority),
+ready AS (
+    INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+    SELECT id, queue_name, priority, LOCALTIMESTAMP FROM upd RETURNING queue_name),
+notified AS (
+    SELECT count(pg_notify('solidq', current_schema() || ':' || q.queue_name)) AS n
+    FROM (SELECT DISTINCT queue_name FROM ready) q)
+SELECT (SELECT count(*) FROM ready) AS moved, (SELECT n FROM notified) AS notified";
 
 const INSERT_PROCESS: &str = "\
 INSERT INTO solidq_processes (kind, name, pid, hostname, supervisor_id, metadata, last_heartbeat_at, created_at)
@@ -297,17 +329,22 @@ impl Driver for PgConnection {
         Cached(sql_query(DELETE_ORPHANED_CLAIMS).bind::<BigInt, _>(limit as i64)).load(self)
     }
 
-    fn jobs_succeed(&mut self, rows: &[Succeeded]) -> QueryResult<()> {
-        Cached(
-            sql_query(SUCCEED)
+    fn jobs_succeed_fenced(
+        &mut self,
+        process_id: i64,
+        rows: &[Succeeded],
+    ) -> QueryResult<Vec<i64>> {
+        let written: Vec<IdRow> = Cached(
+            sql_query(SUCCEED_FENCED)
+                .bind::<BigInt, _>(process_id)
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
                 .bind::<Array<Nullable<Text>>, _>(
                     rows.iter().map(|r| r.result.as_deref()).collect::<Vec<_>>(),
                 )
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.keep)).collect::<Vec<_>>()),
         )
-        .execute(self)
-        .map(drop)
+        .load(self)?;
+        Ok(written.into_iter().map(|r| r.id).collect())
     }
 
     fn jobs_delete(&mut self, ids: &[i64]) -> QueryResult<()> {
@@ -443,16 +480,24 @@ impl Driver for PgConnection {
 
     fn pause_set(&mut self, queue: &str, paused: bool) -> QueryResult<bool> {
         let sql = if paused {
-            "INSERT INTO solidq_pauses (queue_name, created_at) VALUES ($1, LOCALTIMESTAMP)
-             ON CONFLICT (queue_name) DO NOTHING"
+            "WITH p AS (INSERT INTO solidq_pauses (queue_name, created_at) VALUES ($1, LOCALTIMESTAMP)
+                        ON CONFLICT (queue_name) DO NOTHING RETURNING queue_name)
+             SELECT count(*) AS moved, 0::bigint AS notified FROM p"
         } else {
-            "DELETE FROM solidq_pauses WHERE queue_name = $1"
+            // Resuming wakes the workers that skipped the queue.
+            "WITH d AS (DELETE FROM solidq_pauses WHERE queue_name = $1 RETURNING queue_name)
+             SELECT count(*) AS moved,
+                    count(pg_notify('solidq', current_schema() || ':' || queue_name)) AS notified
+             FROM d"
         };
-        Ok(Cached(sql_query(sql).bind::<Text, _>(queue)).execute(self)? > 0)
+        let row: MovedRow = Cached(sql_query(sql).bind::<Text, _>(queue)).get_result(self)?;
+        Ok(row.moved > 0)
     }
 
     fn failed_retry(&mut self, ids: &[i64]) -> QueryResult<usize> {
-        Cached(sql_query(RETRY_FAILED).bind::<Array<BigInt>, _>(ids)).execute(self)
+        let row: MovedRow =
+            Cached(sql_query(RETRY_FAILED).bind::<Array<BigInt>, _>(ids)).get_result(self)?;
+        Ok(row.moved as usize)
     }
 
     fn failed_discard(&mut self, ids: &[i64]) -> QueryResult<usize> {

@@ -59,7 +59,7 @@ const INSERT_JOB: &str = "\
 INSERT INTO solidq_jobs (queue_name, kind, arguments, priority, unique_key, concurrency_key, options,
                          delivery, max_attempts, max_stalled_count, scheduled_at, created_at, updated_at)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)
-ON CONFLICT (unique_key) DO NOTHING
+ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
 RETURNING id";
 
 const INSERT_READY: &str = "\
@@ -104,6 +104,26 @@ fn json_ids(ids: &[i64]) -> String {
     serde_json::to_string(ids).expect("integers serialize")
 }
 
+/// A timestamp as diesel writes `Timestamp` to SQLite, for values passed
+/// inside JSON.
+fn timestamp_text(t: NaiveDateTime) -> String {
+    t.format("%F %T%.f").to_string()
+}
+
+/// Runs `body` in a write transaction: `BEGIN IMMEDIATE`, or a savepoint
+/// inside the caller's transaction.
+fn write_tx<T>(
+    conn: &mut SqliteConnection,
+    body: impl FnOnce(&mut SqliteConnection) -> QueryResult<T>,
+) -> QueryResult<T> {
+    let depth = AnsiTransactionManager::transaction_manager_status_mut(conn).transaction_depth()?;
+    if depth.is_some() {
+        Connection::transaction(conn, body)
+    } else {
+        conn.immediate_transaction(body)
+    }
+}
+
 fn plus(now: NaiveDateTime, d: std::time::Duration) -> NaiveDateTime {
     chrono::Duration::from_std(d)
         .ok()
@@ -141,15 +161,9 @@ impl Driver for SqliteConnection {
         &mut self,
         body: &mut dyn FnMut(&mut dyn Driver) -> QueryResult<()>,
     ) -> QueryResult<()> {
-        let depth =
-            AnsiTransactionManager::transaction_manager_status_mut(self).transaction_depth()?;
-        if depth.is_some() {
-            // Inside the caller's transaction: a savepoint, so a failure
-            // undoes our part only.
-            Connection::transaction(self, |c| body(c))
-        } else {
-            self.immediate_transaction(|c| body(c))
-        }
+        // Inside the caller's transaction this is a savepoint, so a failure
+        // undoes our part only.
+        write_tx(self, |c| body(c))
     }
 
     fn jobs_insert(&mut self, jobs: &[NewJob]) -> QueryResult<Vec<Option<i64>>> {
@@ -357,22 +371,38 @@ impl Driver for SqliteConnection {
         Ok(jobs)
     }
 
-    fn jobs_succeed(&mut self, rows: &[Succeeded]) -> QueryResult<()> {
-        let now = utc_now();
-        for row in rows {
+    fn jobs_succeed_fenced(
+        &mut self,
+        process_id: i64,
+        rows: &[Succeeded],
+    ) -> QueryResult<Vec<i64>> {
+        write_tx(self, |c| {
+            let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+            let fenced: Vec<i64> = Driver::claimed_delete_fenced(c, process_id, &ids)?;
+            if fenced.is_empty() {
+                return Ok(fenced);
+            }
+            let now = utc_now();
+            let held: std::collections::HashSet<i64> = fenced.iter().copied().collect();
+            let rows: Vec<serde_json::Value> = rows
+                .iter()
+                .filter(|r| held.contains(&r.id))
+                .map(|r| serde_json::json!([r.id, r.result, timestamp_text(plus(now, r.keep))]))
+                .collect();
             Cached(
                 sql_query(
-                    "UPDATE solidq_jobs SET finished_at = ?1, expires_at = ?2, result = ?3,
-                            attempts = attempts + 1, updated_at = ?1 WHERE id = ?4",
+                    "UPDATE solidq_jobs SET finished_at = ?2, expires_at = u.expires_at, result = u.result,
+                            attempts = attempts + 1, updated_at = ?2
+                     FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS result,
+                                  json_extract(value, '$[2]') AS expires_at FROM json_each(?1)) AS u
+                     WHERE solidq_jobs.id = u.id",
                 )
-                .bind::<Timestamp, _>(now)
-                .bind::<Timestamp, _>(plus(now, row.keep))
-                .bind::<Nullable<Text>, _>(row.result.as_deref())
-                .bind::<BigInt, _>(row.id),
+                .bind::<Text, _>(serde_json::Value::Array(rows).to_string())
+                .bind::<Timestamp, _>(now),
             )
-            .execute(self)?;
-        }
-        Ok(())
+            .execute(c)?;
+            Ok(fenced)
+        })
     }
 
     fn jobs_delete(&mut self, ids: &[i64]) -> QueryResult<()> {

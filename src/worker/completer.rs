@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
+use super::stats::Stats;
 use crate::error::{Error, Result};
 use crate::store::{Completion, Store};
 
@@ -38,7 +39,12 @@ pub(crate) struct Completer {
 }
 
 impl Completer {
-    pub(crate) fn spawn(store: Store, batch_size: usize, linger: Duration) -> Result<Completer> {
+    pub(crate) fn spawn(
+        store: Store,
+        batch_size: usize,
+        linger: Duration,
+        stats: Arc<Stats>,
+    ) -> Result<Completer> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let (exited_tx, exited) = crossbeam_channel::bounded(1);
         let abandon = Arc::new(AtomicBool::new(false));
@@ -47,7 +53,7 @@ impl Completer {
             std::thread::Builder::new()
                 .name("solidq-completer".into())
                 .spawn(move || {
-                    run(&store, &rx, batch_size.max(1), linger, &abandon);
+                    run(&store, &rx, batch_size.max(1), linger, &abandon, &stats);
                     let _ = exited_tx.send(());
                 })
                 .map_err(|source| Error::Thread {
@@ -85,6 +91,7 @@ fn run(
     batch_size: usize,
     linger: Duration,
     abandon: &AtomicBool,
+    stats: &Stats,
 ) {
     let mut pending: Vec<Completion> = Vec::new();
     let mut stopping = false;
@@ -118,8 +125,10 @@ fn run(
             }
         }
         let take = pending.len().min(batch_size);
+        let started = Instant::now();
         match store.claimed_finish(&pending[..take]) {
             Ok(report) => {
+                stats.write(take, started.elapsed());
                 failures = 0;
                 for id in &report.lost {
                     log::warn!(

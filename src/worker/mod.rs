@@ -18,6 +18,7 @@ mod completer;
 mod executor;
 mod registry;
 mod runtime;
+mod stats;
 
 use std::time::Duration;
 
@@ -42,6 +43,15 @@ pub enum QueuePattern {
 }
 
 impl QueuePattern {
+    /// Whether jobs of `queue` are claimed by this pattern.
+    pub fn matches(&self, queue: &str) -> bool {
+        match self {
+            QueuePattern::Exact(name) => name == queue,
+            QueuePattern::Prefix(prefix) => queue.starts_with(prefix.as_str()),
+            QueuePattern::All => true,
+        }
+    }
+
     /// Parses `name`, `prefix*` or `*`.
     pub fn parse(pattern: &str) -> Result<QueuePattern> {
         if pattern == "*" {

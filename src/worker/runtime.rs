@@ -13,6 +13,7 @@ use super::QueuePattern;
 use super::completer::{Completer, Message};
 use super::executor;
 use super::registry::Registry;
+use super::stats::Stats;
 use crate::client::Queue;
 use crate::config::{EXIT_HARD_TIMEOUT, WorkerConfig};
 use crate::dispatcher::{Dispatcher, DispatcherHandle};
@@ -20,7 +21,9 @@ use crate::error::{Error, Result};
 use crate::job::{Delivery, ShutdownSignal, StoredOptions};
 use crate::process::heartbeat::{Beat, Heartbeat};
 use crate::process::{self, ProcessKind, wakeups};
-use crate::store::{ClaimQuery, ClaimedJob, Completion, NewProcess, ReleaseReason, Store};
+use crate::store::{
+    ClaimQuery, ClaimedJob, Completion, Heard, Listener, NewProcess, ReleaseReason, Store,
+};
 
 /// Connections a worker's own loops use (poller, completer, heartbeat,
 /// dispatcher) plus one per thread for jobs that enqueue.
@@ -52,6 +55,12 @@ struct Shared {
     running: Mutex<HashMap<i64, Running>>,
     shutdown: Arc<ShutdownSignal>,
     stopping: AtomicBool,
+    /// The queue list, to tell which notifications concern this worker.
+    patterns: Vec<QueuePattern>,
+    /// Whether a listener currently wakes the poller for new jobs; idle
+    /// polling is then only a safety net.
+    listening: AtomicBool,
+    stats: Arc<Stats>,
     wake: Sender<()>,
     /// Why the worker stopped itself, if it did.
     fatal: Mutex<Option<Error>>,
@@ -172,6 +181,9 @@ pub(crate) fn start(
         running: Mutex::new(HashMap::new()),
         shutdown: Arc::new(ShutdownSignal::default()),
         stopping: AtomicBool::new(false),
+        patterns: patterns.clone(),
+        listening: AtomicBool::new(false),
+        stats: Arc::default(),
         wake,
         fatal: Mutex::new(None),
     });
@@ -181,6 +193,7 @@ pub(crate) fn start(
             store.clone(),
             shared.config.completion_batch_size,
             shared.config.completion_flush_interval,
+            Arc::clone(&shared.stats),
         )?;
         let (jobs_tx, jobs_rx) = unbounded::<(ClaimedJob, i64)>();
         let (exited_tx, exited_rx) = unbounded::<()>();
@@ -194,6 +207,7 @@ pub(crate) fn start(
             )?;
         }
         let heartbeat = spawn_heartbeat(&shared)?;
+        let listener = spawn_listener(&shared)?;
         let dispatcher = if shared.config.dispatch_scheduled {
             Some(Dispatcher::embedded(queue.clone()).cleaning().start()?)
         } else {
@@ -201,6 +215,7 @@ pub(crate) fn start(
         };
         Ok(Parts {
             claim: ClaimQuery::new(patterns),
+            listener: Some(listener),
             jobs_tx,
             jobs_rx,
             exited_rx,
@@ -248,6 +263,7 @@ pub(crate) fn start(
 /// What the poller thread owns.
 struct Parts {
     claim: ClaimQuery,
+    listener: Option<JoinHandle<()>>,
     jobs_tx: Sender<(ClaimedJob, i64)>,
     jobs_rx: Receiver<(ClaimedJob, i64)>,
     exited_rx: Receiver<()>,
@@ -379,10 +395,75 @@ fn check_overdue(shared: &Shared) {
     }
 }
 
+/// How long a listener waits before checking whether the worker stops.
+const LISTEN_SLICE: Duration = Duration::from_millis(200);
+
+/// The listener thread: wakes the poller when jobs become ready on one of
+/// its queues (PostgreSQL) or the database changed (SQLite). Reopens a
+/// broken listener with a backoff; meanwhile the poller polls at the normal
+/// interval. After (re)opening, it wakes the poller once, for anything
+/// enqueued while nobody listened.
+fn spawn_listener(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
+    let shared = Arc::clone(shared);
+    std::thread::Builder::new()
+        .name("solidq-listener".into())
+        .spawn(move || {
+            let mut listener: Option<Box<dyn Listener>> = None;
+            let mut failures = 0u32;
+            while !shared.stopping.load(Ordering::SeqCst) {
+                let Some(active) = listener.as_mut() else {
+                    match shared.store.listener(shared.config.sqlite_watch_interval) {
+                        Ok(opened) => {
+                            listener = Some(opened);
+                            failures = 0;
+                            shared.listening.store(true, Ordering::SeqCst);
+                            let _ = shared.wake.try_send(());
+                        }
+                        Err(error) => {
+                            failures += 1;
+                            let pause = backoff(Duration::from_millis(500), failures);
+                            log::warn!("cannot listen for new jobs ({error}); polling meanwhile, retrying in {pause:?}");
+                            sleep_unless_stopping(&shared, pause);
+                        }
+                    }
+                    continue;
+                };
+                match active.wait(LISTEN_SLICE) {
+                    Ok(Heard::Nothing) => {}
+                    Ok(Heard::Changes) => {
+                        let _ = shared.wake.try_send(());
+                    }
+                    Ok(Heard::Queues(queues)) => {
+                        if queues.iter().any(|q| shared.patterns.iter().any(|p| p.matches(q))) {
+                            let _ = shared.wake.try_send(());
+                        }
+                    }
+                    Err(error) => {
+                        log::warn!("the listener broke ({error}); polling until it is back");
+                        shared.listening.store(false, Ordering::SeqCst);
+                        listener = None;
+                    }
+                }
+            }
+        })
+        .map_err(|source| Error::Thread {
+            name: "solidq-listener".into(),
+            source,
+        })
+}
+
+fn sleep_unless_stopping(shared: &Shared, pause: Duration) {
+    let until = Instant::now() + pause;
+    while !shared.stopping.load(Ordering::SeqCst) && Instant::now() < until {
+        std::thread::sleep(LISTEN_SLICE.min(until - Instant::now()));
+    }
+}
+
 /// The claim loop, then the shutdown sequence.
 fn poll(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
-    let threads = shared.config.threads;
+    let capacity = shared.config.threads + shared.config.prefetch;
     let mut failures = 0u32;
+    let mut backlog = false;
     let parent = std::os::unix::process::parent_id();
     while !shared.stopping.load(Ordering::SeqCst) {
         if shared.config.supervisor_id.is_some() && std::os::unix::process::parent_id() != parent {
@@ -390,19 +471,29 @@ fn poll(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
             shared.request_stop();
             break;
         }
-        let mut wait = shared.config.polling_interval;
+        let mut wait = if shared.listening.load(Ordering::SeqCst) {
+            shared.config.fallback_polling_interval
+        } else {
+            shared.config.polling_interval
+        };
         let process_id = shared.process_id();
         if process_id == 0 {
             reregister(shared);
         } else {
-            let inflight = shared.inflight.load(Ordering::SeqCst);
-            let free = threads.saturating_sub(inflight);
-            let mut full = free == 0;
-            if free > 0 {
+            // After a claim that came back full there is probably more work:
+            // claim again once half the capacity is free or the claimed jobs
+            // waiting for a thread have run out, so claims stay large without
+            // letting a thread idle.
+            let free = capacity.saturating_sub(shared.inflight.load(Ordering::SeqCst));
+            let worth_it =
+                |free: usize, waiting: usize| free > 0 && (free * 2 >= capacity || waiting == 0);
+            if free > 0 && (!backlog || worth_it(free, parts.jobs_tx.len())) {
+                let started = Instant::now();
                 match shared.store.ready_claim(&parts.claim, process_id, free) {
                     Ok(jobs) => {
+                        shared.stats.claim(jobs.len(), started.elapsed());
                         failures = 0;
-                        full = jobs.len() == free;
+                        backlog = jobs.len() == free;
                         shared.inflight.fetch_add(jobs.len(), Ordering::SeqCst);
                         for job in jobs {
                             log::debug!(
@@ -417,13 +508,16 @@ fn poll(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
                     }
                     Err(error) => {
                         failures += 1;
+                        backlog = false;
                         wait = backoff(shared.config.polling_interval, failures);
                         log::warn!("claiming failed ({error}); retrying in {wait:?}");
                     }
                 }
             }
-            shared.wake_when_free.store(full, Ordering::SeqCst);
-            if full && failures == 0 && shared.inflight.load(Ordering::SeqCst) < threads {
+            shared.wake_when_free.store(backlog, Ordering::SeqCst);
+            // Threads that freed up before the flag was set did not wake us.
+            let free = capacity.saturating_sub(shared.inflight.load(Ordering::SeqCst));
+            if backlog && worth_it(free, parts.jobs_tx.len()) {
                 continue;
             }
         }
@@ -465,6 +559,9 @@ fn shut_down(shared: &Arc<Shared>, parts: &mut Parts) -> Result<()> {
     );
     if let Some(dispatcher) = parts.dispatcher.take() {
         dispatcher.stop();
+    }
+    if let Some(listener) = parts.listener.take() {
+        let _ = listener.join();
     }
 
     // Claimed but never started: hand back at once so other workers can
@@ -541,7 +638,11 @@ fn shut_down(shared: &Arc<Shared>, parts: &mut Parts) -> Result<()> {
             "worker stopped with jobs still running on their threads (longest for {longest:?})"
         );
     }
-    log::info!("worker {} stopped", shared.process.name);
+    log::info!(
+        "worker {} stopped: {}",
+        shared.process.name,
+        shared.stats.summary()
+    );
     match lock(&shared.fatal).take() {
         Some(fatal) => Err(fatal),
         None => result,

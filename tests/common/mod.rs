@@ -265,6 +265,34 @@ impl TestConn {
     }
 }
 
+/// Asserts the schema's invariant: every job is finished or in exactly one
+/// execution table, and no execution row points at a missing job.
+pub fn assert_invariants(db: &TestDb) {
+    let tables = [
+        "solidq_ready_executions",
+        "solidq_scheduled_executions",
+        "solidq_claimed_executions",
+        "solidq_blocked_executions",
+        "solidq_failed_executions",
+    ];
+    let places = tables
+        .iter()
+        .map(|t| format!("(SELECT count(*) FROM {t} e WHERE e.job_id = j.id)"))
+        .collect::<Vec<_>>()
+        .join(" + ");
+    let misplaced = db.scalar(&format!(
+        "SELECT count(*) AS v FROM solidq_jobs j
+         WHERE (CASE WHEN j.finished_at IS NULL THEN 0 ELSE 1 END) + {places} <> 1"
+    ));
+    assert_eq!(misplaced, 0, "jobs not in exactly one place");
+    for table in tables {
+        let orphans = db.scalar(&format!(
+            "SELECT count(*) AS v FROM {table} e WHERE NOT EXISTS (SELECT 1 FROM solidq_jobs j WHERE j.id = e.job_id)"
+        ));
+        assert_eq!(orphans, 0, "{table} rows without a job");
+    }
+}
+
 /// Polls `condition` until it holds or `timeout` passes; panics with
 /// `what` on timeout.
 pub fn wait_for(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
