@@ -215,14 +215,21 @@ fn run_worker(url: &str, threads: usize, prefetch: usize) {
         dispatch_scheduled: false,
         ..WorkerConfig::default()
     };
-    Worker::new(queue)
+    solidq::install_signal_handlers().expect("signals");
+    let handle = Worker::new(queue)
         .config(config)
         .register::<Noop>()
         .register::<Stamp>()
-        .run()
+        .start()
         .expect("worker");
+    while !solidq::signal_received() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stats = handle.stats();
+    handle.stop().expect("stop");
     println!("statements {}", solidq::statements_executed());
     println!("cpu_us {}", own_cpu_us());
+    println!("claims {} {}", stats.claims, stats.claimed_jobs);
 }
 
 /// This process's CPU time (user + system), in microseconds.
@@ -760,26 +767,52 @@ impl Workers {
             .collect()
     }
 
-    /// SIGTERM, wait, and sum what the workers report: (statements, CPU µs).
-    fn stop(self) -> (u64, u64) {
+    /// SIGTERM, wait, and sum what the workers report.
+    fn stop(self) -> Report {
         for c in &self.children {
             unsafe {
                 libc::kill(c.id() as i32, libc::SIGTERM);
             }
         }
-        let (mut statements, mut cpu) = (0, 0);
+        let mut report = Report::default();
         for c in self.children {
             let output = c.wait_with_output().expect("worker output");
             for line in String::from_utf8_lossy(&output.stdout).lines() {
-                if let Some(n) = line.strip_prefix("statements ") {
-                    statements += n.parse::<u64>().unwrap_or(0);
-                }
-                if let Some(n) = line.strip_prefix("cpu_us ") {
-                    cpu += n.parse::<u64>().unwrap_or(0);
+                let numbers: Vec<u64> = line
+                    .split(' ')
+                    .skip(1)
+                    .filter_map(|n| n.parse().ok())
+                    .collect();
+                match (line.split(' ').next(), numbers.as_slice()) {
+                    (Some("statements"), [n]) => report.statements += n,
+                    (Some("cpu_us"), [n]) => report.cpu_us += n,
+                    (Some("claims"), [claims, jobs]) => {
+                        report.claims += claims;
+                        report.claimed += jobs;
+                    }
+                    _ => {}
                 }
             }
         }
-        (statements, cpu)
+        report
+    }
+}
+
+/// What the worker processes reported when they stopped.
+#[derive(Default)]
+struct Report {
+    statements: u64,
+    cpu_us: u64,
+    claims: u64,
+    claimed: u64,
+}
+
+impl Report {
+    /// Jobs per claim, on average.
+    fn batch(&self) -> usize {
+        (self.claimed as f64 / self.claims.max(1) as f64)
+            .round()
+            .max(1.0) as usize
     }
 }
 
@@ -846,6 +879,7 @@ fn bench_workdown(backend: &'static str, args: &Args, table: &mut Table) {
     let n = args.jobs / 1_000 * 1_000;
     let (mut ours, mut base, mut rss, mut per_job) = (vec![], vec![], vec![], vec![]);
     let (mut worker_cpu, mut server_cpu, mut base_server_cpu) = (vec![], vec![], vec![]);
+    let mut batches = vec![];
     for _ in 0..args.repeat {
         let db = BenchDb::new(backend, args);
         db.fill(n);
@@ -857,41 +891,51 @@ fn bench_workdown(backend: &'static str, args: &Args, table: &mut Table) {
         let elapsed = wait_drained(&db, &mut raw, started, start_us);
         let server = postgres_cpu_us().saturating_sub(server_before);
         rss.extend(workers.peak_rss_mb());
-        let (statements, cpu) = workers.stop();
+        let report = workers.stop();
         ours.push(rate(n, elapsed));
-        per_job.push(statements as f64 / n as f64);
-        worker_cpu.push(cpu as f64 / n as f64);
+        per_job.push(report.statements as f64 / n as f64);
+        worker_cpu.push(report.cpu_us as f64 / n as f64);
         server_cpu.push(server as f64 / n as f64);
+        batches.push(report.batch() as f64);
 
-        // The raw baseline on a fresh database.
+        // The raw baseline on a fresh database, claiming what our workers
+        // claimed per claim on average.
+        let batch = report.batch();
         let db = BenchDb::new(backend, args);
         db.fill(n);
         let lanes = 2 * args.processes;
         let server_before = postgres_cpu_us();
         let started = Instant::now();
-        let mut raw = Raw::open(&db.url);
-        std::thread::scope(|s| {
-            for lane in 0..lanes {
-                let url = db.url.clone();
-                s.spawn(move || {
-                    let mut conn = Raw::open(&url);
-                    while conn.claim_and_finish(1_000 + lane as i64, args.threads) > 0 {}
-                });
-            }
+        // Lanes hand their connections back, so their server processes are
+        // still there to be measured.
+        let connections: Vec<Raw> = std::thread::scope(|s| {
+            let lanes: Vec<_> = (0..lanes)
+                .map(|lane| {
+                    let url = db.url.clone();
+                    s.spawn(move || {
+                        let mut conn = Raw::open(&url);
+                        while conn.claim_and_finish(1_000 + lane as i64, batch) > 0 {}
+                        conn
+                    })
+                })
+                .collect();
+            lanes.into_iter().map(|l| l.join().expect("lane")).collect()
         });
-        let _ = &mut raw;
         base.push(rate(n, started.elapsed()));
         base_server_cpu.push(postgres_cpu_us().saturating_sub(server_before) as f64 / n as f64);
+        drop(connections);
     }
+    let batch = median(&batches);
     table.add_vs(
         format!(
             "work-down {n} no-op, {}x{} (jobs/s)",
             args.processes, args.threads
         ),
         ours,
-        format!("raw, {} conns, batch {}", 2 * args.processes, args.threads),
+        format!("raw, {} conns, batch {batch:.0}", 2 * args.processes),
         base,
     );
+    table.add("jobs per claim (work-down)", batches);
     table.add("statements per job (work-down)", per_job);
     table.add("worker CPU per job (µs)", worker_cpu);
     if backend == "postgres" {

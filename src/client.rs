@@ -106,7 +106,7 @@ impl Queue {
             .collect::<Result<Vec<_>>>()?;
         let ids = self.inner.store.with_driver("jobs_enqueue", |d| {
             store::in_transaction(d, |d| {
-                let outcome = store::enqueue_on_driver(d, &new)?;
+                let outcome = store::enqueue_on_driver(d, &new, false)?;
                 if outcome.iter().any(|o| o.is_err()) {
                     return Ok(Err(outcome));
                 }
@@ -118,6 +118,7 @@ impl Queue {
         })?;
         match ids {
             Ok(ids) => {
+                self.inner.store.notify_ready(&new);
                 self.after_enqueue(&new);
                 Ok(ids)
             }
@@ -191,8 +192,9 @@ impl Queue {
         options: EnqueueOptions,
     ) -> Result<i64> {
         let new = self.build(&JobRequest::new(job, options)?)?;
-        let outcome = store::enqueue_on_driver(conn.solidq_driver().0, std::slice::from_ref(&new))
-            .map_err(Error::db("jobs_enqueue"))?;
+        let outcome =
+            store::enqueue_on_driver(conn.solidq_driver().0, std::slice::from_ref(&new), true)
+                .map_err(Error::db("jobs_enqueue"))?;
         // The caller's transaction may still roll back; a worker woken early
         // finds nothing and goes back to sleep.
         self.after_enqueue(std::slice::from_ref(&new));

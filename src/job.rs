@@ -618,6 +618,20 @@ mod tests {
     }
 
     #[test]
+    fn default_options_are_stored_as_an_empty_object() {
+        let stored = StoredOptions::default();
+        assert_eq!(serde_json::to_string(&stored).unwrap(), "{}");
+        assert_eq!(StoredOptions::parse("{}"), stored);
+        let custom = StoredOptions {
+            timeout_ms: Some(5),
+            keep_result_ms: 0,
+            backoff: Backoff::fixed(Duration::from_secs(1)),
+        };
+        let json = serde_json::to_string(&custom).unwrap();
+        assert_eq!(StoredOptions::parse(&json), custom);
+    }
+
+    #[test]
     fn std_errors_convert_with_their_type_and_chain() {
         let e: JobError = "x".parse::<i32>().unwrap_err().into();
         assert!(e.kind().contains("ParseIntError"), "{}", e.kind());
@@ -626,26 +640,58 @@ mod tests {
 }
 
 /// The options stored with each job (its `options` column), resolved at
-/// enqueue so a worker needs nothing but the job's row.
+/// enqueue so a worker needs nothing but the job's row. A value equal to
+/// solidq's default is left out (most jobs store `{}`) and read back as
+/// that default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct StoredOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    #[serde(default = "default_keep_ms", skip_serializing_if = "is_default_keep")]
     pub keep_result_ms: u64,
+    #[serde(
+        default = "default_backoff",
+        skip_serializing_if = "is_default_backoff"
+    )]
     pub backoff: Backoff,
+}
+
+fn default_keep_ms() -> u64 {
+    millis(crate::config::DEFAULT_KEEP_RESULT)
+}
+
+fn is_default_keep(ms: &u64) -> bool {
+    *ms == default_keep_ms()
+}
+
+fn default_backoff() -> Backoff {
+    crate::config::DEFAULT_BACKOFF
+}
+
+fn is_default_backoff(backoff: &Backoff) -> bool {
+    *backoff == crate::config::DEFAULT_BACKOFF
+}
+
+impl Default for StoredOptions {
+    fn default() -> Self {
+        StoredOptions {
+            timeout_ms: None,
+            keep_result_ms: default_keep_ms(),
+            backoff: default_backoff(),
+        }
+    }
 }
 
 impl StoredOptions {
     /// Reads a row's options; a row written by hand with junk gets the
     /// defaults rather than failing the job for a bookkeeping field.
     pub(crate) fn parse(json: &str) -> StoredOptions {
+        if json == "{}" {
+            return StoredOptions::default();
+        }
         serde_json::from_str(json).unwrap_or_else(|error| {
             log::warn!("unreadable job options {json:?} ({error}); using defaults");
-            StoredOptions {
-                timeout_ms: None,
-                keep_result_ms: millis(crate::config::DEFAULT_KEEP_RESULT),
-                backoff: crate::config::DEFAULT_BACKOFF,
-            }
+            StoredOptions::default()
         })
     }
 }

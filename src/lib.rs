@@ -94,7 +94,7 @@ pub use supervisor::{
     CheckReport, RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, SHUTDOWN_MARGIN, Supervisor,
     YOUNG_DEATH,
 };
-pub use worker::{QueuePattern, Worker, WorkerHandle};
+pub use worker::{QueuePattern, Worker, WorkerHandle, WorkerStats};
 
 /// The migration versions embedded in this build for `backend`, oldest
 /// first; both backends carry the same versions.

@@ -38,9 +38,11 @@ pub const DEFAULT_POLLING_INTERVAL: Duration = Duration::from_secs(1);
 pub const DEFAULT_FALLBACK_POLLING_INTERVAL: Duration = Duration::from_secs(5);
 /// How often a worker on SQLite reads the database's change counter.
 pub const DEFAULT_SQLITE_WATCH_INTERVAL: Duration = Duration::from_millis(10);
-/// Jobs a worker claims beyond its free threads, so threads never wait for
-/// a claim round trip between jobs.
-pub const DEFAULT_PREFETCH: usize = 4;
+/// The most jobs a worker claims beyond its free threads. It claims ahead
+/// only as many as its threads are expected to finish while its next claim
+/// is in flight (threads × claim time ÷ job time), so fast jobs come in large
+/// batches and slow ones are not hoarded.
+pub const DEFAULT_PREFETCH: usize = 128;
 /// How often a process writes its heartbeat.
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
 /// A process whose last heartbeat is older than this is considered dead.
@@ -134,9 +136,12 @@ pub struct WorkerConfig {
     /// SQLite only: how often the change counter is read. Defaults to
     /// [`DEFAULT_SQLITE_WATCH_INTERVAL`].
     pub sqlite_watch_interval: Duration,
-    /// Jobs claimed beyond the free threads, waiting in memory for a thread
-    /// (claimed like any other: released at shutdown, released by the stall
-    /// rules if the process dies). Defaults to [`DEFAULT_PREFETCH`].
+    /// The most jobs claimed beyond the free threads, waiting in memory for
+    /// a thread (claimed like any other: released at shutdown, released by
+    /// the stall rules if the process dies). The worker claims ahead only as
+    /// many as its threads finish during one claim round trip, by moving
+    /// averages of both: for one-second jobs that is about none. 0 turns it
+    /// off. Defaults to [`DEFAULT_PREFETCH`].
     pub prefetch: usize,
     /// Heartbeat interval. Defaults to [`DEFAULT_HEARTBEAT_INTERVAL`].
     pub heartbeat_interval: Duration,

@@ -18,7 +18,9 @@ impl Store {
         &self,
         jobs: &[NewJob],
     ) -> Result<Vec<std::result::Result<i64, i64>>> {
-        self.with_driver("jobs_enqueue", |d| enqueue_on_driver(d, jobs))
+        let outcome = self.with_driver("jobs_enqueue", |d| enqueue_on_driver(d, jobs, false))?;
+        self.notify_ready(jobs);
+        Ok(outcome)
     }
 
     /// Claims up to `limit` jobs for `process_id`.
@@ -76,11 +78,15 @@ impl Store {
 
 /// Inserts `jobs` and resolves duplicates to the existing ids. Shared by
 /// [`Store::jobs_enqueue`] and enqueueing on a caller's connection.
+/// Each insert is atomic on its own (one statement on PostgreSQL, a write
+/// transaction or savepoint on SQLite), so a single enqueue is one round
+/// trip; callers that need all-or-nothing wrap this in a transaction.
 pub(crate) fn enqueue_on_driver(
     d: &mut dyn Driver,
     jobs: &[NewJob],
+    notify: bool,
 ) -> QueryResult<Vec<std::result::Result<i64, i64>>> {
-    in_transaction(d, |d| {
+    {
         let mut outcome: Vec<Option<std::result::Result<i64, i64>>> = vec![None; jobs.len()];
         let mut pending: Vec<usize> = (0..jobs.len()).collect();
         // A key's holder can be deleted (cleaned) between our conflict and
@@ -89,13 +95,17 @@ pub(crate) fn enqueue_on_driver(
             if pending.is_empty() {
                 break;
             }
-            let batch: Vec<NewJob> = pending.iter().map(|&i| jobs[i].clone()).collect();
-            let inserted = d.jobs_insert(&batch)?;
-            let keys: Vec<String> = batch
+            let inserted = if pending.len() == jobs.len() {
+                d.jobs_insert(jobs, notify)?
+            } else {
+                let retry: Vec<NewJob> = pending.iter().map(|&i| jobs[i].clone()).collect();
+                d.jobs_insert(&retry, notify)?
+            };
+            let keys: Vec<String> = pending
                 .iter()
                 .zip(&inserted)
                 .filter(|(_, id)| id.is_none())
-                .filter_map(|(job, _)| job.unique_key.clone())
+                .filter_map(|(&i, _)| jobs[i].unique_key.clone())
                 .collect();
             let existing: HashMap<String, i64> = if keys.is_empty() {
                 HashMap::new()
@@ -120,7 +130,7 @@ pub(crate) fn enqueue_on_driver(
             .into_iter()
             .map(|o| o.expect("every job settled"))
             .collect())
-    })
+    }
 }
 
 fn finish_on_driver(d: &mut dyn Driver, completions: &[Completion]) -> QueryResult<FinishReport> {

@@ -20,6 +20,7 @@ mod connection;
 mod info;
 mod jobs;
 mod listener;
+mod notifier;
 mod postgres;
 mod processes;
 pub(crate) mod schema;
@@ -64,6 +65,11 @@ pub(crate) struct Store {
     /// verified since are checked before use (after a server restart every
     /// idle connection is dead, and each would otherwise fail one caller).
     lost_at: Arc<Mutex<Option<Instant>>>,
+    /// PostgreSQL: sends the notifications of enqueued jobs (started on the
+    /// first enqueue).
+    notifier: Arc<std::sync::OnceLock<notifier::Notifier>>,
+    /// How long an operation keeps retrying lock conflicts.
+    lock_budget: Duration,
 }
 
 /// Connection pool settings.
@@ -96,6 +102,11 @@ impl Store {
             url: url.clone(),
             pool_size: options.size.max(1),
             lost_at: Arc::default(),
+            notifier: Arc::default(),
+            lock_budget: match url.backend() {
+                Backend::Sqlite => options.sqlite_busy_timeout,
+                Backend::Postgres => LOCK_RETRY_BUDGET,
+            },
         })
     }
 
@@ -150,7 +161,7 @@ impl Store {
         let mut checked_out = self.conn()?;
         let pooled: &mut PoolConn = &mut checked_out;
         let started = Instant::now();
-        let mut pause = Duration::from_millis(2);
+        let mut pause = FIRST_LOCK_PAUSE;
         loop {
             match op(&mut pooled.conn) {
                 Ok(value) => return Ok(value),
@@ -161,12 +172,14 @@ impl Store {
                         *self.lost_at.lock().unwrap_or_else(|p| p.into_inner()) =
                             Some(Instant::now());
                     }
-                    if !is_lock_conflict(&error) || started.elapsed() > LOCK_RETRY_BUDGET {
+                    if !is_lock_conflict(&error) || started.elapsed() > self.lock_budget {
                         return Err(error);
                     }
-                    log::debug!("{operation}: {error}; retrying in {pause:?}");
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(100));
+                    // Jitter, so processes that collided do not retry in step.
+                    let wait = pause.mul_f64(0.5 + fastrand::f64());
+                    log::trace!("{operation}: {error}; retrying in {wait:?}");
+                    std::thread::sleep(wait);
+                    pause = (pause * 2).min(MAX_LOCK_PAUSE);
                 }
             }
         }
@@ -216,10 +229,17 @@ impl Store {
                 result.map_err(migration_error)?
             }
             AnyConnection::Sqlite(c) => {
+                // Concurrent migrators wait for each other here (the pooled
+                // connection otherwise fails at once on a taken lock).
+                use diesel::connection::SimpleConnection;
+                c.batch_execute("PRAGMA busy_timeout = 30000")
+                    .map_err(Error::db("migrate"))?;
                 let result: std::result::Result<_, Box<dyn std::error::Error + Send + Sync>> = c
                     .immediate_transaction(|c| {
                         c.run_pending_migrations(SQLITE_MIGRATIONS).map(versions)
                     });
+                c.batch_execute("PRAGMA busy_timeout = 0")
+                    .map_err(Error::db("migrate"))?;
                 result.map_err(migration_error)?
             }
         };
@@ -227,6 +247,26 @@ impl Store {
             log::info!("applied migration {version} to {}", self.url);
         }
         Ok(applied)
+    }
+
+    /// Tells listeners (PostgreSQL) that the ready ones among `jobs` are
+    /// there, after their commit, without making the enqueuer wait.
+    pub(crate) fn notify_ready(&self, jobs: &[NewJob]) {
+        if self.backend() != Backend::Postgres {
+            return;
+        }
+        let mut queues: Vec<String> = jobs
+            .iter()
+            .filter(|j| j.delay.is_zero() && j.run_at.is_none_or(|t| t <= utc_now()))
+            .map(|j| j.queue_name.clone())
+            .collect();
+        queues.sort_unstable();
+        queues.dedup();
+        if !queues.is_empty() {
+            self.notifier
+                .get_or_init(|| notifier::Notifier::start(self.url.clone()))
+                .ready(queues);
+        }
     }
 
     /// Embedded migrations not yet applied to the database.
@@ -267,9 +307,15 @@ fn versions(list: Vec<diesel::migration::MigrationVersion<'_>>) -> Vec<String> {
     list.iter().map(|v| v.to_string()).collect()
 }
 
-/// How long a single operation keeps retrying lock conflicts (on top of
-/// SQLite's own busy timeout) before giving up.
+/// How long a PostgreSQL operation keeps retrying deadlocks and
+/// serialization failures before giving up. (SQLite's budget is its
+/// configured busy timeout.)
 const LOCK_RETRY_BUDGET: Duration = Duration::from_secs(30);
+/// The first pause before retrying a lock conflict; it doubles up to
+/// [`MAX_LOCK_PAUSE`]. SQLite holds its write lock for well under a
+/// millisecond per transaction here.
+const FIRST_LOCK_PAUSE: Duration = Duration::from_micros(50);
+const MAX_LOCK_PAUSE: Duration = Duration::from_millis(2);
 
 fn is_lock_conflict(error: &Error) -> bool {
     use diesel::result::{DatabaseErrorKind, Error as D};
@@ -302,8 +348,14 @@ pub(crate) trait Driver {
 
     /// Inserts jobs and their ready or scheduled executions. Returns, for each
     /// input in order, its new id, or `None` when its unique key was taken.
-    /// Must run inside a transaction (or be a single statement).
-    fn jobs_insert(&mut self, jobs: &[NewJob]) -> QueryResult<Vec<Option<i64>>>;
+    /// With `notify`, listeners hear of the ready ones when the enclosing
+    /// transaction commits (PostgreSQL). Must run inside a transaction (or be
+    /// a single statement).
+    fn jobs_insert(&mut self, jobs: &[NewJob], notify: bool) -> QueryResult<Vec<Option<i64>>>;
+
+    /// Tells listeners that jobs became ready on `queues` (PostgreSQL
+    /// NOTIFY; nothing on SQLite).
+    fn notify_ready(&mut self, queues: &[String]) -> QueryResult<()>;
 
     /// Ids of jobs holding these unique keys.
     fn jobs_find_by_unique_keys(&mut self, keys: &[String]) -> QueryResult<Vec<(String, i64)>>;

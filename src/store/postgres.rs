@@ -48,37 +48,129 @@ struct QueueRow {
     queue_name: String,
 }
 
-/// One statement: the jobs, then their ready or scheduled executions, with
-/// duplicates of a unique key skipped (not an error, which would abort the
-/// caller's transaction).
-const INSERT_JOBS: &str = "\
-WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[],
-                         $7::text[], $8::text[], $9::int[], $10::int[], $11::timestamp[], $12::bigint[])
-        WITH ORDINALITY AS i(queue_name, kind, arguments, priority, unique_key, concurrency_key,
-                             options, delivery, max_attempts, max_stalled_count, run_at, delay_us, ord)
-), inserted AS (
-    INSERT INTO solidq_jobs (queue_name, kind, arguments, priority, unique_key, concurrency_key,
-                             options, delivery, max_attempts, max_stalled_count, scheduled_at,
-                             created_at, updated_at)
-    SELECT queue_name, kind, arguments, priority, unique_key, concurrency_key, options, delivery,
-           max_attempts, max_stalled_count,
-           COALESCE(run_at, LOCALTIMESTAMP + delay_us * INTERVAL '1 microsecond'),
-           LOCALTIMESTAMP, LOCALTIMESTAMP
-    FROM input ORDER BY ord
-    ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-    RETURNING id, queue_name, priority, scheduled_at, unique_key
-), ready AS (
-    INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-    SELECT id, queue_name, priority, LOCALTIMESTAMP FROM inserted WHERE scheduled_at <= LOCALTIMESTAMP
-), scheduled AS (
-    INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at, created_at)
-    SELECT id, queue_name, priority, scheduled_at, LOCALTIMESTAMP FROM inserted WHERE scheduled_at > LOCALTIMESTAMP
-), notified AS (
-    SELECT count(pg_notify('solidq', current_schema() || ':' || q.queue_name)) AS n
-    FROM (SELECT DISTINCT queue_name FROM inserted WHERE scheduled_at <= LOCALTIMESTAMP) q
-)
-SELECT id, unique_key, (SELECT n FROM notified) AS notified FROM inserted";
+/// Which insert statement a batch needs. Each variant leaves out what the
+/// batch does not use: ON CONFLICT makes every row a speculative insertion
+/// (an extra WAL record each), and jobs that are all ready now need no
+/// run-time arrays and no scheduled rows.
+#[derive(Clone, Copy)]
+struct InsertShape {
+    many: bool,
+    notify: bool,
+    keyed: bool,
+    immediate: bool,
+}
+
+impl InsertShape {
+    fn of(jobs: &[NewJob], notify: bool) -> InsertShape {
+        InsertShape {
+            many: jobs.len() > 1,
+            notify,
+            keyed: jobs.iter().any(|j| j.unique_key.is_some()),
+            immediate: jobs.iter().all(|j| j.run_at.is_none() && j.delay.is_zero()),
+        }
+    }
+
+    fn index(self) -> usize {
+        usize::from(self.many) * 8
+            + usize::from(self.notify) * 4
+            + usize::from(self.keyed) * 2
+            + usize::from(self.immediate)
+    }
+
+    /// One statement: the jobs, then their ready (and scheduled)
+    /// executions; duplicates of a unique key are skipped (not an error,
+    /// which would abort the caller's transaction); with `notify`,
+    /// listeners of the queues with ready jobs are told at commit.
+    fn sql(self) -> String {
+        let run_time = if self.immediate {
+            "LOCALTIMESTAMP"
+        } else {
+            "COALESCE(run_at, LOCALTIMESTAMP + delay_us * INTERVAL '1 microsecond')"
+        };
+        let rows = match (self.many, self.immediate) {
+            (false, true) => "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, LOCALTIMESTAMP, LOCALTIMESTAMP, LOCALTIMESTAMP)".to_string(),
+            (false, false) => "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+                 COALESCE($11, LOCALTIMESTAMP + $12 * INTERVAL '1 microsecond'), LOCALTIMESTAMP, LOCALTIMESTAMP)"
+                .to_string(),
+            (true, immediate) => {
+                let (run_arrays, run_columns) = if immediate {
+                    ("", "")
+                } else {
+                    (", $11::timestamp[], $12::bigint[]", ", run_at, delay_us")
+                };
+                // A lone function scan feeding an INSERT yields, inserts and
+                // returns its rows in array order, which `align_inserted`
+                // relies on: no sort is needed.
+                format!(
+                    "SELECT queue_name, kind, arguments, priority, unique_key, concurrency_key, options,
+                            delivery, max_attempts, max_stalled_count, {run_time}, LOCALTIMESTAMP, LOCALTIMESTAMP
+                     FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[],
+                                 $7::text[], $8::text[], $9::int[], $10::int[]{run_arrays})
+                         AS i(queue_name, kind, arguments, priority, unique_key, concurrency_key,
+                              options, delivery, max_attempts, max_stalled_count{run_columns})"
+                )
+            }
+        };
+        let on_conflict = if self.keyed {
+            "ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING"
+        } else {
+            ""
+        };
+        let (ready_filter, scheduled) = if self.immediate {
+            ("", "")
+        } else {
+            (
+                "WHERE scheduled_at <= LOCALTIMESTAMP",
+                ", scheduled AS (
+                     INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at, created_at)
+                     SELECT id, queue_name, priority, scheduled_at, LOCALTIMESTAMP FROM inserted
+                     WHERE scheduled_at > LOCALTIMESTAMP)",
+            )
+        };
+        let result = if self.notify {
+            format!(
+                ", notified AS (
+                     SELECT count(pg_notify('solidq', current_schema() || ':' || q.queue_name)) AS n
+                     FROM (SELECT DISTINCT queue_name FROM inserted {ready_filter}) q)
+                 SELECT id, unique_key, (SELECT n FROM notified) AS notified FROM inserted"
+            )
+        } else {
+            " SELECT id, unique_key FROM inserted".to_string()
+        };
+        format!(
+            "WITH inserted AS (
+                 INSERT INTO solidq_jobs (queue_name, kind, arguments, priority, unique_key, concurrency_key,
+                                          options, delivery, max_attempts, max_stalled_count, scheduled_at,
+                                          created_at, updated_at)
+                 {rows}
+                 {on_conflict}
+                 RETURNING id, queue_name, priority, scheduled_at, unique_key
+             ), ready AS (
+                 INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+                 SELECT id, queue_name, priority, LOCALTIMESTAMP FROM inserted {ready_filter}
+             ){scheduled}{result}"
+        )
+    }
+
+    /// The statement, built once per shape.
+    fn statement(self) -> &'static str {
+        static STATEMENTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+        let all = STATEMENTS.get_or_init(|| {
+            (0..16)
+                .map(|i| {
+                    InsertShape {
+                        many: i & 8 != 0,
+                        notify: i & 4 != 0,
+                        keyed: i & 2 != 0,
+                        immediate: i & 1 != 0,
+                    }
+                    .sql()
+                })
+                .collect()
+        });
+        &all[self.index()]
+    }
+}
 
 const DISPATCH_SCHEDULED: &str = "\
 WITH due AS (
@@ -246,10 +338,34 @@ impl Driver for PgConnection {
         Connection::transaction(self, |c| body(c))
     }
 
-    fn jobs_insert(&mut self, jobs: &[NewJob]) -> QueryResult<Vec<Option<i64>>> {
-        let column = |f: fn(&NewJob) -> &str| jobs.iter().map(f).collect::<Vec<_>>();
-        let rows: Vec<InsertedRow> = Cached(
-            sql_query(INSERT_JOBS)
+    fn jobs_insert(&mut self, jobs: &[NewJob], notify: bool) -> QueryResult<Vec<Option<i64>>> {
+        let shape = InsertShape::of(jobs, notify);
+        let sql = shape.statement();
+        let rows: Vec<InsertedRow> = if let [job] = jobs {
+            let query = sql_query(sql)
+                .bind::<Text, _>(&job.queue_name)
+                .bind::<Text, _>(&job.kind)
+                .bind::<Text, _>(&job.arguments)
+                .bind::<Integer, _>(job.priority)
+                .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
+                .bind::<Nullable<Text>, _>(job.concurrency_key.as_deref())
+                .bind::<Text, _>(&job.options)
+                .bind::<Text, _>(job.delivery.as_str())
+                .bind::<Integer, _>(job.max_attempts)
+                .bind::<Nullable<Integer>, _>(job.max_stalled_count);
+            if shape.immediate {
+                Cached(query).load(self)?
+            } else {
+                Cached(
+                    query
+                        .bind::<Nullable<Timestamp>, _>(job.run_at)
+                        .bind::<BigInt, _>(micros(job.delay)),
+                )
+                .load(self)?
+            }
+        } else {
+            let column = |f: fn(&NewJob) -> &str| jobs.iter().map(f).collect::<Vec<_>>();
+            let query = sql_query(sql)
                 .bind::<Array<Text>, _>(column(|j| &j.queue_name))
                 .bind::<Array<Text>, _>(column(|j| &j.kind))
                 .bind::<Array<Text>, _>(column(|j| &j.arguments))
@@ -269,16 +385,37 @@ impl Driver for PgConnection {
                 .bind::<Array<Integer>, _>(jobs.iter().map(|j| j.max_attempts).collect::<Vec<_>>())
                 .bind::<Array<Nullable<Integer>>, _>(
                     jobs.iter().map(|j| j.max_stalled_count).collect::<Vec<_>>(),
+                );
+            if shape.immediate {
+                Cached(query).load(self)?
+            } else {
+                Cached(
+                    query
+                        .bind::<Array<Nullable<Timestamp>>, _>(
+                            jobs.iter()
+                                .map(|j| j.run_at)
+                                .collect::<Vec<Option<NaiveDateTime>>>(),
+                        )
+                        .bind::<Array<BigInt>, _>(
+                            jobs.iter().map(|j| micros(j.delay)).collect::<Vec<_>>(),
+                        ),
                 )
-                .bind::<Array<Nullable<Timestamp>>, _>(
-                    jobs.iter()
-                        .map(|j| j.run_at)
-                        .collect::<Vec<Option<NaiveDateTime>>>(),
-                )
-                .bind::<Array<BigInt>, _>(jobs.iter().map(|j| micros(j.delay)).collect::<Vec<_>>()),
-        )
-        .load(self)?;
+                .load(self)?
+            }
+        };
         Ok(align_inserted(jobs, rows))
+    }
+
+    fn notify_ready(&mut self, queues: &[String]) -> QueryResult<()> {
+        Cached(
+            sql_query(
+                "SELECT count(pg_notify('solidq', current_schema() || ':' || q)) AS moved
+                 FROM (SELECT DISTINCT unnest($1::text[]) AS q) s",
+            )
+            .bind::<Array<Text>, _>(queues),
+        )
+        .execute(self)
+        .map(drop)
     }
 
     fn jobs_find_by_unique_keys(&mut self, keys: &[String]) -> QueryResult<Vec<(String, i64)>> {

@@ -104,10 +104,59 @@ fn json_ids(ids: &[i64]) -> String {
     serde_json::to_string(ids).expect("integers serialize")
 }
 
-/// A timestamp as diesel writes `Timestamp` to SQLite, for values passed
-/// inside JSON.
-fn timestamp_text(t: NaiveDateTime) -> String {
-    t.format("%F %T%.f").to_string()
+fn insert_jobs(conn: &mut SqliteConnection, jobs: &[NewJob]) -> QueryResult<Vec<Option<i64>>> {
+    let now = utc_now();
+    let mut ids = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let scheduled_at = job.run_at.unwrap_or_else(|| plus(now, job.delay));
+        let row: Option<IdRow> = Cached(
+            sql_query(INSERT_JOB)
+                .bind::<Text, _>(&job.queue_name)
+                .bind::<Text, _>(&job.kind)
+                .bind::<Text, _>(&job.arguments)
+                .bind::<Integer, _>(job.priority)
+                .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
+                .bind::<Nullable<Text>, _>(job.concurrency_key.as_deref())
+                .bind::<Text, _>(&job.options)
+                .bind::<Text, _>(job.delivery.as_str())
+                .bind::<Integer, _>(job.max_attempts)
+                .bind::<Nullable<Integer>, _>(job.max_stalled_count)
+                .bind::<Timestamp, _>(scheduled_at)
+                .bind::<Timestamp, _>(now),
+        )
+        .get_result(conn)
+        .map(Some)
+        .or_else(|e| match e {
+            diesel::result::Error::NotFound => Ok(None),
+            e => Err(e),
+        })?;
+        let Some(IdRow { id }) = row else {
+            ids.push(None);
+            continue;
+        };
+        if scheduled_at <= now {
+            Cached(
+                sql_query(INSERT_READY)
+                    .bind::<BigInt, _>(id)
+                    .bind::<Text, _>(&job.queue_name)
+                    .bind::<Integer, _>(job.priority)
+                    .bind::<Timestamp, _>(now),
+            )
+            .execute(conn)?;
+        } else {
+            Cached(
+                sql_query(INSERT_SCHEDULED)
+                    .bind::<BigInt, _>(id)
+                    .bind::<Text, _>(&job.queue_name)
+                    .bind::<Integer, _>(job.priority)
+                    .bind::<Timestamp, _>(scheduled_at)
+                    .bind::<Timestamp, _>(now),
+            )
+            .execute(conn)?;
+        }
+        ids.push(Some(id));
+    }
+    Ok(ids)
 }
 
 /// Runs `body` in a write transaction: `BEGIN IMMEDIATE`, or a savepoint
@@ -166,59 +215,13 @@ impl Driver for SqliteConnection {
         write_tx(self, |c| body(c))
     }
 
-    fn jobs_insert(&mut self, jobs: &[NewJob]) -> QueryResult<Vec<Option<i64>>> {
-        let now = utc_now();
-        let mut ids = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            let scheduled_at = job.run_at.unwrap_or_else(|| plus(now, job.delay));
-            let row: Option<IdRow> = Cached(
-                sql_query(INSERT_JOB)
-                    .bind::<Text, _>(&job.queue_name)
-                    .bind::<Text, _>(&job.kind)
-                    .bind::<Text, _>(&job.arguments)
-                    .bind::<Integer, _>(job.priority)
-                    .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
-                    .bind::<Nullable<Text>, _>(job.concurrency_key.as_deref())
-                    .bind::<Text, _>(&job.options)
-                    .bind::<Text, _>(job.delivery.as_str())
-                    .bind::<Integer, _>(job.max_attempts)
-                    .bind::<Nullable<Integer>, _>(job.max_stalled_count)
-                    .bind::<Timestamp, _>(scheduled_at)
-                    .bind::<Timestamp, _>(now),
-            )
-            .get_result(self)
-            .map(Some)
-            .or_else(|e| match e {
-                diesel::result::Error::NotFound => Ok(None),
-                e => Err(e),
-            })?;
-            let Some(IdRow { id }) = row else {
-                ids.push(None);
-                continue;
-            };
-            if scheduled_at <= now {
-                Cached(
-                    sql_query(INSERT_READY)
-                        .bind::<BigInt, _>(id)
-                        .bind::<Text, _>(&job.queue_name)
-                        .bind::<Integer, _>(job.priority)
-                        .bind::<Timestamp, _>(now),
-                )
-                .execute(self)?;
-            } else {
-                Cached(
-                    sql_query(INSERT_SCHEDULED)
-                        .bind::<BigInt, _>(id)
-                        .bind::<Text, _>(&job.queue_name)
-                        .bind::<Integer, _>(job.priority)
-                        .bind::<Timestamp, _>(scheduled_at)
-                        .bind::<Timestamp, _>(now),
-                )
-                .execute(self)?;
-            }
-            ids.push(Some(id));
-        }
-        Ok(ids)
+    fn jobs_insert(&mut self, jobs: &[NewJob], _notify: bool) -> QueryResult<Vec<Option<i64>>> {
+        write_tx(self, |conn| insert_jobs(conn, jobs))
+    }
+
+    fn notify_ready(&mut self, _queues: &[String]) -> QueryResult<()> {
+        // Nothing to send: workers watch the change counter.
+        Ok(())
     }
 
     fn jobs_find_by_unique_keys(&mut self, keys: &[String]) -> QueryResult<Vec<(String, i64)>> {
@@ -240,10 +243,10 @@ impl Driver for SqliteConnection {
         limit: usize,
     ) -> QueryResult<Vec<ClaimedJob>> {
         // Look without the write lock first: an idle poll stays a read.
-        if claim_candidates(self, claim, limit)?.is_empty() {
+        if claim_candidates(self, claim, 1)?.is_empty() {
             return Ok(Vec::new());
         }
-        self.immediate_transaction(|c| {
+        let picked = self.immediate_transaction::<_, diesel::result::Error, _>(|c| {
             // No claims for a process whose row is gone (it was pruned):
             // they would be orphans.
             let alive: Scalar = Cached(
@@ -256,10 +259,9 @@ impl Driver for SqliteConnection {
             }
             let picked = claim_candidates(c, claim, limit)?;
             if picked.is_empty() {
-                return Ok(Vec::new());
+                return Ok(picked);
             }
-            let ids: Vec<i64> = picked.iter().map(|p| p.job_id).collect();
-            let ids_json = json_ids(&ids);
+            let ids_json = json_ids(&picked.iter().map(|p| p.job_id).collect::<Vec<_>>());
             Cached(
                 sql_query(
                     "DELETE FROM solidq_ready_executions WHERE job_id IN (SELECT value FROM json_each(?1))",
@@ -277,16 +279,26 @@ impl Driver for SqliteConnection {
                 .bind::<Timestamp, _>(utc_now()),
             )
             .execute(c)?;
-            let mut jobs: Vec<ClaimedJob> =
-                Cached(sql_query(SELECT_CLAIMED_JOBS).bind::<Text, _>(&ids_json)).load(c)?;
-            let order: HashMap<i64, i64> =
-                picked.iter().enumerate().map(|(i, p)| (p.job_id, i as i64)).collect();
-            for job in &mut jobs {
-                job.ord = order[&job.id];
-            }
-            jobs.sort_by_key(|j| j.ord);
-            Ok(jobs)
-        })
+            Ok(picked)
+        })?;
+        if picked.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The rows are read after the commit, outside the write lock: a
+        // claimed job's row changes only through its claim's holder.
+        let ids_json = json_ids(&picked.iter().map(|p| p.job_id).collect::<Vec<_>>());
+        let mut jobs: Vec<ClaimedJob> =
+            Cached(sql_query(SELECT_CLAIMED_JOBS).bind::<Text, _>(&ids_json)).load(self)?;
+        let order: HashMap<i64, i64> = picked
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.job_id, i as i64))
+            .collect();
+        for job in &mut jobs {
+            job.ord = order[&job.id];
+        }
+        jobs.sort_by_key(|j| j.ord);
+        Ok(jobs)
     }
 
     fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>> {
@@ -376,31 +388,59 @@ impl Driver for SqliteConnection {
         process_id: i64,
         rows: &[Succeeded],
     ) -> QueryResult<Vec<i64>> {
+        // Outcomes without a result and with the same keep_result (nearly
+        // all) are written by one UPDATE per group; a result is written row
+        // by row.
+        let mut groups: HashMap<std::time::Duration, Vec<i64>> = HashMap::new();
+        let mut with_result = Vec::new();
+        for row in rows {
+            match &row.result {
+                None => groups.entry(row.keep).or_default().push(row.id),
+                Some(_) => with_result.push(row),
+            }
+        }
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         write_tx(self, |c| {
-            let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
             let fenced: Vec<i64> = Driver::claimed_delete_fenced(c, process_id, &ids)?;
             if fenced.is_empty() {
                 return Ok(fenced);
             }
-            let now = utc_now();
             let held: std::collections::HashSet<i64> = fenced.iter().copied().collect();
-            let rows: Vec<serde_json::Value> = rows
-                .iter()
-                .filter(|r| held.contains(&r.id))
-                .map(|r| serde_json::json!([r.id, r.result, timestamp_text(plus(now, r.keep))]))
-                .collect();
-            Cached(
-                sql_query(
-                    "UPDATE solidq_jobs SET finished_at = ?2, expires_at = u.expires_at, result = u.result,
-                            attempts = attempts + 1, updated_at = ?2
-                     FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS result,
-                                  json_extract(value, '$[2]') AS expires_at FROM json_each(?1)) AS u
-                     WHERE solidq_jobs.id = u.id",
+            let now = utc_now();
+            for (keep, group) in &groups {
+                let group: Vec<i64> = group
+                    .iter()
+                    .copied()
+                    .filter(|id| held.contains(id))
+                    .collect();
+                if group.is_empty() {
+                    continue;
+                }
+                Cached(
+                    sql_query(
+                        "UPDATE solidq_jobs SET finished_at = ?2, expires_at = ?3, attempts = attempts + 1,
+                                updated_at = ?2
+                         WHERE id IN (SELECT value FROM json_each(?1))",
+                    )
+                    .bind::<Text, _>(json_ids(&group))
+                    .bind::<Timestamp, _>(now)
+                    .bind::<Timestamp, _>(plus(now, *keep)),
                 )
-                .bind::<Text, _>(serde_json::Value::Array(rows).to_string())
-                .bind::<Timestamp, _>(now),
-            )
-            .execute(c)?;
+                .execute(c)?;
+            }
+            for row in with_result.iter().filter(|r| held.contains(&r.id)) {
+                Cached(
+                    sql_query(
+                        "UPDATE solidq_jobs SET finished_at = ?1, expires_at = ?2, result = ?3,
+                                attempts = attempts + 1, updated_at = ?1 WHERE id = ?4",
+                    )
+                    .bind::<Timestamp, _>(now)
+                    .bind::<Timestamp, _>(plus(now, row.keep))
+                    .bind::<Nullable<Text>, _>(row.result.as_deref())
+                    .bind::<BigInt, _>(row.id),
+                )
+                .execute(c)?;
+            }
             Ok(fenced)
         })
     }

@@ -16,13 +16,18 @@
 
 mod completer;
 mod executor;
+mod listen;
+mod poller;
+mod pool;
 mod registry;
 mod runtime;
+mod shutdown;
 mod stats;
 
 use std::time::Duration;
 
 pub use runtime::WorkerHandle;
+pub use stats::WorkerStats;
 
 use crate::client::Queue;
 use crate::config::{WorkerConfig, validate_queue_name};

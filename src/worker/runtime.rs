@@ -1,29 +1,30 @@
-//! A running worker: the poller loop, the executor threads, and the
-//! shutdown sequence. See the module docs of [`crate::worker`].
+//! A running worker: the state its threads share, how it starts, the handle
+//! that stops it, and what its heartbeat checks. The claim loop is in
+//! `poller.rs`, the threads in `pool.rs`, the listener in `listen.rs`, the
+//! stop in `shutdown.rs`. See the module docs of [`crate::worker`].
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 
 use super::QueuePattern;
-use super::completer::{Completer, Message};
+use super::completer::Completer;
 use super::executor;
+use super::pool::{self, Slots, WorkQueue};
 use super::registry::Registry;
-use super::stats::Stats;
+use super::stats::{Ewma, Stats, WorkerStats};
+use super::{listen, poller};
 use crate::client::Queue;
 use crate::config::{EXIT_HARD_TIMEOUT, WorkerConfig};
 use crate::dispatcher::{Dispatcher, DispatcherHandle};
 use crate::error::{Error, Result};
-use crate::job::{Delivery, ShutdownSignal, StoredOptions};
+use crate::job::ShutdownSignal;
 use crate::process::heartbeat::{Beat, Heartbeat};
 use crate::process::{self, ProcessKind, wakeups};
-use crate::store::{
-    ClaimQuery, ClaimedJob, Completion, Heard, Listener, NewProcess, ReleaseReason, Store,
-};
+use crate::store::{ClaimQuery, NewProcess, ReleaseReason, Store};
 
 /// Connections a worker's own loops use (poller, completer, heartbeat,
 /// dispatcher) plus one per thread for jobs that enqueue.
@@ -31,55 +32,64 @@ pub(crate) fn connections_needed(config: &WorkerConfig) -> u32 {
     (config.threads + 4) as u32
 }
 
-/// A job currently on an executor thread.
-struct Running {
-    kind: String,
-    started: Instant,
-    deadline: Option<Instant>,
-    at_most_once: bool,
-}
-
 /// State shared by the worker's threads.
-struct Shared {
-    store: Store,
-    config: WorkerConfig,
-    registry: Registry,
-    process: NewProcess,
+pub(super) struct Shared {
+    pub store: Store,
+    pub config: WorkerConfig,
+    pub registry: Registry,
+    pub process: NewProcess,
     /// The current registration; 0 while unregistered (pruned while alive).
-    process_id: Arc<AtomicI64>,
+    pub process_id: Arc<AtomicI64>,
     /// Claimed and not yet done executing (queued or running).
-    inflight: AtomicUsize,
-    /// Set when the last claim filled every free thread: more work is
-    /// probably waiting, so a thread that frees up wakes the poller.
-    wake_when_free: AtomicBool,
-    running: Mutex<HashMap<i64, Running>>,
-    shutdown: Arc<ShutdownSignal>,
-    stopping: AtomicBool,
+    pub inflight: AtomicUsize,
+    /// Set when the last claim came back full: more work is probably
+    /// waiting, so a thread that frees up wakes the poller.
+    pub wake_when_free: AtomicBool,
+    pub slots: Slots,
+    pub shutdown: Arc<ShutdownSignal>,
+    pub stopping: AtomicBool,
     /// The queue list, to tell which notifications concern this worker.
-    patterns: Vec<QueuePattern>,
+    pub patterns: Vec<QueuePattern>,
     /// Whether a listener currently wakes the poller for new jobs; idle
     /// polling is then only a safety net.
-    listening: AtomicBool,
-    stats: Arc<Stats>,
-    wake: Sender<()>,
+    pub listening: AtomicBool,
+    pub stats: Arc<Stats>,
+    /// How long a job and a claim take, on average: they decide how far
+    /// ahead to claim.
+    pub job_time: Ewma,
+    pub claim_time: Ewma,
+    pub wake: Sender<()>,
     /// Why the worker stopped itself, if it did.
-    fatal: Mutex<Option<Error>>,
+    pub fatal: Mutex<Option<Error>>,
 }
 
 impl Shared {
-    fn request_stop(&self) {
+    pub fn request_stop(&self) {
         if !self.stopping.swap(true, Ordering::SeqCst) {
             self.shutdown.request(self.config.shutdown_timeout);
         }
         let _ = self.wake.try_send(());
     }
 
-    fn process_id(&self) -> i64 {
+    pub fn process_id(&self) -> i64 {
         self.process_id.load(Ordering::SeqCst)
     }
 }
 
-/// A started worker. Dropping it does not stop it; call [`WorkerHandle::stop`].
+/// What the poller thread owns.
+pub(super) struct Parts {
+    pub claim: ClaimQuery,
+    pub listener: Option<JoinHandle<()>>,
+    pub work: Arc<WorkQueue>,
+    pub exited_rx: Receiver<()>,
+    pub completer: Completer,
+    pub heartbeat: Heartbeat,
+    pub dispatcher: Option<DispatcherHandle>,
+    pub wake_rx: Receiver<()>,
+}
+
+/// A started worker. Dropping it stops it; [`WorkerHandle::stop`] does so
+/// and reports how it went.
 pub struct WorkerHandle {
     shared: Arc<Shared>,
     poller: Option<JoinHandle<Result<()>>>,
@@ -91,6 +101,11 @@ impl WorkerHandle {
     /// after being pruned).
     pub fn process_id(&self) -> Option<i64> {
         Some(self.shared.process_id()).filter(|id| *id != 0)
+    }
+
+    /// Claims and completion writes so far, with their sizes and times.
+    pub fn stats(&self) -> WorkerStats {
+        self.shared.stats.snapshot()
     }
 
     /// Starts a graceful shutdown without waiting for it.
@@ -172,18 +187,20 @@ pub(crate) fn start(
     wakeups::subscribe(store.url().expose(), wake.clone());
     let shared = Arc::new(Shared {
         store: store.clone(),
+        slots: Slots::new(config.threads),
         config,
         registry,
         process,
         process_id: Arc::new(AtomicI64::new(id)),
         inflight: AtomicUsize::new(0),
         wake_when_free: AtomicBool::new(false),
-        running: Mutex::new(HashMap::new()),
         shutdown: Arc::new(ShutdownSignal::default()),
         stopping: AtomicBool::new(false),
         patterns: patterns.clone(),
         listening: AtomicBool::new(false),
         stats: Arc::default(),
+        job_time: Ewma::default(),
+        claim_time: Ewma::default(),
         wake,
         fatal: Mutex::new(None),
     });
@@ -195,19 +212,19 @@ pub(crate) fn start(
             shared.config.completion_flush_interval,
             Arc::clone(&shared.stats),
         )?;
-        let (jobs_tx, jobs_rx) = unbounded::<(ClaimedJob, i64)>();
+        let work = Arc::new(WorkQueue::default());
         let (exited_tx, exited_rx) = unbounded::<()>();
         for n in 0..shared.config.threads {
-            spawn_executor(
+            pool::spawn_thread(
                 n,
                 &shared,
-                jobs_rx.clone(),
+                Arc::clone(&work),
                 completer.tx.clone(),
                 exited_tx.clone(),
             )?;
         }
         let heartbeat = spawn_heartbeat(&shared)?;
-        let listener = spawn_listener(&shared)?;
+        let listener = listen::spawn(&shared)?;
         let dispatcher = if shared.config.dispatch_scheduled {
             Some(Dispatcher::embedded(queue.clone()).cleaning().start()?)
         } else {
@@ -216,8 +233,7 @@ pub(crate) fn start(
         Ok(Parts {
             claim: ClaimQuery::new(patterns),
             listener: Some(listener),
-            jobs_tx,
-            jobs_rx,
+            work,
             exited_rx,
             completer,
             heartbeat,
@@ -228,12 +244,11 @@ pub(crate) fn start(
     let parts = match started {
         Ok(parts) => parts,
         Err(error) => {
-            let _ = store.process_deregister(
-                id,
-                &ReleaseReason::Shutdown {
-                    running_at_most_once: vec![],
-                },
-            );
+            shared.request_stop();
+            let reason = ReleaseReason::Shutdown {
+                running_at_most_once: vec![],
+            };
+            let _ = store.process_deregister(id, &reason);
             return Err(error);
         }
     };
@@ -244,7 +259,7 @@ pub(crate) fn start(
         std::thread::Builder::new()
             .name("solidq-poller".into())
             .spawn(move || {
-                let result = poll(&shared, parts);
+                let result = poller::run(&shared, parts);
                 let _ = finished_tx.send(());
                 result
             })
@@ -258,78 +273,6 @@ pub(crate) fn start(
         poller: Some(poller),
         finished,
     })
-}
-
-/// What the poller thread owns.
-struct Parts {
-    claim: ClaimQuery,
-    listener: Option<JoinHandle<()>>,
-    jobs_tx: Sender<(ClaimedJob, i64)>,
-    jobs_rx: Receiver<(ClaimedJob, i64)>,
-    exited_rx: Receiver<()>,
-    completer: Completer,
-    heartbeat: Heartbeat,
-    dispatcher: Option<DispatcherHandle>,
-    wake_rx: Receiver<()>,
-}
-
-fn spawn_executor(
-    n: usize,
-    shared: &Arc<Shared>,
-    jobs: Receiver<(ClaimedJob, i64)>,
-    completions: Sender<Message>,
-    exited: Sender<()>,
-) -> Result<()> {
-    let shared = Arc::clone(shared);
-    let name = format!("solidq-worker-{n}");
-    std::thread::Builder::new()
-        .name(name.clone())
-        .spawn(move || {
-            executor::arm_panic_capture();
-            for (job, process_id) in jobs.iter() {
-                let options = StoredOptions::parse(&job.options);
-                let started = Instant::now();
-                lock(&shared.running).insert(
-                    job.id,
-                    Running {
-                        kind: job.kind.clone(),
-                        started,
-                        deadline: executor::deadline(&options, started),
-                        at_most_once: Delivery::from_column(&job.delivery) == Delivery::AtMostOnce,
-                    },
-                );
-                let execution =
-                    executor::execute(&job, &options, started, &shared.registry, &shared.shutdown);
-                match &execution.error {
-                    None => log::debug!(
-                        "job {} ({}) succeeded in {:?}",
-                        job.id,
-                        job.kind,
-                        execution.elapsed
-                    ),
-                    Some((kind, message)) => log::warn!(
-                        "job {} ({}) attempt {} failed after {:?}: {kind}: {message}",
-                        job.id,
-                        job.kind,
-                        job.attempts + 1,
-                        execution.elapsed
-                    ),
-                }
-                let _ = completions.send(Message::Done(Completion {
-                    job_id: job.id,
-                    process_id,
-                    outcome: execution.outcome,
-                }));
-                lock(&shared.running).remove(&job.id);
-                shared.inflight.fetch_sub(1, Ordering::SeqCst);
-                if shared.wake_when_free.load(Ordering::SeqCst) {
-                    let _ = shared.wake.try_send(());
-                }
-            }
-            let _ = exited.send(());
-        })
-        .map(drop)
-        .map_err(|source| Error::Thread { name, source })
 }
 
 fn spawn_heartbeat(shared: &Arc<Shared>) -> Result<Heartbeat> {
@@ -372,283 +315,30 @@ fn spawn_heartbeat(shared: &Arc<Shared>) -> Result<Heartbeat> {
 /// rules, and a fresh worker takes the thread's place.
 fn check_overdue(shared: &Shared) {
     let now = Instant::now();
-    let running = lock(&shared.running);
-    for (id, job) in running.iter() {
+    shared.slots.each(|job| {
         let Some(overdue) = job.deadline.and_then(|d| now.checked_duration_since(d)) else {
-            continue;
+            return;
         };
         if let Some(hard) = shared.config.hard_timeout
             && overdue > hard
         {
             log::error!(
-                "job {id} ({}) is still running {overdue:.1?} past its deadline, beyond the hard timeout of {hard:?}: \
+                "job {} ({}) is still running {overdue:.1?} past its deadline, beyond the hard timeout of {hard:?}: \
                  exiting with status {EXIT_HARD_TIMEOUT} so the supervisor releases it by the stall rules",
+                job.job_id,
                 job.kind
             );
             std::process::exit(EXIT_HARD_TIMEOUT);
         }
         log::warn!(
-            "job {id} ({}) is still running {overdue:.1?} past its deadline (started {:.1?} ago); its thread stays busy until it returns",
+            "job {} ({}) is still running {overdue:.1?} past its deadline (started {:.1?} ago); its thread stays busy until it returns",
+            job.job_id,
             job.kind,
             job.started.elapsed()
         );
-    }
+    });
 }
 
-/// How long a listener waits before checking whether the worker stops.
-const LISTEN_SLICE: Duration = Duration::from_millis(200);
-
-/// The listener thread: wakes the poller when jobs become ready on one of
-/// its queues (PostgreSQL) or the database changed (SQLite). Reopens a
-/// broken listener with a backoff; meanwhile the poller polls at the normal
-/// interval. After (re)opening, it wakes the poller once, for anything
-/// enqueued while nobody listened.
-fn spawn_listener(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
-    let shared = Arc::clone(shared);
-    std::thread::Builder::new()
-        .name("solidq-listener".into())
-        .spawn(move || {
-            let mut listener: Option<Box<dyn Listener>> = None;
-            let mut failures = 0u32;
-            while !shared.stopping.load(Ordering::SeqCst) {
-                let Some(active) = listener.as_mut() else {
-                    match shared.store.listener(shared.config.sqlite_watch_interval) {
-                        Ok(opened) => {
-                            listener = Some(opened);
-                            failures = 0;
-                            shared.listening.store(true, Ordering::SeqCst);
-                            let _ = shared.wake.try_send(());
-                        }
-                        Err(error) => {
-                            failures += 1;
-                            let pause = backoff(Duration::from_millis(500), failures);
-                            log::warn!("cannot listen for new jobs ({error}); polling meanwhile, retrying in {pause:?}");
-                            sleep_unless_stopping(&shared, pause);
-                        }
-                    }
-                    continue;
-                };
-                match active.wait(LISTEN_SLICE) {
-                    Ok(Heard::Nothing) => {}
-                    Ok(Heard::Changes) => {
-                        let _ = shared.wake.try_send(());
-                    }
-                    Ok(Heard::Queues(queues)) => {
-                        if queues.iter().any(|q| shared.patterns.iter().any(|p| p.matches(q))) {
-                            let _ = shared.wake.try_send(());
-                        }
-                    }
-                    Err(error) => {
-                        log::warn!("the listener broke ({error}); polling until it is back");
-                        shared.listening.store(false, Ordering::SeqCst);
-                        listener = None;
-                    }
-                }
-            }
-        })
-        .map_err(|source| Error::Thread {
-            name: "solidq-listener".into(),
-            source,
-        })
-}
-
-fn sleep_unless_stopping(shared: &Shared, pause: Duration) {
-    let until = Instant::now() + pause;
-    while !shared.stopping.load(Ordering::SeqCst) && Instant::now() < until {
-        std::thread::sleep(LISTEN_SLICE.min(until - Instant::now()));
-    }
-}
-
-/// The claim loop, then the shutdown sequence.
-fn poll(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
-    let capacity = shared.config.threads + shared.config.prefetch;
-    let mut failures = 0u32;
-    let mut backlog = false;
-    let parent = std::os::unix::process::parent_id();
-    while !shared.stopping.load(Ordering::SeqCst) {
-        if shared.config.supervisor_id.is_some() && std::os::unix::process::parent_id() != parent {
-            log::warn!("the supervisor (pid {parent}) is gone: shutting down gracefully");
-            shared.request_stop();
-            break;
-        }
-        let mut wait = if shared.listening.load(Ordering::SeqCst) {
-            shared.config.fallback_polling_interval
-        } else {
-            shared.config.polling_interval
-        };
-        let process_id = shared.process_id();
-        if process_id == 0 {
-            reregister(shared);
-        } else {
-            // After a claim that came back full there is probably more work:
-            // claim again once half the capacity is free or the claimed jobs
-            // waiting for a thread have run out, so claims stay large without
-            // letting a thread idle.
-            let free = capacity.saturating_sub(shared.inflight.load(Ordering::SeqCst));
-            let worth_it =
-                |free: usize, waiting: usize| free > 0 && (free * 2 >= capacity || waiting == 0);
-            if free > 0 && (!backlog || worth_it(free, parts.jobs_tx.len())) {
-                let started = Instant::now();
-                match shared.store.ready_claim(&parts.claim, process_id, free) {
-                    Ok(jobs) => {
-                        shared.stats.claim(jobs.len(), started.elapsed());
-                        failures = 0;
-                        backlog = jobs.len() == free;
-                        shared.inflight.fetch_add(jobs.len(), Ordering::SeqCst);
-                        for job in jobs {
-                            log::debug!(
-                                "claimed job {} ({}) from {} at priority {}",
-                                job.id,
-                                job.kind,
-                                job.queue_name,
-                                job.priority
-                            );
-                            let _ = parts.jobs_tx.send((job, process_id));
-                        }
-                    }
-                    Err(error) => {
-                        failures += 1;
-                        backlog = false;
-                        wait = backoff(shared.config.polling_interval, failures);
-                        log::warn!("claiming failed ({error}); retrying in {wait:?}");
-                    }
-                }
-            }
-            shared.wake_when_free.store(backlog, Ordering::SeqCst);
-            // Threads that freed up before the flag was set did not wake us.
-            let free = capacity.saturating_sub(shared.inflight.load(Ordering::SeqCst));
-            if backlog && worth_it(free, parts.jobs_tx.len()) {
-                continue;
-            }
-        }
-        let _ = parts.wake_rx.recv_timeout(wait);
-    }
-    shut_down(shared, &mut parts)
-}
-
-/// After the row was pruned: once nothing runs under the old registration,
-/// register afresh.
-fn reregister(shared: &Shared) {
-    if shared.inflight.load(Ordering::SeqCst) > 0 {
-        return;
-    }
-    match process::register(&shared.store, &shared.process) {
-        Ok(id) => {
-            shared.process_id.store(id, Ordering::SeqCst);
-            log::info!(
-                "worker {} registered again as process {id}",
-                shared.process.name
-            );
-        }
-        Err(error) => log::warn!("cannot register again yet: {error}"),
-    }
-}
-
-fn backoff(base: Duration, failures: u32) -> Duration {
-    (base * 2u32.saturating_pow(failures.min(5))).min(Duration::from_secs(30))
-}
-
-fn shut_down(shared: &Arc<Shared>, parts: &mut Parts) -> Result<()> {
-    let grace_end = Instant::now() + shared.config.shutdown_timeout;
-    let process_id = shared.process_id();
-    log::info!(
-        "worker {} stopping: {} jobs in flight, waiting up to {:?}",
-        shared.process.name,
-        shared.inflight.load(Ordering::SeqCst),
-        shared.config.shutdown_timeout
-    );
-    if let Some(dispatcher) = parts.dispatcher.take() {
-        dispatcher.stop();
-    }
-    if let Some(listener) = parts.listener.take() {
-        let _ = listener.join();
-    }
-
-    // Claimed but never started: hand back at once so other workers can
-    // take them during our grace period.
-    let unstarted: Vec<(ClaimedJob, i64)> = parts.jobs_rx.try_iter().collect();
-    let (never_run, _) = unbounded();
-    parts.jobs_tx = never_run;
-    shared.inflight.fetch_sub(unstarted.len(), Ordering::SeqCst);
-    let mut by_process: HashMap<i64, Vec<i64>> = HashMap::new();
-    for (job, pid) in &unstarted {
-        by_process.entry(*pid).or_default().push(job.id);
-    }
-    for (pid, ids) in by_process {
-        match shared.store.claimed_release(pid, &ids) {
-            Ok(released) => log::info!(
-                "released {} claimed jobs that had not started: {released:?}",
-                released.len()
-            ),
-            Err(error) => log::warn!(
-                "cannot release unstarted jobs {ids:?} yet ({error}); deregistration will"
-            ),
-        }
-    }
-
-    // Let running jobs finish.
-    let mut exited = 0;
-    while exited < shared.config.threads {
-        if parts.exited_rx.recv_deadline(grace_end).is_err() {
-            break;
-        }
-        exited += 1;
-    }
-    parts
-        .completer
-        .stop(grace_end.max(Instant::now() + Duration::from_secs(2)));
-
-    // Release what is still claimed and deregister, in one transaction.
-    let mut result = Ok(());
-    if process_id != 0 {
-        let running_at_most_once: Vec<i64> = lock(&shared.running)
-            .iter()
-            .filter(|(_, r)| r.at_most_once)
-            .map(|(id, _)| *id)
-            .collect();
-        let still_running = lock(&shared.running).len();
-        let reason = ReleaseReason::Shutdown {
-            running_at_most_once,
-        };
-        match shared.store.process_deregister(process_id, &reason) {
-            Ok(report) => {
-                if !report.entries.is_empty() {
-                    log::warn!(
-                        "shutdown timeout: {still_running} jobs still running; released {:?} to ready, failed at-most-once {:?}",
-                        report.released(),
-                        report.failed()
-                    );
-                }
-            }
-            Err(error) => {
-                log::error!(
-                    "cannot deregister process {process_id}: {error}; its claims will be released when it is pruned"
-                );
-                result = Err(error);
-            }
-        }
-    }
-    parts.heartbeat.stop();
-    let longest = lock(&shared.running)
-        .values()
-        .map(|r| r.started.elapsed())
-        .max();
-    if let Some(longest) = longest {
-        log::warn!(
-            "worker stopped with jobs still running on their threads (longest for {longest:?})"
-        );
-    }
-    log::info!(
-        "worker {} stopped: {}",
-        shared.process.name,
-        shared.stats.summary()
-    );
-    match lock(&shared.fatal).take() {
-        Some(fatal) => Err(fatal),
-        None => result,
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }

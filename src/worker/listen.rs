@@ -1,0 +1,77 @@
+//! The listener thread: wakes the poller when jobs become ready on one of
+//! the worker's queues (PostgreSQL notifications) or the database changed
+//! (SQLite's change counter); see `store/listener.rs`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::poller::backoff;
+use super::runtime::Shared;
+use crate::error::{Error, Result};
+use crate::store::{Heard, Listener};
+
+/// How long a listener waits before checking whether the worker stops.
+const LISTEN_SLICE: Duration = Duration::from_millis(200);
+
+/// The listener thread: wakes the poller when jobs become ready on one of
+/// its queues (PostgreSQL) or the database changed (SQLite). Reopens a
+/// broken listener with a backoff; meanwhile the poller polls at the normal
+/// interval. After (re)opening, it wakes the poller once, for anything
+/// enqueued while nobody listened.
+pub(super) fn spawn(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
+    let shared = Arc::clone(shared);
+    std::thread::Builder::new()
+        .name("solidq-listener".into())
+        .spawn(move || {
+            let mut listener: Option<Box<dyn Listener>> = None;
+            let mut failures = 0u32;
+            while !shared.stopping.load(Ordering::SeqCst) {
+                let Some(active) = listener.as_mut() else {
+                    match shared.store.listener(shared.config.sqlite_watch_interval) {
+                        Ok(opened) => {
+                            listener = Some(opened);
+                            failures = 0;
+                            shared.listening.store(true, Ordering::SeqCst);
+                            let _ = shared.wake.try_send(());
+                        }
+                        Err(error) => {
+                            failures += 1;
+                            let pause = backoff(Duration::from_millis(500), failures);
+                            log::warn!("cannot listen for new jobs ({error}); polling meanwhile, retrying in {pause:?}");
+                            sleep_unless_stopping(&shared, pause);
+                        }
+                    }
+                    continue;
+                };
+                match active.wait(LISTEN_SLICE) {
+                    Ok(Heard::Nothing) => {}
+                    Ok(Heard::Changes) => {
+                        let _ = shared.wake.try_send(());
+                    }
+                    Ok(Heard::Queues(queues)) => {
+                        if queues.iter().any(|q| shared.patterns.iter().any(|p| p.matches(q))) {
+                            let _ = shared.wake.try_send(());
+                        }
+                    }
+                    Err(error) => {
+                        log::warn!("the listener broke ({error}); polling until it is back");
+                        shared.listening.store(false, Ordering::SeqCst);
+                        listener = None;
+                    }
+                }
+            }
+        })
+        .map_err(|source| Error::Thread {
+            name: "solidq-listener".into(),
+            source,
+        })
+}
+
+fn sleep_unless_stopping(shared: &Shared, pause: Duration) {
+    let until = Instant::now() + pause;
+    while !shared.stopping.load(Ordering::SeqCst) && Instant::now() < until {
+        std::thread::sleep(LISTEN_SLICE.min(until - Instant::now()));
+    }
+}

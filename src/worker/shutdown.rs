@@ -1,0 +1,95 @@
+//! The stop: no more claims; hand back claimed jobs that never started (so
+//! other workers can take them during the grace period); let running jobs
+//! finish for up to `shutdown_timeout`; write the last outcomes; then, in
+//! one transaction, release what is still claimed (at-most-once jobs that
+//! were running fail instead) and delete the process row. The heartbeat
+//! stops only after that, so nobody prunes a worker that is still draining.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::pool;
+use super::runtime::{Parts, Shared, lock};
+use crate::error::Result;
+use crate::store::ReleaseReason;
+
+pub(super) fn run(shared: &Arc<Shared>, parts: &mut Parts) -> Result<()> {
+    let grace_end = Instant::now() + shared.config.shutdown_timeout;
+    let process_id = shared.process_id();
+    log::info!(
+        "worker {} stopping: {} jobs in flight, waiting up to {:?}",
+        shared.process.name,
+        shared.inflight.load(Ordering::SeqCst),
+        shared.config.shutdown_timeout
+    );
+    if let Some(dispatcher) = parts.dispatcher.take() {
+        dispatcher.stop();
+    }
+    if let Some(listener) = parts.listener.take() {
+        let _ = listener.join();
+    }
+
+    // Claimed but never started: hand back at once. Closing the queue ends
+    // the threads once their current job returns.
+    let unstarted = parts.work.close().into_iter().flatten().collect();
+    pool::hand_back(shared, unstarted);
+
+    // Let running jobs finish.
+    let mut exited = 0;
+    while exited < shared.config.threads {
+        if parts.exited_rx.recv_deadline(grace_end).is_err() {
+            break;
+        }
+        exited += 1;
+    }
+    parts
+        .completer
+        .stop(grace_end.max(Instant::now() + Duration::from_secs(2)));
+
+    // Release what is still claimed and deregister, in one transaction.
+    let mut result = Ok(());
+    let (mut still_running, mut running_at_most_once, mut longest) =
+        (0, Vec::new(), Duration::ZERO);
+    shared.slots.each(|job| {
+        still_running += 1;
+        longest = longest.max(job.started.elapsed());
+        if job.at_most_once {
+            running_at_most_once.push(job.job_id);
+        }
+    });
+    if process_id != 0 {
+        let reason = ReleaseReason::Shutdown {
+            running_at_most_once,
+        };
+        match shared.store.process_deregister(process_id, &reason) {
+            Ok(report) if !report.entries.is_empty() => log::warn!(
+                "shutdown timeout: {still_running} jobs still running; released {:?} to ready, failed at-most-once {:?}",
+                report.released(),
+                report.failed()
+            ),
+            Ok(_) => {}
+            Err(error) => {
+                log::error!(
+                    "cannot deregister process {process_id}: {error}; its claims will be released when it is pruned"
+                );
+                result = Err(error);
+            }
+        }
+    }
+    parts.heartbeat.stop();
+    if still_running > 0 {
+        log::warn!(
+            "worker stopped with {still_running} jobs still running on their threads (longest for {longest:?})"
+        );
+    }
+    log::info!(
+        "worker {} stopped: {}",
+        shared.process.name,
+        shared.stats.summary()
+    );
+    match lock(&shared.fatal).take() {
+        Some(fatal) => Err(fatal),
+        None => result,
+    }
+}
