@@ -167,6 +167,7 @@ fn main() {
             &argv[2],
             argv[3].parse().expect("threads"),
             argv[4].parse().expect("prefetch"),
+            argv[5] == "standalone",
         );
     }
     let args = parse_args();
@@ -200,7 +201,9 @@ fn main() {
 }
 
 /// A worker process: runs until SIGTERM, then prints its statement count.
-fn run_worker(url: &str, threads: usize, prefetch: usize) {
+/// `standalone`: also dispatch and keep house (clean, vacuum), as a
+/// supervisor would; the first worker of each run does.
+fn run_worker(url: &str, threads: usize, prefetch: usize, standalone: bool) {
     let queue = Queue::connect_with(
         url,
         QueueConfig {
@@ -212,7 +215,7 @@ fn run_worker(url: &str, threads: usize, prefetch: usize) {
     let config = WorkerConfig {
         threads,
         prefetch,
-        dispatch_scheduled: false,
+        dispatch_scheduled: standalone,
         ..WorkerConfig::default()
     };
     solidq::install_signal_handlers().expect("signals");
@@ -734,9 +737,16 @@ struct Workers {
 impl Workers {
     fn spawn(url: &str, processes: usize, threads: usize, prefetch: usize) -> Workers {
         let children = (0..processes)
-            .map(|_| {
+            .map(|i| {
+                let role = if i == 0 { "standalone" } else { "supervised" };
                 Command::new(std::env::current_exe().expect("bench binary"))
-                    .args(["--worker", url, &threads.to_string(), &prefetch.to_string()])
+                    .args([
+                        "--worker",
+                        url,
+                        &threads.to_string(),
+                        &prefetch.to_string(),
+                        role,
+                    ])
                     .env(
                         "RUST_LOG",
                         std::env::var("BENCH_WORKER_LOG").unwrap_or_else(|_| "error".into()),

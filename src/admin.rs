@@ -150,6 +150,22 @@ impl Queue {
         Ok(n)
     }
 
+    /// The query plans of solidq's hot statements on this database, as
+    /// (name, plan) pairs: what `EXPLAIN` says each would do now. For
+    /// checking that every one uses an index (see `docs/query-plans.md`).
+    #[doc(hidden)]
+    pub fn explain_hot_queries(&self) -> Result<Vec<(String, String)>> {
+        self.store().explain_hot()
+    }
+
+    /// Vacuums and analyzes solidq's tables where their statistics say it is
+    /// due (what supervisors and standalone workers do every few seconds);
+    /// returns what it did, one line per table.
+    #[doc(hidden)]
+    pub fn tend_tables(&self) -> Result<Vec<String>> {
+        self.store().tables_tend()
+    }
+
     /// Deletes finished jobs whose `keep_result` has ended (what the
     /// supervisor's cleaner does), or with `older_than`, every finished job
     /// that finished longer ago than that. Frees their unique keys. Returns

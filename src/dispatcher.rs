@@ -24,13 +24,16 @@ pub struct Dispatcher {
     /// Whether it registers its own process row (standalone) or runs inside
     /// a process that has one (a worker, a supervisor).
     register: bool,
-    /// Whether it also deletes finished jobs past their `keep_result`
-    /// (inside a standalone worker, which has no supervisor to do it).
-    clean: bool,
+    /// Whether it also keeps house: deletes finished jobs past their
+    /// `keep_result` and tends the tables (inside a standalone worker, which
+    /// has no supervisor to do it).
+    housekeeping: bool,
 }
 
-/// How often a cleaning dispatcher deletes expired finished jobs.
+/// How often a housekeeping dispatcher deletes expired finished jobs.
 const CLEAN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+/// How often a housekeeping dispatcher tends the tables.
+const TEND_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Dispatcher {
     /// A standalone dispatcher on `queue`'s database: it registers a process
@@ -40,7 +43,7 @@ impl Dispatcher {
             store: queue.store().clone(),
             config: DispatcherConfig::default(),
             register: true,
-            clean: false,
+            housekeeping: false,
         }
     }
 
@@ -52,9 +55,10 @@ impl Dispatcher {
         }
     }
 
-    /// Also deletes finished jobs past their `keep_result`, every minute.
-    pub(crate) fn cleaning(mut self) -> Dispatcher {
-        self.clean = true;
+    /// Also deletes finished jobs past their `keep_result` (every minute)
+    /// and vacuums the tables where due (every 10 s).
+    pub(crate) fn housekeeping(mut self) -> Dispatcher {
+        self.housekeeping = true;
         self
     }
 
@@ -114,11 +118,16 @@ impl Dispatcher {
             .name("solidq-dispatcher".into())
             .spawn(move || {
                 let mut failures = 0u32;
-                let mut cleaned = std::time::Instant::now();
+                let (mut cleaned, mut tended) =
+                    (std::time::Instant::now(), std::time::Instant::now());
                 loop {
-                    if self.clean && cleaned.elapsed() >= CLEAN_INTERVAL {
+                    if self.housekeeping && cleaned.elapsed() >= CLEAN_INTERVAL {
                         crate::supervisor::maintenance::clean(&self.store);
                         cleaned = std::time::Instant::now();
+                    }
+                    if self.housekeeping && tended.elapsed() >= TEND_INTERVAL {
+                        crate::supervisor::maintenance::tend(&self.store);
+                        tended = std::time::Instant::now();
                     }
                     let wait = match self.run_once() {
                         Ok(moved) if moved >= self.config.batch_size => continue,

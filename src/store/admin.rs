@@ -142,6 +142,22 @@ impl Store {
         }
     }
 
+    /// The query plans of the hot statements (name, plan), for the test that
+    /// checks each uses an index and for `docs/query-plans.md`.
+    pub(crate) fn explain_hot(&self) -> Result<Vec<(String, String)>> {
+        self.with_conn("explain", |conn| match conn {
+            AnyConnection::Postgres(c) => super::postgres::explain(c),
+            AnyConnection::Sqlite(c) => super::sqlite::explain(c),
+        })
+    }
+
+    /// Vacuums and analyzes solidq's tables where needed (PostgreSQL: a
+    /// safety net for when autovacuum is off or lagging behind the churn
+    /// of the queue tables); returns what was done.
+    pub(crate) fn tables_tend(&self) -> Result<Vec<String>> {
+        self.with_driver("tables_tend", |d| d.tables_tend())
+    }
+
     /// Deletes finished jobs whose `keep_result` ended (`older_than` None),
     /// or that finished more than `older_than` ago, in batches; returns how
     /// many.

@@ -455,6 +455,10 @@ pub(crate) trait Driver {
 
     /// The database's clock (the host's for SQLite).
     fn db_now(&mut self) -> QueryResult<NaiveDateTime>;
+
+    /// Operation: vacuums and analyzes solidq's tables where their
+    /// statistics say it is due; returns what it did ("VACUUM table").
+    fn tables_tend(&mut self) -> QueryResult<Vec<String>>;
 }
 
 /// The driver for a pooled connection: the one `match` on the backend

@@ -4,6 +4,7 @@
 //! each operation in as few statements (round trips) as the SQL allows.
 
 use chrono::NaiveDateTime;
+use diesel::connection::SimpleConnection;
 use diesel::sql_types::{Array, BigInt, Integer, Nullable, Text, Timestamp};
 use diesel::{Connection, PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
@@ -179,8 +180,9 @@ WITH due AS (
     ORDER BY scheduled_at, priority, job_id
     LIMIT $1 FOR UPDATE SKIP LOCKED
 ), moved AS (
-    DELETE FROM solidq_scheduled_executions s USING due WHERE s.job_id = due.job_id
-    RETURNING s.job_id, s.queue_name, s.priority
+    -- An array lookup, not a join: see the claim statement.
+    DELETE FROM solidq_scheduled_executions WHERE job_id = ANY (ARRAY(SELECT job_id FROM due))
+    RETURNING job_id, queue_name, priority
 ), ready AS (
     INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
     SELECT job_id, queue_name, priority, LOCALTIMESTAMP FROM moved
@@ -214,6 +216,29 @@ WITH orphans AS (
 SELECT j.id, gone.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count
 FROM solidq_jobs j JOIN gone ON gone.job_id = j.id ORDER BY j.id";
 
+/// Tables every job passes through: small, with a row inserted and
+/// deleted per job, so dead rows pile up fast.
+const HOT_TABLES: [&str; 5] = [
+    "solidq_ready_executions",
+    "solidq_claimed_executions",
+    "solidq_scheduled_executions",
+    "solidq_blocked_executions",
+    "solidq_processes",
+];
+
+/// A heartbeat: the database's clock into the process row.
+const HEARTBEAT: &str =
+    "UPDATE solidq_processes SET last_heartbeat_at = LOCALTIMESTAMP WHERE id = $1";
+
+/// The cleaner: finished jobs past their keep_result (partial index on
+/// expires_at).
+const CLEAN_EXPIRED: &str = "DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM solidq_jobs
+                     WHERE expires_at < LOCALTIMESTAMP ORDER BY expires_at LIMIT $1)";
+
+/// Holders of unique keys.
+const FIND_BY_UNIQUE_KEYS: &str =
+    "SELECT unique_key, id FROM solidq_jobs WHERE unique_key = ANY($1)";
+
 const PROCESS_COLUMNS: &str = "id, kind, name, pid, hostname, last_heartbeat_at";
 
 /// Fence and finish in one statement: only jobs whose claim by this process
@@ -222,7 +247,7 @@ const SUCCEED_FENCED: &str = "\
 WITH fenced AS (
     DELETE FROM solidq_claimed_executions c
     USING unnest($2::bigint[], $3::text[], $4::bigint[]) AS u(id, result, keep_us)
-    WHERE c.job_id = u.id AND c.process_id = $1
+    WHERE c.job_id = u.id AND c.process_id = $1 AND c.job_id = ANY($2)
     RETURNING c.job_id, u.result, u.keep_us)
 UPDATE solidq_jobs j SET finished_at = LOCALTIMESTAMP,
        expires_at = LOCALTIMESTAMP + f.keep_us * INTERVAL '1 microsecond',
@@ -315,17 +340,23 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
          GROUP BY job_id ORDER BY min(ord), min(priority), job_id LIMIT $1"
             .to_string()
     };
+    // The rows to delete and to read are looked up by `= ANY(ARRAY(...))`,
+    // not joined: a cached statement runs on a generic plan, which cannot
+    // see `LIMIT $1`, assumes a tenth of the table, and would hash-join
+    // against full scans of ready and jobs. An array lookup is an index
+    // lookup whatever the array's size.
     format!(
         "WITH alive AS (SELECT id FROM solidq_processes WHERE id = $2 FOR KEY SHARE),
          candidates AS ({candidates}),
          picked AS ({picked}),
-         deleted AS (DELETE FROM solidq_ready_executions r USING picked p
-                     WHERE r.job_id = p.job_id RETURNING r.job_id),
+         deleted AS (DELETE FROM solidq_ready_executions
+                     WHERE job_id = ANY (ARRAY(SELECT job_id FROM picked)) RETURNING job_id),
          claimed AS (INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
                      SELECT job_id, $2, LOCALTIMESTAMP FROM deleted RETURNING job_id)
          SELECT j.id, j.queue_name, j.kind, j.arguments, j.priority, j.options, j.delivery,
                 j.max_attempts, j.attempts, j.stalled_count, j.created_at, p.ord::bigint AS ord
-         FROM claimed c JOIN picked p ON p.job_id = c.job_id JOIN solidq_jobs j ON j.id = c.job_id
+         FROM solidq_jobs j JOIN picked p ON p.job_id = j.id
+         WHERE j.id = ANY (ARRAY(SELECT job_id FROM claimed))
          ORDER BY p.ord, j.priority, j.id"
     )
 }
@@ -419,11 +450,8 @@ impl Driver for PgConnection {
     }
 
     fn jobs_find_by_unique_keys(&mut self, keys: &[String]) -> QueryResult<Vec<(String, i64)>> {
-        let rows: Vec<KeyRow> = Cached(
-            sql_query("SELECT unique_key, id FROM solidq_jobs WHERE unique_key = ANY($1)")
-                .bind::<Array<Text>, _>(keys),
-        )
-        .load(self)?;
+        let rows: Vec<KeyRow> =
+            Cached(sql_query(FIND_BY_UNIQUE_KEYS).bind::<Array<Text>, _>(keys)).load(self)?;
         Ok(rows.into_iter().map(|r| (r.unique_key, r.id)).collect())
     }
 
@@ -550,13 +578,7 @@ impl Driver for PgConnection {
     }
 
     fn process_heartbeat(&mut self, id: i64) -> QueryResult<bool> {
-        let n = Cached(
-            sql_query(
-                "UPDATE solidq_processes SET last_heartbeat_at = LOCALTIMESTAMP WHERE id = $1",
-            )
-            .bind::<BigInt, _>(id),
-        )
-        .execute(self)?;
+        let n = Cached(sql_query(HEARTBEAT).bind::<BigInt, _>(id)).execute(self)?;
         Ok(n > 0)
     }
 
@@ -655,14 +677,7 @@ impl Driver for PgConnection {
     ) -> QueryResult<usize> {
         match older_than {
             // The partial index on expires_at serves this one.
-            None => Cached(
-                sql_query(
-                    "DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM solidq_jobs
-                     WHERE expires_at < LOCALTIMESTAMP ORDER BY expires_at LIMIT $1)",
-                )
-                .bind::<BigInt, _>(limit as i64),
-            )
-            .execute(self),
+            None => Cached(sql_query(CLEAN_EXPIRED).bind::<BigInt, _>(limit as i64)).execute(self),
             Some(age) => Cached(
                 sql_query(
                     "DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM solidq_jobs
@@ -684,6 +699,50 @@ impl Driver for PgConnection {
         let row: Now = Cached(sql_query("SELECT LOCALTIMESTAMP AS now")).get_result(self)?;
         Ok(row.now)
     }
+
+    fn tables_tend(&mut self) -> QueryResult<Vec<String>> {
+        #[derive(QueryableByName)]
+        struct TableStats {
+            #[diesel(sql_type = Text)]
+            relname: String,
+            #[diesel(sql_type = BigInt)]
+            live: i64,
+            #[diesel(sql_type = BigInt)]
+            dead: i64,
+            #[diesel(sql_type = BigInt)]
+            modified: i64,
+        }
+        let stats: Vec<TableStats> = Cached(sql_query(
+            "SELECT relname::text AS relname, n_live_tup AS live, n_dead_tup AS dead,
+                    n_mod_since_analyze AS modified
+             FROM pg_stat_user_tables
+             WHERE schemaname = current_schema() AND relname LIKE 'solidq\\_%'",
+        ))
+        .load(self)?;
+        let mut done = Vec::new();
+        for t in stats {
+            let hot = HOT_TABLES.contains(&t.relname.as_str());
+            let vacuum = if hot {
+                t.dead > 1_000 + t.live
+            } else {
+                t.dead > 10_000 + t.live / 5
+            };
+            let analyze = t.modified > 1_000 + t.live / 10;
+            let action = match (vacuum, analyze) {
+                (true, true) => "VACUUM (SKIP_LOCKED, ANALYZE)",
+                (true, false) => "VACUUM (SKIP_LOCKED)",
+                (false, true) => "ANALYZE (SKIP_LOCKED)",
+                (false, false) => continue,
+            };
+            // Names come from the catalog and match solidq_*: safe to inline.
+            self.batch_execute(&format!("{action} {}", t.relname))?;
+            done.push(format!(
+                "{action} {} ({} live, {} dead rows)",
+                t.relname, t.live, t.dead
+            ));
+        }
+        Ok(done)
+    }
 }
 
 /// Maps `RETURNING` rows (inserted rows only, in input order) back onto the
@@ -698,4 +757,94 @@ fn align_inserted(jobs: &[NewJob], rows: Vec<InsertedRow>) -> Vec<Option<i64>> {
             _ => None,
         })
         .collect()
+}
+
+#[derive(QueryableByName)]
+struct PlanLine {
+    #[diesel(sql_type = Text, column_name = "QUERY PLAN")]
+    line: String,
+}
+
+/// The plans of the hot statements, with representative parameters, as a
+/// prepared statement runs them (`plan_cache_mode = force_generic_plan`:
+/// our statements are cached, and cached statements end up on generic
+/// plans). EXPLAIN without ANALYZE runs nothing.
+pub(super) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(String, String)>> {
+    use crate::worker::QueuePattern::{All, Exact, Prefix};
+    let claim = |patterns| claim_sql(&ClaimQuery::new(patterns));
+    let one_job = InsertShape {
+        many: false,
+        notify: false,
+        keyed: false,
+        immediate: true,
+    };
+    let many_jobs = InsertShape {
+        many: true,
+        ..one_job
+    };
+    let statements: Vec<(&str, String, &str)> = vec![
+        (
+            "enqueue one job",
+            one_job.sql(),
+            "('default', 'noop', 'null', 0, NULL, NULL, '{}', 'at_least_once', 1, NULL)",
+        ),
+        (
+            "enqueue many jobs",
+            many_jobs.sql(),
+            "(ARRAY['default'], ARRAY['noop'], ARRAY['null'], ARRAY[0], ARRAY[NULL::text], ARRAY[NULL::text], \
+              ARRAY['{}'], ARRAY['at_least_once'], ARRAY[1], ARRAY[NULL::int])",
+        ),
+        ("claim from *", claim(vec![All]), "(100, 1)"),
+        (
+            "claim from one queue",
+            claim(vec![Exact("default".into())]),
+            "(100, 1)",
+        ),
+        (
+            "claim from a prefix",
+            claim(vec![Prefix("def".into())]),
+            "(100, 1)",
+        ),
+        (
+            "claim from a list",
+            claim(vec![Exact("critical".into()), Prefix("mail".into()), All]),
+            "(100, 1)",
+        ),
+        ("dispatch due jobs", DISPATCH_SCHEDULED.into(), "(500)"),
+        (
+            "finish (fence and succeed)",
+            SUCCEED_FENCED.into(),
+            "(1, ARRAY[1, 2]::bigint[], ARRAY[NULL, NULL]::text[], ARRAY[1, 1]::bigint[])",
+        ),
+        (
+            "fence before a failure",
+            DELETE_CLAIMS_FENCED.into(),
+            "(1, ARRAY[1, 2]::bigint[])",
+        ),
+        ("heartbeat", HEARTBEAT.into(), "(1)"),
+        ("clean finished jobs", CLEAN_EXPIRED.into(), "(1000)"),
+        (
+            "find unique keys",
+            FIND_BY_UNIQUE_KEYS.into(),
+            "(ARRAY['order-42'])",
+        ),
+    ];
+    conn.batch_execute("SET plan_cache_mode = force_generic_plan")?;
+    let mut plans = Vec::new();
+    for (i, (name, sql, args)) in statements.iter().enumerate() {
+        conn.batch_execute(&format!("PREPARE solidq_explain_{i} AS {sql}"))?;
+        let lines: Vec<PlanLine> =
+            sql_query(format!("EXPLAIN EXECUTE solidq_explain_{i}{args}")).load(conn)?;
+        conn.batch_execute(&format!("DEALLOCATE solidq_explain_{i}"))?;
+        plans.push((
+            name.to_string(),
+            lines
+                .into_iter()
+                .map(|l| l.line)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ));
+    }
+    conn.batch_execute("RESET plan_cache_mode")?;
+    Ok(plans)
 }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use chrono::NaiveDateTime;
 
-use diesel::connection::{AnsiTransactionManager, TransactionManager};
+use diesel::connection::{AnsiTransactionManager, SimpleConnection, TransactionManager};
 use diesel::sql_types::{BigInt, Integer, Nullable, Text, Timestamp};
 use diesel::{Connection, QueryResult, QueryableByName, RunQueryDsl, SqliteConnection, sql_query};
 
@@ -85,6 +85,41 @@ const SELECT_CLAIMED_JOBS: &str = "\
 SELECT id, queue_name, kind, arguments, priority, options, delivery, max_attempts, attempts,
        stalled_count, created_at, 0 AS ord
 FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1))";
+
+/// A claim takes its jobs out of ready…
+const DELETE_READY_CLAIMED: &str =
+    "DELETE FROM solidq_ready_executions WHERE job_id IN (SELECT value FROM json_each(?1))";
+
+/// …and into claimed.
+const INSERT_CLAIMED: &str =
+    "INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
+                     SELECT value, ?2, ?3 FROM json_each(?1)";
+
+/// Whether the claiming process still has its row.
+const PROCESS_ALIVE: &str = "SELECT count(*) AS v FROM solidq_processes WHERE id = ?1";
+
+/// The fence: claims held by this process are deleted and reported.
+const DELETE_CLAIMS_FENCED: &str = "DELETE FROM solidq_claimed_executions
+                 WHERE process_id = ?1 AND job_id IN (SELECT value FROM json_each(?2))
+                 RETURNING job_id AS id";
+
+/// Finishes a group of jobs without results and with the same retention.
+const SUCCEED_GROUP: &str =
+    "UPDATE solidq_jobs SET finished_at = ?2, expires_at = ?3, attempts = attempts + 1,
+                                updated_at = ?2
+                         WHERE id IN (SELECT value FROM json_each(?1))";
+
+/// A heartbeat.
+const HEARTBEAT: &str = "UPDATE solidq_processes SET last_heartbeat_at = ?1 WHERE id = ?2";
+
+/// The cleaner: finished jobs past their keep_result (partial index on
+/// expires_at).
+const CLEAN_EXPIRED: &str = "DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM solidq_jobs
+                     WHERE expires_at < ?1 ORDER BY expires_at LIMIT ?2)";
+
+/// Holders of unique keys.
+const FIND_BY_UNIQUE_KEYS: &str =
+    "SELECT unique_key, id FROM solidq_jobs WHERE unique_key IN (SELECT value FROM json_each(?1))";
 
 const CLAIMED_JOB_FACTS: &str = "\
 SELECT j.id, c.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count
@@ -226,13 +261,8 @@ impl Driver for SqliteConnection {
 
     fn jobs_find_by_unique_keys(&mut self, keys: &[String]) -> QueryResult<Vec<(String, i64)>> {
         let keys = serde_json::to_string(keys).expect("strings serialize");
-        let rows: Vec<KeyRow> = Cached(
-            sql_query(
-                "SELECT unique_key, id FROM solidq_jobs WHERE unique_key IN (SELECT value FROM json_each(?1))",
-            )
-            .bind::<Text, _>(keys),
-        )
-        .load(self)?;
+        let rows: Vec<KeyRow> =
+            Cached(sql_query(FIND_BY_UNIQUE_KEYS).bind::<Text, _>(keys)).load(self)?;
         Ok(rows.into_iter().map(|r| (r.unique_key, r.id)).collect())
     }
 
@@ -249,11 +279,8 @@ impl Driver for SqliteConnection {
         let picked = self.immediate_transaction::<_, diesel::result::Error, _>(|c| {
             // No claims for a process whose row is gone (it was pruned):
             // they would be orphans.
-            let alive: Scalar = Cached(
-                sql_query("SELECT count(*) AS v FROM solidq_processes WHERE id = ?1")
-                    .bind::<BigInt, _>(process_id),
-            )
-            .get_result(c)?;
+            let alive: Scalar =
+                Cached(sql_query(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
             if alive.v == 0 {
                 return Ok(Vec::new());
             }
@@ -262,21 +289,12 @@ impl Driver for SqliteConnection {
                 return Ok(picked);
             }
             let ids_json = json_ids(&picked.iter().map(|p| p.job_id).collect::<Vec<_>>());
+            Cached(sql_query(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
             Cached(
-                sql_query(
-                    "DELETE FROM solidq_ready_executions WHERE job_id IN (SELECT value FROM json_each(?1))",
-                )
-                .bind::<Text, _>(&ids_json),
-            )
-            .execute(c)?;
-            Cached(
-                sql_query(
-                    "INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
-                     SELECT value, ?2, ?3 FROM json_each(?1)",
-                )
-                .bind::<Text, _>(&ids_json)
-                .bind::<BigInt, _>(process_id)
-                .bind::<Timestamp, _>(utc_now()),
+                sql_query(INSERT_CLAIMED)
+                    .bind::<Text, _>(&ids_json)
+                    .bind::<BigInt, _>(process_id)
+                    .bind::<Timestamp, _>(utc_now()),
             )
             .execute(c)?;
             Ok(picked)
@@ -332,13 +350,9 @@ impl Driver for SqliteConnection {
 
     fn claimed_delete_fenced(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
         let rows: Vec<IdRow> = Cached(
-            sql_query(
-                "DELETE FROM solidq_claimed_executions
-                 WHERE process_id = ?1 AND job_id IN (SELECT value FROM json_each(?2))
-                 RETURNING job_id AS id",
-            )
-            .bind::<BigInt, _>(process_id)
-            .bind::<Text, _>(json_ids(job_ids)),
+            sql_query(DELETE_CLAIMS_FENCED)
+                .bind::<BigInt, _>(process_id)
+                .bind::<Text, _>(json_ids(job_ids)),
         )
         .load(self)?;
         Ok(rows.into_iter().map(|r| r.id).collect())
@@ -417,14 +431,10 @@ impl Driver for SqliteConnection {
                     continue;
                 }
                 Cached(
-                    sql_query(
-                        "UPDATE solidq_jobs SET finished_at = ?2, expires_at = ?3, attempts = attempts + 1,
-                                updated_at = ?2
-                         WHERE id IN (SELECT value FROM json_each(?1))",
-                    )
-                    .bind::<Text, _>(json_ids(&group))
-                    .bind::<Timestamp, _>(now)
-                    .bind::<Timestamp, _>(plus(now, *keep)),
+                    sql_query(SUCCEED_GROUP)
+                        .bind::<Text, _>(json_ids(&group))
+                        .bind::<Timestamp, _>(now)
+                        .bind::<Timestamp, _>(plus(now, *keep)),
                 )
                 .execute(c)?;
             }
@@ -560,7 +570,7 @@ impl Driver for SqliteConnection {
 
     fn process_heartbeat(&mut self, id: i64) -> QueryResult<bool> {
         let n = Cached(
-            sql_query("UPDATE solidq_processes SET last_heartbeat_at = ?1 WHERE id = ?2")
+            sql_query(HEARTBEAT)
                 .bind::<Timestamp, _>(utc_now())
                 .bind::<BigInt, _>(id),
         )
@@ -700,12 +710,9 @@ impl Driver for SqliteConnection {
         let now = utc_now();
         match older_than {
             None => Cached(
-                sql_query(
-                    "DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM solidq_jobs
-                     WHERE expires_at < ?1 ORDER BY expires_at LIMIT ?2)",
-                )
-                .bind::<Timestamp, _>(now)
-                .bind::<BigInt, _>(limit as i64),
+                sql_query(CLEAN_EXPIRED)
+                    .bind::<Timestamp, _>(now)
+                    .bind::<BigInt, _>(limit as i64),
             )
             .execute(self),
             Some(age) => Cached(
@@ -723,6 +730,13 @@ impl Driver for SqliteConnection {
     fn db_now(&mut self) -> QueryResult<NaiveDateTime> {
         Ok(utc_now())
     }
+
+    fn tables_tend(&mut self) -> QueryResult<Vec<String>> {
+        // No dead rows to vacuum in SQLite (freed pages are reused); keep
+        // the planner's statistics current.
+        self.batch_execute("PRAGMA optimize")?;
+        Ok(Vec::new())
+    }
 }
 
 fn minus(now: NaiveDateTime, d: Duration) -> NaiveDateTime {
@@ -730,4 +744,58 @@ fn minus(now: NaiveDateTime, d: Duration) -> NaiveDateTime {
         .ok()
         .and_then(|d| now.checked_sub_signed(d))
         .unwrap_or(NaiveDateTime::MIN)
+}
+
+#[derive(QueryableByName)]
+struct PlanRow {
+    #[diesel(sql_type = Text)]
+    detail: String,
+}
+
+/// The plans of the hot statements (`EXPLAIN QUERY PLAN`, parameters
+/// unbound). Runs nothing.
+pub(super) fn explain(conn: &mut SqliteConnection) -> QueryResult<Vec<(String, String)>> {
+    use crate::worker::QueuePattern::{All, Exact, Prefix};
+    let candidates = |patterns| ClaimQuery::new(patterns).candidates_sql("?1", "");
+    let statements: Vec<(&str, String)> = vec![
+        ("enqueue one job", INSERT_JOB.into()),
+        ("enqueue: its ready row", INSERT_READY.into()),
+        ("claim from *", candidates(vec![All])),
+        (
+            "claim from one queue",
+            candidates(vec![Exact("default".into())]),
+        ),
+        (
+            "claim from a prefix",
+            candidates(vec![Prefix("def".into())]),
+        ),
+        (
+            "claim from a list",
+            candidates(vec![Exact("critical".into()), Prefix("mail".into()), All]),
+        ),
+        ("claim: process alive", PROCESS_ALIVE.into()),
+        ("claim: out of ready", DELETE_READY_CLAIMED.into()),
+        ("claim: into claimed", INSERT_CLAIMED.into()),
+        ("claim: read the jobs", SELECT_CLAIMED_JOBS.into()),
+        ("dispatch: find due jobs", FIND_DUE.into()),
+        ("dispatch: move them", MOVE_DUE.into()),
+        ("finish: fence", DELETE_CLAIMS_FENCED.into()),
+        ("finish: succeed", SUCCEED_GROUP.into()),
+        ("heartbeat", HEARTBEAT.into()),
+        ("clean finished jobs", CLEAN_EXPIRED.into()),
+        ("find unique keys", FIND_BY_UNIQUE_KEYS.into()),
+    ];
+    statements
+        .into_iter()
+        .map(|(name, sql)| {
+            let rows: Vec<PlanRow> = sql_query(format!("EXPLAIN QUERY PLAN {sql}")).load(conn)?;
+            Ok((
+                name.to_string(),
+                rows.into_iter()
+                    .map(|r| r.detail)
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ))
+        })
+        .collect()
 }

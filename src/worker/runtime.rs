@@ -226,7 +226,7 @@ pub(crate) fn start(
         let heartbeat = spawn_heartbeat(&shared)?;
         let listener = listen::spawn(&shared)?;
         let dispatcher = if shared.config.dispatch_scheduled {
-            Some(Dispatcher::embedded(queue.clone()).cleaning().start()?)
+            Some(Dispatcher::embedded(queue.clone()).housekeeping().start()?)
         } else {
             None
         };

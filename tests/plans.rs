@@ -1,0 +1,207 @@
+//! Every hot statement uses an index, on both backends, with realistic
+//! volumes and fresh statistics. `docs/query-plans.md` holds the plans this
+//! test printed (run it with `--nocapture` to see them).
+
+#[macro_use]
+mod common;
+
+use std::time::Duration;
+
+use common::TestDb;
+use common::jobs::Echo;
+use serde_json::json;
+use solidq::{Backend, EnqueueOptions, JobRequest};
+
+backend_tests!(
+    every_hot_statement_uses_an_index,
+    churned_tables_get_vacuumed
+);
+
+/// (statement, index names of which one must appear in its plan).
+const EXPECTED: &[(&str, &[&str], &[&str])] = &[
+    // PostgreSQL names, SQLite names.
+    (
+        "claim from *",
+        &["solidq_ready_poll_all"],
+        &["solidq_ready_poll_all"],
+    ),
+    (
+        "claim from one queue",
+        &["solidq_ready_poll_by_queue"],
+        &["solidq_ready_poll_by_queue"],
+    ),
+    (
+        "claim from a prefix",
+        &["solidq_ready_poll"],
+        &["solidq_ready_poll"],
+    ),
+    (
+        "claim from a list",
+        &["solidq_ready_poll_by_queue"],
+        &["solidq_ready_poll_by_queue"],
+    ),
+    ("dispatch due jobs", &["solidq_scheduled_dispatch"], &[]),
+    (
+        "dispatch: find due jobs",
+        &[],
+        &["solidq_scheduled_dispatch"],
+    ),
+    ("finish (fence and succeed)", &["solidq_jobs_pkey"], &[]),
+    (
+        "fence before a failure",
+        &[
+            "solidq_claimed_by_process",
+            "solidq_claimed_executions_pkey",
+        ],
+        &[],
+    ),
+    (
+        "finish: fence",
+        &[],
+        &["solidq_claimed_by_process", "INTEGER PRIMARY KEY"],
+    ),
+    ("finish: succeed", &[], &["INTEGER PRIMARY KEY"]),
+    ("claim: out of ready", &[], &["INTEGER PRIMARY KEY"]),
+    ("claim: read the jobs", &[], &["INTEGER PRIMARY KEY"]),
+    // One row per process: on PostgreSQL a sequential scan of its page or
+    // two is the right plan.
+    ("heartbeat", &[], &["INTEGER PRIMARY KEY"]),
+    (
+        "clean finished jobs",
+        &["solidq_jobs_expires_at"],
+        &["solidq_jobs_expires_at"],
+    ),
+    (
+        "find unique keys",
+        &["solidq_jobs_unique_key"],
+        &["solidq_jobs_unique_key"],
+    ),
+];
+
+/// Tables that grow with the number of jobs: never read whole.
+const BIG_TABLES: [&str; 4] = [
+    "solidq_jobs",
+    "solidq_ready_executions",
+    "solidq_scheduled_executions",
+    "solidq_claimed_executions",
+];
+
+fn every_hot_statement_uses_an_index(db: &TestDb) {
+    let queue = db.queue();
+    // 20,000 ready on three queues, 3,000 delayed, 5,000 finished and kept,
+    // 2,000 claimed, a few unique keys.
+    let mut requests = Vec::new();
+    for n in 0..25_000 {
+        let queue_name = ["default", "critical", "mail_out"][n % 3];
+        let mut options = EnqueueOptions::new()
+            .queue(queue_name)
+            .priority((n % 5) as i32);
+        if n < 3_000 {
+            options = options.delay(Duration::from_secs(3_600));
+        }
+        if n % 1_000 == 0 {
+            options = options.unique_key(format!("key-{n}"));
+        }
+        requests.push(JobRequest::new(&Echo { value: json!(n) }, options).unwrap());
+    }
+    for chunk in requests.chunks(5_000) {
+        queue.enqueue_batch(chunk).unwrap();
+    }
+    let (now, later) = match db.backend {
+        Backend::Postgres => ("LOCALTIMESTAMP", "LOCALTIMESTAMP + INTERVAL '1 day'"),
+        Backend::Sqlite => ("datetime('now')", "datetime('now', '+1 day')"),
+    };
+    db.execute(&format!(
+        "INSERT INTO solidq_processes (kind, name, pid, hostname, metadata, last_heartbeat_at, created_at)
+         VALUES ('worker', 'w1', 1, 'h', '{{}}', {now}, {now}), ('worker', 'w2', 2, 'h', '{{}}', {now}, {now});
+         UPDATE solidq_jobs SET finished_at = {now}, expires_at = {later}
+         WHERE id IN (SELECT job_id FROM solidq_ready_executions ORDER BY job_id LIMIT 5000);
+         DELETE FROM solidq_ready_executions WHERE job_id IN (SELECT id FROM solidq_jobs WHERE finished_at IS NOT NULL);
+         INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
+         SELECT job_id, (SELECT min(id) FROM solidq_processes), {now}
+         FROM solidq_ready_executions ORDER BY job_id DESC LIMIT 2000;
+         DELETE FROM solidq_ready_executions WHERE job_id IN (SELECT job_id FROM solidq_claimed_executions);
+         ANALYZE;"
+    ));
+    common::assert_invariants(db);
+
+    let plans = queue.explain_hot_queries().unwrap();
+    for (name, plan) in &plans {
+        eprintln!("### {name}\n{plan}\n");
+    }
+    let postgres = db.backend == Backend::Postgres;
+    for (name, on_postgres, on_sqlite) in EXPECTED {
+        let expected = if postgres { on_postgres } else { on_sqlite };
+        if expected.is_empty() {
+            continue;
+        }
+        let plan = &plans
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("no plan for {name:?}"))
+            .1;
+        assert!(
+            expected.iter().any(|index| plan.contains(index)),
+            "{name}: expected one of {expected:?} in\n{plan}"
+        );
+    }
+    for (name, plan) in &plans {
+        for table in BIG_TABLES {
+            let full_scan = if postgres {
+                plan.contains(&format!("Seq Scan on {table} "))
+                    || plan
+                        .lines()
+                        .any(|l| l.trim_end().ends_with(&format!("Seq Scan on {table}")))
+            } else {
+                plan.lines().any(|l| {
+                    l.trim() == format!("SCAN {table}")
+                        || l.trim().starts_with(&format!("SCAN {table} ")) && !l.contains("USING")
+                })
+            };
+            assert!(!full_scan, "{name} reads all of {table}:\n{plan}");
+        }
+    }
+}
+
+/// The queue tables see one insert and one delete per job; where autovacuum
+/// is off or behind, solidq vacuums them itself once dead rows outnumber
+/// live ones (PostgreSQL; SQLite reuses freed pages and only refreshes its
+/// statistics).
+fn churned_tables_get_vacuumed(db: &TestDb) {
+    let queue = db.queue();
+    let (now, dead_rows) = match db.backend {
+        Backend::Postgres => (
+            "LOCALTIMESTAMP",
+            "SELECT n_dead_tup AS v FROM pg_stat_user_tables
+             WHERE schemaname = current_schema() AND relname = 'solidq_ready_executions'",
+        ),
+        Backend::Sqlite => ("datetime('now')", ""),
+    };
+    db.execute(&format!(
+        "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+         SELECT n, 'default', 0, {now} FROM (WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 5000) SELECT n FROM s) AS s;
+         DELETE FROM solidq_ready_executions;"
+    ));
+    if db.backend == Backend::Sqlite {
+        assert_eq!(queue.tend_tables().unwrap(), Vec::<String>::new());
+        return;
+    }
+    // The server publishes a backend's table statistics within a second or
+    // so of its transaction ending.
+    let mut done = Vec::new();
+    common::wait_for(
+        "the ready table to be vacuumed",
+        Duration::from_secs(10),
+        || {
+            done.extend(queue.tend_tables().unwrap());
+            done.iter()
+                .any(|d| d.starts_with("VACUUM") && d.contains("solidq_ready_executions "))
+        },
+    );
+    assert_eq!(db.scalar(dead_rows), 0, "{done:?}");
+    let again = queue.tend_tables().unwrap();
+    assert!(
+        !again.iter().any(|d| d.contains("solidq_ready_executions ")),
+        "{again:?}"
+    );
+}
