@@ -46,20 +46,19 @@ const EXPECTED: &[(&str, &[&str], &[&str])] = &[
         &[],
         &["solidq_scheduled_dispatch"],
     ),
-    ("finish (fence and succeed)", &["solidq_jobs_pkey"], &[]),
+    // Claims are found by job id, one unique probe each: never by process
+    // (an index on it made PostgreSQL walk every dead claim of the process).
+    (
+        "finish (fence and succeed)",
+        &["Index Scan using solidq_claimed_executions_pkey"],
+        &[],
+    ),
     (
         "fence before a failure",
-        &[
-            "solidq_claimed_by_process",
-            "solidq_claimed_executions_pkey",
-        ],
+        &["Index Scan using solidq_claimed_executions_pkey"],
         &[],
     ),
-    (
-        "finish: fence",
-        &[],
-        &["solidq_claimed_by_process", "INTEGER PRIMARY KEY"],
-    ),
+    ("finish: fence", &[], &["INTEGER PRIMARY KEY"]),
     ("finish: succeed", &[], &["INTEGER PRIMARY KEY"]),
     ("claim: out of ready", &[], &["INTEGER PRIMARY KEY"]),
     ("claim: read the jobs", &[], &["INTEGER PRIMARY KEY"]),
@@ -169,13 +168,9 @@ fn every_hot_statement_uses_an_index(db: &TestDb) {
 /// statistics).
 fn churned_tables_get_vacuumed(db: &TestDb) {
     let queue = db.queue();
-    let (now, dead_rows) = match db.backend {
-        Backend::Postgres => (
-            "LOCALTIMESTAMP",
-            "SELECT n_dead_tup AS v FROM pg_stat_user_tables
-             WHERE schemaname = current_schema() AND relname = 'solidq_ready_executions'",
-        ),
-        Backend::Sqlite => ("datetime('now')", ""),
+    let now = match db.backend {
+        Backend::Postgres => "LOCALTIMESTAMP",
+        Backend::Sqlite => "datetime('now')",
     };
     db.execute(&format!(
         "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
@@ -198,10 +193,18 @@ fn churned_tables_get_vacuumed(db: &TestDb) {
                 .any(|d| d.starts_with("VACUUM") && d.contains("solidq_ready_executions "))
         },
     );
-    assert_eq!(db.scalar(dead_rows), 0, "{done:?}");
-    let again = queue.tend_tables().unwrap();
+    // The server ran it (whether it could remove the rows depends on the
+    // oldest snapshot of other tests' transactions, so that is not checked).
+    let vacuums = db.scalar(
+        "SELECT vacuum_count AS v FROM pg_stat_user_tables
+         WHERE schemaname = current_schema() AND relname = 'solidq_ready_executions'",
+    );
+    assert!(vacuums >= 1, "{done:?}");
+    // Tables without churn are left alone.
     assert!(
-        !again.iter().any(|d| d.contains("solidq_ready_executions ")),
-        "{again:?}"
+        !done
+            .iter()
+            .any(|d| d.contains("solidq_jobs ") || d.contains("solidq_failed_executions ")),
+        "{done:?}"
     );
 }

@@ -307,15 +307,7 @@ impl Driver for SqliteConnection {
         let ids_json = json_ids(&picked.iter().map(|p| p.job_id).collect::<Vec<_>>());
         let mut jobs: Vec<ClaimedJob> =
             Cached(sql_query(SELECT_CLAIMED_JOBS).bind::<Text, _>(&ids_json)).load(self)?;
-        let order: HashMap<i64, i64> = picked
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (p.job_id, i as i64))
-            .collect();
-        for job in &mut jobs {
-            job.ord = order[&job.id];
-        }
-        jobs.sort_by_key(|j| j.ord);
+        claim.sort(&mut jobs);
         Ok(jobs)
     }
 

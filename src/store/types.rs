@@ -76,6 +76,19 @@ impl ClaimQuery {
         }
         parts.join(" UNION ALL ")
     }
+
+    /// Puts claimed jobs in claim order: by the first pattern of the queue
+    /// list that names their queue, then priority, then id.
+    pub(crate) fn sort(&self, jobs: &mut [ClaimedJob]) {
+        for job in jobs.iter_mut() {
+            job.ord = self
+                .patterns
+                .iter()
+                .position(|p| p.matches(&job.queue_name))
+                .unwrap_or(self.patterns.len()) as i64;
+        }
+        jobs.sort_unstable_by_key(|j| (j.ord, j.priority, j.id));
+    }
 }
 
 /// A job claimed by a worker, with what it needs to run it.
