@@ -2,25 +2,7 @@
 //! `--repeat` times (median and range), beside a raw-SQL baseline of the
 //! same lifecycle run in the same process.
 //!
-//! ```text
-//! cargo run --release --example bench -- [flags]
-//!   --backend sqlite|postgres|both   (both)
-//!   --postgres-url URL               (postgres://postgres@127.0.0.1:5432/postgres)
-//!   --jobs N          work-down size (100000)
-//!   --processes P     worker processes (2)
-//!   --threads T       threads per worker process (16)
-//!   --prefetch N      jobs claimed ahead per worker process (solidq's default)
-//!   --repeat R        runs per figure (3)
-//!   --single N        single enqueues per run (5000)
-//!   --bulk N          bulk-enqueued jobs per run, 1,000 per call (100000)
-//!   --mixed-seconds S length of the mixed run (10)
-//!   --producers K     enqueuing threads in the mixed run and soak (4)
-//!   --latency-samples N  idle pickups per run (200)
-//!   --soak N          instead of the rest: N jobs through the mixed workload,
-//!                     throughput and worker RSS per tenth
-//!   --only a,b        run only these sections: enqueue, workdown, mixed,
-//!                     latency, idle
-//! ```
+//! Flags: `cargo run --release --example bench -- --help` (see [`USAGE`]).
 //!
 //! * enqueue single: `Queue::enqueue` in a loop; baseline: the same
 //!   INSERT of a job and its ready row as one prepared statement
@@ -53,6 +35,27 @@ use diesel::{
 };
 use serde::{Deserialize, Serialize};
 use solidq::{Job, JobContext, JobResult, JobStatus, Queue, QueueConfig, Worker, WorkerConfig};
+
+/// The flags, printed by `--help` and after a bad flag.
+const USAGE: &str = "\
+cargo run --release --example bench -- [flags]
+  --backend sqlite|postgres|both   (both)
+  --postgres-url URL               (postgres://postgres@127.0.0.1:5432/postgres)
+  --jobs N          work-down size (100000)
+  --processes P     worker processes (2)
+  --threads T       threads per worker process (16)
+  --prefetch N      jobs claimed ahead per worker process (solidq's default)
+  --repeat R        runs per figure (3)
+  --single N        single enqueues per run (5000)
+  --bulk N          bulk-enqueued jobs per run, 1,000 per call (100000)
+  --mixed-seconds S length of the mixed run (10)
+  --producers K     enqueuing threads in the mixed run and soak (4)
+  --latency-samples N  idle pickups per run (200)
+  --soak N          instead of the rest: N jobs through the mixed workload,
+                    throughput and worker RSS per tenth
+  --only a,b        run only these sections: enqueue, workdown, mixed,
+                    latency, idle
+";
 
 /// Does nothing.
 #[derive(Serialize, Deserialize)]
@@ -120,35 +123,62 @@ fn parse_args() -> Args {
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        let mut value = || {
+            it.next()
+                .unwrap_or_else(|| usage_error(&format!("{flag} needs a value")))
+        };
         match flag.as_str() {
             "--backend" => {
                 args.backends = match value().as_str() {
                     "sqlite" => vec!["sqlite"],
                     "postgres" => vec!["postgres"],
                     "both" => vec!["sqlite", "postgres"],
-                    other => panic!("unknown backend {other}"),
+                    other => usage_error(&format!("unknown backend {other:?}")),
                 }
             }
             "--postgres-url" => args.postgres_url = value(),
-            "--jobs" => args.jobs = value().parse().expect("--jobs N"),
-            "--processes" => args.processes = value().parse().expect("--processes N"),
-            "--threads" => args.threads = value().parse().expect("--threads N"),
-            "--repeat" => args.repeat = value().parse().expect("--repeat N"),
-            "--single" => args.single = value().parse().expect("--single N"),
-            "--bulk" => args.bulk = value().parse().expect("--bulk N"),
-            "--mixed-seconds" => args.mixed_seconds = value().parse().expect("--mixed-seconds S"),
-            "--producers" => args.producers = value().parse().expect("--producers K"),
-            "--latency-samples" => {
-                args.latency_samples = value().parse().expect("--latency-samples N")
+            "--jobs" => args.jobs = number(&flag, value()),
+            "--processes" => args.processes = number(&flag, value()),
+            "--threads" => args.threads = number(&flag, value()),
+            "--repeat" => args.repeat = number(&flag, value()),
+            "--single" => args.single = number(&flag, value()),
+            "--bulk" => args.bulk = number(&flag, value()),
+            "--mixed-seconds" => args.mixed_seconds = number(&flag, value()),
+            "--producers" => args.producers = number(&flag, value()),
+            "--latency-samples" => args.latency_samples = number(&flag, value()),
+            "--prefetch" => args.prefetch = number(&flag, value()),
+            "--soak" => args.soak = Some(number(&flag, value())),
+            "--only" => {
+                let sections: Vec<String> = value().split(',').map(str::to_string).collect();
+                if let Some(bad) = sections.iter().find(|s| !SECTIONS.contains(&s.as_str())) {
+                    usage_error(&format!("unknown section {bad:?}"));
+                }
+                args.only = Some(sections);
             }
-            "--prefetch" => args.prefetch = value().parse().expect("--prefetch N"),
-            "--soak" => args.soak = Some(value().parse().expect("--soak N")),
-            "--only" => args.only = Some(value().split(',').map(str::to_string).collect()),
-            other => panic!("unknown flag {other}; see the doc comment of examples/bench.rs"),
+            "--help" | "-h" => {
+                print!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => usage_error(&format!("unknown flag {other:?}")),
         }
     }
     args
+}
+
+/// What `--only` can name.
+const SECTIONS: [&str; 5] = ["enqueue", "workdown", "mixed", "latency", "idle"];
+
+/// Prints `message` and the flags, and exits with status 2.
+fn usage_error(message: &str) -> ! {
+    eprintln!("bench: {message}\n\n{USAGE}");
+    std::process::exit(2);
+}
+
+/// `value` as a number, or a usage error naming `flag`.
+fn number<T: std::str::FromStr>(flag: &str, value: String) -> T {
+    value
+        .parse()
+        .unwrap_or_else(|_| usage_error(&format!("{flag} needs a number, not {value:?}")))
 }
 
 impl Args {
@@ -243,13 +273,19 @@ fn own_cpu_us() -> u64 {
     us(usage.ru_utime) + us(usage.ru_stime)
 }
 
-/// CPU time of every `postgres` process on this machine, in microseconds
-/// (the server runs here; its backends come and go, so this undercounts
-/// backends that exited during the window).
-fn postgres_cpu_us() -> u64 {
+/// CPU time of each `postgres` process on this machine, in microseconds,
+/// by pid (the server runs here).
+fn postgres_cpu() -> std::collections::HashMap<u32, u64> {
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    let mut total = 0;
+    let mut cpu = std::collections::HashMap::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
         let path = entry.path();
         let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
             continue;
@@ -268,11 +304,21 @@ fn postgres_cpu_us() -> u64 {
             .collect();
         let (utime, stime) = (fields.get(11), fields.get(12));
         if let (Some(u), Some(s)) = (utime, stime) {
-            total +=
-                (u.parse::<u64>().unwrap_or(0) + s.parse::<u64>().unwrap_or(0)) * 1_000_000 / ticks;
+            let t = u.parse::<u64>().unwrap_or(0) + s.parse::<u64>().unwrap_or(0);
+            cpu.insert(pid, t * 1_000_000 / ticks);
         }
     }
-    total
+    cpu
+}
+
+/// Server CPU spent since `before` by the processes alive now (processes
+/// that exited meanwhile are not counted: keep the measured connections
+/// open until this is read).
+fn postgres_cpu_since(before: &std::collections::HashMap<u32, u64>) -> u64 {
+    postgres_cpu()
+        .iter()
+        .map(|(pid, now)| now.saturating_sub(before.get(pid).copied().unwrap_or(0)))
+        .sum()
 }
 
 // ---------------------------------------------------------------- results
@@ -894,12 +940,12 @@ fn bench_workdown(backend: &'static str, args: &Args, table: &mut Table) {
         let db = BenchDb::new(backend, args);
         db.fill(n);
         let mut raw = Raw::open(&db.url);
-        let server_before = postgres_cpu_us();
+        let server_before = postgres_cpu();
         let started = Instant::now();
         let start_us = raw.now_us();
         let workers = Workers::spawn(&db.url, args.processes, args.threads, args.prefetch);
         let elapsed = wait_drained(&db, &mut raw, started, start_us);
-        let server = postgres_cpu_us().saturating_sub(server_before);
+        let server = postgres_cpu_since(&server_before);
         rss.extend(workers.peak_rss_mb());
         let report = workers.stop();
         ours.push(rate(n, elapsed));
@@ -914,7 +960,7 @@ fn bench_workdown(backend: &'static str, args: &Args, table: &mut Table) {
         let db = BenchDb::new(backend, args);
         db.fill(n);
         let lanes = 2 * args.processes;
-        let server_before = postgres_cpu_us();
+        let server_before = postgres_cpu();
         let started = Instant::now();
         // Lanes hand their connections back, so their server processes are
         // still there to be measured.
@@ -932,7 +978,7 @@ fn bench_workdown(backend: &'static str, args: &Args, table: &mut Table) {
             lanes.into_iter().map(|l| l.join().expect("lane")).collect()
         });
         base.push(rate(n, started.elapsed()));
-        base_server_cpu.push(postgres_cpu_us().saturating_sub(server_before) as f64 / n as f64);
+        base_server_cpu.push(postgres_cpu_since(&server_before) as f64 / n as f64);
         drop(connections);
     }
     let batch = median(&batches);
