@@ -10,6 +10,10 @@ use diesel::{Connection, PgConnection, QueryResult, QueryableByName, RunQueryDsl
 
 use std::time::Duration;
 
+mod explain;
+
+pub(in crate::store) use explain::explain;
+
 use super::{
     Cached, ClaimQuery, ClaimedJob, Driver, Failed, NewJob, NewProcess, ProcessRow, Released,
     ReleasedJob, Retried, Succeeded, micros,
@@ -770,94 +774,4 @@ fn align_inserted(jobs: &[NewJob], rows: Vec<InsertedRow>) -> Vec<Option<i64>> {
             _ => None,
         })
         .collect()
-}
-
-#[derive(QueryableByName)]
-struct PlanLine {
-    #[diesel(sql_type = Text, column_name = "QUERY PLAN")]
-    line: String,
-}
-
-/// The plans of the hot statements, with representative parameters, as a
-/// prepared statement runs them (`plan_cache_mode = force_generic_plan`:
-/// our statements are cached, and cached statements end up on generic
-/// plans). EXPLAIN without ANALYZE runs nothing.
-pub(super) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(String, String)>> {
-    use crate::worker::QueuePattern::{All, Exact, Prefix};
-    let claim = |patterns| claim_sql(&ClaimQuery::new(patterns));
-    let one_job = InsertShape {
-        many: false,
-        notify: false,
-        keyed: false,
-        immediate: true,
-    };
-    let many_jobs = InsertShape {
-        many: true,
-        ..one_job
-    };
-    let statements: Vec<(&str, String, &str)> = vec![
-        (
-            "enqueue one job",
-            one_job.sql(),
-            "('default', 'noop', 'null', 0, NULL, NULL, '{}', 'at_least_once', 1, NULL)",
-        ),
-        (
-            "enqueue many jobs",
-            many_jobs.sql(),
-            "(ARRAY['default'], ARRAY['noop'], ARRAY['null'], ARRAY[0], ARRAY[NULL::text], ARRAY[NULL::text], \
-              ARRAY['{}'], ARRAY['at_least_once'], ARRAY[1], ARRAY[NULL::int])",
-        ),
-        ("claim from *", claim(vec![All]), "(100, 1)"),
-        (
-            "claim from one queue",
-            claim(vec![Exact("default".into())]),
-            "(100, 1)",
-        ),
-        (
-            "claim from a prefix",
-            claim(vec![Prefix("def".into())]),
-            "(100, 1)",
-        ),
-        (
-            "claim from a list",
-            claim(vec![Exact("critical".into()), Prefix("mail".into()), All]),
-            "(100, 1)",
-        ),
-        ("dispatch due jobs", DISPATCH_SCHEDULED.into(), "(500)"),
-        (
-            "finish (fence and succeed)",
-            SUCCEED_FENCED.into(),
-            "(1, ARRAY[1, 2]::bigint[], ARRAY[NULL, NULL]::text[], ARRAY[1, 1]::bigint[])",
-        ),
-        (
-            "fence before a failure",
-            DELETE_CLAIMS_FENCED.into(),
-            "(1, ARRAY[1, 2]::bigint[])",
-        ),
-        ("heartbeat", HEARTBEAT.into(), "(1)"),
-        ("clean finished jobs", CLEAN_EXPIRED.into(), "(1000)"),
-        (
-            "find unique keys",
-            FIND_BY_UNIQUE_KEYS.into(),
-            "(ARRAY['order-42'])",
-        ),
-    ];
-    conn.batch_execute("SET plan_cache_mode = force_generic_plan")?;
-    let mut plans = Vec::new();
-    for (i, (name, sql, args)) in statements.iter().enumerate() {
-        conn.batch_execute(&format!("PREPARE solidq_explain_{i} AS {sql}"))?;
-        let lines: Vec<PlanLine> =
-            sql_query(format!("EXPLAIN EXECUTE solidq_explain_{i}{args}")).load(conn)?;
-        conn.batch_execute(&format!("DEALLOCATE solidq_explain_{i}"))?;
-        plans.push((
-            name.to_string(),
-            lines
-                .into_iter()
-                .map(|l| l.line)
-                .collect::<Vec<_>>()
-                .join("\n"),
-        ));
-    }
-    conn.batch_execute("RESET plan_cache_mode")?;
-    Ok(plans)
 }

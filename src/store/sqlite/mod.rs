@@ -18,6 +18,10 @@ use diesel::{Connection, QueryResult, QueryableByName, RunQueryDsl, SqliteConnec
 
 use std::time::Duration;
 
+mod explain;
+
+pub(in crate::store) use explain::explain;
+
 use super::{
     Cached, ClaimQuery, ClaimedJob, Driver, Failed, NewJob, NewProcess, ProcessRow, Released,
     ReleasedJob, Retried, Succeeded, utc_now,
@@ -736,58 +740,4 @@ fn minus(now: NaiveDateTime, d: Duration) -> NaiveDateTime {
         .ok()
         .and_then(|d| now.checked_sub_signed(d))
         .unwrap_or(NaiveDateTime::MIN)
-}
-
-#[derive(QueryableByName)]
-struct PlanRow {
-    #[diesel(sql_type = Text)]
-    detail: String,
-}
-
-/// The plans of the hot statements (`EXPLAIN QUERY PLAN`, parameters
-/// unbound). Runs nothing.
-pub(super) fn explain(conn: &mut SqliteConnection) -> QueryResult<Vec<(String, String)>> {
-    use crate::worker::QueuePattern::{All, Exact, Prefix};
-    let candidates = |patterns| ClaimQuery::new(patterns).candidates_sql("?1", "");
-    let statements: Vec<(&str, String)> = vec![
-        ("enqueue one job", INSERT_JOB.into()),
-        ("enqueue: its ready row", INSERT_READY.into()),
-        ("claim from *", candidates(vec![All])),
-        (
-            "claim from one queue",
-            candidates(vec![Exact("default".into())]),
-        ),
-        (
-            "claim from a prefix",
-            candidates(vec![Prefix("def".into())]),
-        ),
-        (
-            "claim from a list",
-            candidates(vec![Exact("critical".into()), Prefix("mail".into()), All]),
-        ),
-        ("claim: process alive", PROCESS_ALIVE.into()),
-        ("claim: out of ready", DELETE_READY_CLAIMED.into()),
-        ("claim: into claimed", INSERT_CLAIMED.into()),
-        ("claim: read the jobs", SELECT_CLAIMED_JOBS.into()),
-        ("dispatch: find due jobs", FIND_DUE.into()),
-        ("dispatch: move them", MOVE_DUE.into()),
-        ("finish: fence", DELETE_CLAIMS_FENCED.into()),
-        ("finish: succeed", SUCCEED_GROUP.into()),
-        ("heartbeat", HEARTBEAT.into()),
-        ("clean finished jobs", CLEAN_EXPIRED.into()),
-        ("find unique keys", FIND_BY_UNIQUE_KEYS.into()),
-    ];
-    statements
-        .into_iter()
-        .map(|(name, sql)| {
-            let rows: Vec<PlanRow> = sql_query(format!("EXPLAIN QUERY PLAN {sql}")).load(conn)?;
-            Ok((
-                name.to_string(),
-                rows.into_iter()
-                    .map(|r| r.detail)
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            ))
-        })
-        .collect()
 }

@@ -1,0 +1,57 @@
+//! EXPLAIN of the hot statements, for `tests/plans.rs` and `docs/query-plans.md`.
+
+use super::*;
+
+#[derive(QueryableByName)]
+struct PlanRow {
+    #[diesel(sql_type = Text)]
+    detail: String,
+}
+
+/// The plans of the hot statements (`EXPLAIN QUERY PLAN`, parameters
+/// unbound). Runs nothing.
+pub(in crate::store) fn explain(conn: &mut SqliteConnection) -> QueryResult<Vec<(String, String)>> {
+    use crate::worker::QueuePattern::{All, Exact, Prefix};
+    let candidates = |patterns| ClaimQuery::new(patterns).candidates_sql("?1", "");
+    let statements: Vec<(&str, String)> = vec![
+        ("enqueue one job", INSERT_JOB.into()),
+        ("enqueue: its ready row", INSERT_READY.into()),
+        ("claim from *", candidates(vec![All])),
+        (
+            "claim from one queue",
+            candidates(vec![Exact("default".into())]),
+        ),
+        (
+            "claim from a prefix",
+            candidates(vec![Prefix("def".into())]),
+        ),
+        (
+            "claim from a list",
+            candidates(vec![Exact("critical".into()), Prefix("mail".into()), All]),
+        ),
+        ("claim: process alive", PROCESS_ALIVE.into()),
+        ("claim: out of ready", DELETE_READY_CLAIMED.into()),
+        ("claim: into claimed", INSERT_CLAIMED.into()),
+        ("claim: read the jobs", SELECT_CLAIMED_JOBS.into()),
+        ("dispatch: find due jobs", FIND_DUE.into()),
+        ("dispatch: move them", MOVE_DUE.into()),
+        ("finish: fence", DELETE_CLAIMS_FENCED.into()),
+        ("finish: succeed", SUCCEED_GROUP.into()),
+        ("heartbeat", HEARTBEAT.into()),
+        ("clean finished jobs", CLEAN_EXPIRED.into()),
+        ("find unique keys", FIND_BY_UNIQUE_KEYS.into()),
+    ];
+    statements
+        .into_iter()
+        .map(|(name, sql)| {
+            let rows: Vec<PlanRow> = sql_query(format!("EXPLAIN QUERY PLAN {sql}")).load(conn)?;
+            Ok((
+                name.to_string(),
+                rows.into_iter()
+                    .map(|r| r.detail)
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ))
+        })
+        .collect()
+}
