@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use diesel::{PgConnection, SqliteConnection};
 
+use crate::concurrency::{ConcurrencyLimit, StoredLimit};
 use crate::config::{MAX_UNIQUE_KEY_LEN, QueueConfig, validate_queue_name};
 use crate::error::{Error, Result};
 use crate::job::{EnqueueOptions, Job, JobInfo, JobOptions, StoredOptions};
@@ -270,10 +271,15 @@ impl Queue {
                 reason: format!("must be 1 to {MAX_UNIQUE_KEY_LEN} bytes"),
             });
         }
+        let concurrency = match o.concurrency.as_ref().or(defaults.concurrency.as_ref()) {
+            Some(limit) => Some(check_limit(limit, request.concurrency_key.as_deref())?),
+            None => None,
+        };
         let stored = StoredOptions {
             timeout_ms: timeout.map(|t| t.as_millis() as u64),
             keep_result_ms: keep_result.as_millis() as u64,
             backoff: o.backoff.or(defaults.backoff).unwrap_or(config.backoff),
+            concurrency,
         };
         Ok(NewJob {
             queue_name: queue,
@@ -281,7 +287,7 @@ impl Queue {
             arguments: request.arguments.clone(),
             priority: o.priority.or(defaults.priority).unwrap_or(0),
             unique_key: options.unique_key.clone(),
-            concurrency_key: None,
+            concurrency_key: concurrency.and(request.concurrency_key.clone()),
             options: serde_json::to_string(&stored).expect("options serialize"),
             delivery: o.delivery.or(defaults.delivery).unwrap_or(config.delivery),
             max_attempts,
@@ -311,6 +317,8 @@ pub struct JobRequest {
     arguments: String,
     defaults: JobOptions,
     options: EnqueueOptions,
+    /// `group/key` when the type has a concurrency limit.
+    concurrency_key: Option<String>,
 }
 
 impl JobRequest {
@@ -321,11 +329,19 @@ impl JobRequest {
             kind: J::KIND.to_string(),
             source,
         })?;
+        let defaults = J::options();
+        let concurrency_key = options
+            .job
+            .concurrency
+            .as_ref()
+            .or(defaults.concurrency.as_ref())
+            .map(|limit| limit.full_key(J::KIND, job.concurrency_key()));
         Ok(JobRequest {
             kind: J::KIND,
             arguments,
-            defaults: J::options(),
+            defaults,
             options,
+            concurrency_key,
         })
     }
 }
@@ -366,6 +382,39 @@ fn check_duration(option: &'static str, value: Duration) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// Checks a concurrency limit and its job's key; returns what is stored.
+fn check_limit(limit: &ConcurrencyLimit, key: Option<&str>) -> Result<StoredLimit> {
+    if limit.limit == 0 || i32::try_from(limit.limit).is_err() {
+        return Err(Error::InvalidOption {
+            option: "concurrency limit",
+            value: limit.limit.to_string(),
+            reason: format!("must be between 1 and {}", i32::MAX),
+        });
+    }
+    check_duration("concurrency duration", limit.duration)?;
+    if limit.duration < Duration::from_millis(1) {
+        return Err(Error::InvalidOption {
+            option: "concurrency duration",
+            value: format!("{:?}", limit.duration),
+            reason: "must be at least 1 ms".into(),
+        });
+    }
+    if let Some(key) = key
+        && (key.is_empty() || key.len() > MAX_UNIQUE_KEY_LEN)
+    {
+        return Err(Error::InvalidOption {
+            option: "concurrency_key",
+            value: key.to_string(),
+            reason: format!("must be 1 to {MAX_UNIQUE_KEY_LEN} bytes, group included"),
+        });
+    }
+    Ok(StoredLimit {
+        limit: limit.limit,
+        duration_ms: limit.duration.as_millis() as u64,
+        on_conflict: limit.on_conflict,
+    })
 }
 
 fn single(job: &NewJob, mut outcome: Vec<std::result::Result<i64, i64>>) -> Result<i64> {

@@ -68,14 +68,46 @@ impl Dispatcher {
         self
     }
 
-    /// Moves one batch of due jobs; returns how many moved.
+    /// Moves one batch of due jobs; returns how many moved. Jobs under a
+    /// concurrency limit take a slot on the way, or wait blocked, or are
+    /// discarded.
     pub fn run_once(&self) -> Result<usize> {
-        let queues = self.store.scheduled_dispatch(self.config.batch_size)?;
-        if !queues.is_empty() {
-            log::debug!("dispatched {} scheduled jobs to ready", queues.len());
+        let mut ready = self.store.scheduled_dispatch(self.config.batch_size)?.len();
+        let limited = self
+            .store
+            .scheduled_dispatch_limited(self.config.batch_size)?;
+        ready += limited.ready.len();
+        let moved = ready + limited.blocked + limited.discarded;
+        if moved > 0 {
+            log::debug!(
+                "dispatched {moved} scheduled jobs: {ready} ready, {} blocked, {} discarded",
+                limited.blocked,
+                limited.discarded
+            );
+        }
+        if ready > 0 {
             wakeups::wake(self.store.url().expose());
         }
-        Ok(queues.len())
+        Ok(moved)
+    }
+
+    /// Deletes concurrency semaphores nobody touched for their duration and
+    /// moves blocked jobs that can now take a slot to ready (what the loop
+    /// does every `concurrency_maintenance_interval`); returns how many it
+    /// moved.
+    pub fn maintain_concurrency(&self) -> Result<usize> {
+        let sweep = self.store.concurrency_sweep(self.config.batch_size)?;
+        if sweep.expired > 0 || sweep.released > 0 {
+            log::info!(
+                "concurrency sweep: {} expired semaphores deleted, {} blocked jobs released",
+                sweep.expired,
+                sweep.released
+            );
+        }
+        if sweep.released > 0 {
+            wakeups::wake(self.store.url().expose());
+        }
+        Ok(sweep.released)
     }
 
     /// Starts the loop on its own thread and returns at once.
@@ -120,7 +152,14 @@ impl Dispatcher {
                 let mut failures = 0u32;
                 let (mut cleaned, mut tended) =
                     (std::time::Instant::now(), std::time::Instant::now());
+                let mut swept = std::time::Instant::now();
                 loop {
+                    if swept.elapsed() >= self.config.concurrency_maintenance_interval {
+                        if let Err(error) = self.maintain_concurrency() {
+                            log::warn!("concurrency maintenance failed ({error}); retrying later");
+                        }
+                        swept = std::time::Instant::now();
+                    }
                     if self.housekeeping && cleaned.elapsed() >= CLEAN_INTERVAL {
                         crate::supervisor::maintenance::clean(&self.store);
                         cleaned = std::time::Instant::now();

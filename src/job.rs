@@ -10,6 +10,8 @@ use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::concurrency::{ConcurrencyLimit, StoredLimit};
+
 /// A unit of background work.
 ///
 /// The struct's fields are the job's arguments, stored as JSON; `KIND` is the
@@ -60,6 +62,14 @@ pub trait Job: Serialize + DeserializeOwned + Send + 'static {
     fn retry_delay(attempt: u32, error: &ErrorInfo, policy: &Backoff) -> Duration {
         let _ = error;
         policy.delay(attempt, fastrand::f64())
+    }
+
+    /// Which jobs share a concurrency limit, when the type sets one
+    /// ([`JobOptions::concurrency`]): jobs whose keys are equal count
+    /// against the same limit. The default, `None`, puts every job of the
+    /// type under one limit. Computed once, at enqueue.
+    fn concurrency_key(&self) -> Option<String> {
+        None
     }
 }
 
@@ -206,6 +216,7 @@ pub struct JobOptions {
     pub(crate) delivery: Option<Delivery>,
     pub(crate) keep_result: Option<Duration>,
     pub(crate) max_stalled_count: Option<u32>,
+    pub(crate) concurrency: Option<ConcurrencyLimit>,
 }
 
 macro_rules! option_setters {
@@ -263,6 +274,14 @@ impl JobOptions {
     /// No overrides.
     pub fn new() -> JobOptions {
         JobOptions::default()
+    }
+
+    /// Limits how many jobs of this type with the same
+    /// [`Job::concurrency_key`] run at once (see [`crate::concurrency`]).
+    /// Defaults to no limit.
+    pub fn concurrency(mut self, limit: ConcurrencyLimit) -> Self {
+        self.concurrency = Some(limit);
+        self
     }
 }
 option_setters!(JobOptions);
@@ -521,11 +540,14 @@ pub enum JobStatus {
     Failed,
     /// Failed an attempt and waits for its retry time.
     Retrying,
+    /// Not run: its concurrency limit was reached and its type discards on
+    /// conflict. Kept until `keep_result` ends, like a finished job.
+    Discarded,
 }
 
 impl JobStatus {
     /// Every status, in lifecycle order.
-    pub const ALL: [JobStatus; 7] = [
+    pub const ALL: [JobStatus; 8] = [
         JobStatus::Scheduled,
         JobStatus::Ready,
         JobStatus::Blocked,
@@ -533,6 +555,7 @@ impl JobStatus {
         JobStatus::Succeeded,
         JobStatus::Failed,
         JobStatus::Retrying,
+        JobStatus::Discarded,
     ];
 
     /// The status's name, as shown by the CLI and in JSON.
@@ -545,6 +568,7 @@ impl JobStatus {
             JobStatus::Succeeded => "succeeded",
             JobStatus::Failed => "failed",
             JobStatus::Retrying => "retrying",
+            JobStatus::Discarded => "discarded",
         }
     }
 }
@@ -580,6 +604,8 @@ pub struct JobInfo {
     pub delivery: Delivery,
     /// Its unique key, if any.
     pub unique_key: Option<String>,
+    /// The key of its concurrency limit (`group/key`), if its type has one.
+    pub concurrency_key: Option<String>,
     /// When it was enqueued.
     pub created_at: DateTime<Utc>,
     /// When it was (or will be) due.
@@ -626,6 +652,7 @@ mod tests {
             timeout_ms: Some(5),
             keep_result_ms: 0,
             backoff: Backoff::fixed(Duration::from_secs(1)),
+            concurrency: None,
         };
         let json = serde_json::to_string(&custom).unwrap();
         assert_eq!(StoredOptions::parse(&json), custom);
@@ -654,6 +681,8 @@ pub(crate) struct StoredOptions {
         skip_serializing_if = "is_default_backoff"
     )]
     pub backoff: Backoff,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<StoredLimit>,
 }
 
 fn default_keep_ms() -> u64 {
@@ -678,6 +707,7 @@ impl Default for StoredOptions {
             timeout_ms: None,
             keep_result_ms: default_keep_ms(),
             backoff: default_backoff(),
+            concurrency: None,
         }
     }
 }

@@ -65,12 +65,14 @@
 
 mod admin;
 mod client;
+pub mod concurrency;
 pub mod config;
 mod dispatcher;
 mod error;
 pub mod events;
 mod job;
 mod process;
+mod scheduler;
 mod store;
 mod supervisor;
 mod worker;
@@ -80,6 +82,7 @@ pub mod cli;
 
 pub use admin::{FailedFilter, QueueStats};
 pub use client::{DriverRef, EnqueueConnection, Enqueued, JobRequest, Queue};
+pub use concurrency::{ConcurrencyLimit, OnConflict};
 pub use config::{DispatcherConfig, QueueConfig, WorkerConfig};
 pub use dispatcher::{Dispatcher, DispatcherHandle};
 pub use error::{Error, Result};
@@ -89,6 +92,7 @@ pub use job::{
     JobResult, JobStatus,
 };
 pub use process::{install_signal_handlers, signal_received};
+pub use scheduler::{Schedule, ScheduleError};
 pub use store::{AnyConnection, Backend, DatabaseUrl, statements_executed};
 pub use supervisor::{
     CheckReport, RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, SHUTDOWN_MARGIN, Supervisor,

@@ -53,6 +53,11 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_DISPATCHER_BATCH_SIZE: usize = 500;
 /// How often an idle dispatcher looks for due jobs.
 pub const DEFAULT_DISPATCHER_POLLING_INTERVAL: Duration = Duration::from_secs(1);
+/// How often a dispatcher deletes expired concurrency semaphores and offers
+/// slots to blocked jobs that waited past their limit's duration. A slot
+/// is given back when its holder ends; this sweep only catches slots whose
+/// holder vanished, so it can be slow.
+pub const DEFAULT_CONCURRENCY_MAINTENANCE_INTERVAL: Duration = Duration::from_secs(30);
 /// Completions written per transaction by a worker, at most.
 pub const DEFAULT_COMPLETION_BATCH_SIZE: usize = 256;
 /// How long a worker waits to group completions before writing them.
@@ -245,6 +250,10 @@ pub struct DispatcherConfig {
     pub batch_size: usize,
     /// Heartbeat interval. Defaults to [`DEFAULT_HEARTBEAT_INTERVAL`].
     pub heartbeat_interval: Duration,
+    /// How often it deletes expired concurrency semaphores and offers their
+    /// slots to blocked jobs. Defaults to
+    /// [`DEFAULT_CONCURRENCY_MAINTENANCE_INTERVAL`].
+    pub concurrency_maintenance_interval: Duration,
 }
 
 impl Default for DispatcherConfig {
@@ -253,6 +262,7 @@ impl Default for DispatcherConfig {
             polling_interval: DEFAULT_DISPATCHER_POLLING_INTERVAL,
             batch_size: DEFAULT_DISPATCHER_BATCH_SIZE,
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            concurrency_maintenance_interval: DEFAULT_CONCURRENCY_MAINTENANCE_INTERVAL,
         }
     }
 }
@@ -262,7 +272,11 @@ impl DispatcherConfig {
     pub fn validate(&self) -> Result<()> {
         positive("batch_size", self.batch_size as u64)?;
         nonzero_duration("polling_interval", self.polling_interval)?;
-        nonzero_duration("heartbeat_interval", self.heartbeat_interval)
+        nonzero_duration("heartbeat_interval", self.heartbeat_interval)?;
+        nonzero_duration(
+            "concurrency_maintenance_interval",
+            self.concurrency_maintenance_interval,
+        )
     }
 }
 

@@ -11,6 +11,7 @@
 //! [dispatcher]
 //! polling_interval = "1s"
 //! batch_size = 500
+//! concurrency_maintenance_interval = "30s"
 //!
 //! [[workers]]
 //! command = ["target/release/myapp", "work"]
@@ -30,9 +31,10 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{
-    DEFAULT_DISPATCHER_BATCH_SIZE, DEFAULT_DISPATCHER_POLLING_INTERVAL, DEFAULT_HEARTBEAT_INTERVAL,
-    DEFAULT_POLLING_INTERVAL, DEFAULT_PROCESS_ALIVE_THRESHOLD, DEFAULT_SHUTDOWN_TIMEOUT,
-    DEFAULT_THREADS, DispatcherConfig, Warnings, WorkerConfig,
+    DEFAULT_CONCURRENCY_MAINTENANCE_INTERVAL, DEFAULT_DISPATCHER_BATCH_SIZE,
+    DEFAULT_DISPATCHER_POLLING_INTERVAL, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_POLLING_INTERVAL,
+    DEFAULT_PROCESS_ALIVE_THRESHOLD, DEFAULT_SHUTDOWN_TIMEOUT, DEFAULT_THREADS, DispatcherConfig,
+    Warnings, WorkerConfig,
 };
 use crate::error::{Error, Result};
 use crate::store::DatabaseUrl;
@@ -107,6 +109,9 @@ pub struct DispatcherSection {
     /// Defaults to [`DEFAULT_DISPATCHER_BATCH_SIZE`].
     #[serde(default = "default_batch")]
     pub batch_size: usize,
+    /// Defaults to [`DEFAULT_CONCURRENCY_MAINTENANCE_INTERVAL`].
+    #[serde(default = "default_concurrency_maintenance", with = "humantime_serde")]
+    pub concurrency_maintenance_interval: Duration,
 }
 
 impl Default for DispatcherSection {
@@ -114,6 +119,7 @@ impl Default for DispatcherSection {
         DispatcherSection {
             polling_interval: DEFAULT_DISPATCHER_POLLING_INTERVAL,
             batch_size: DEFAULT_DISPATCHER_BATCH_SIZE,
+            concurrency_maintenance_interval: DEFAULT_CONCURRENCY_MAINTENANCE_INTERVAL,
         }
     }
 }
@@ -163,6 +169,9 @@ fn default_dispatcher_polling() -> Duration {
 }
 fn default_batch() -> usize {
     DEFAULT_DISPATCHER_BATCH_SIZE
+}
+fn default_concurrency_maintenance() -> Duration {
+    DEFAULT_CONCURRENCY_MAINTENANCE_INTERVAL
 }
 fn one() -> usize {
     1
@@ -252,6 +261,11 @@ impl SupervisorConfig {
         if self.dispatcher.batch_size == 0 {
             return Err(bad("dispatcher.batch_size must be at least 1".into()));
         }
+        if self.dispatcher.concurrency_maintenance_interval.is_zero() {
+            return Err(bad(
+                "dispatcher.concurrency_maintenance_interval must be longer than zero".into(),
+            ));
+        }
         if self.dispatcher.polling_interval.is_zero() {
             return Err(bad(
                 "dispatcher.polling_interval must be longer than zero".into()
@@ -304,6 +318,7 @@ impl SupervisorConfig {
             polling_interval: self.dispatcher.polling_interval,
             batch_size: self.dispatcher.batch_size,
             heartbeat_interval: self.heartbeat_interval,
+            concurrency_maintenance_interval: self.dispatcher.concurrency_maintenance_interval,
         }
     }
 

@@ -14,6 +14,9 @@ use super::{AnyConnection, Store};
 use crate::error::{Error, Result};
 use crate::job::{Delivery, ErrorInfo, JobInfo, JobStatus};
 
+/// The error kind a discarded job's last error carries.
+pub(crate) const DISCARDED: &str = "discarded";
+
 #[derive(Queryable, Selectable)]
 #[diesel(table_name = jobs)]
 struct JobRow {
@@ -23,6 +26,7 @@ struct JobRow {
     arguments: String,
     priority: i32,
     unique_key: Option<String>,
+    concurrency_key: Option<String>,
     delivery: String,
     max_attempts: i32,
     attempts: i32,
@@ -102,7 +106,11 @@ fn to_info(
         .and_then(|e| serde_json::from_str(e).ok())
         .unwrap_or_default();
     let status = if row.finished_at.is_some() {
-        JobStatus::Succeeded
+        if errors.last().is_some_and(|e| e.kind == DISCARDED) {
+            JobStatus::Discarded
+        } else {
+            JobStatus::Succeeded
+        }
     } else if failed_error.is_some() {
         JobStatus::Failed
     } else if process_id.is_some() {
@@ -132,6 +140,7 @@ fn to_info(
         stalled_count: row.stalled_count.max(0) as u32,
         delivery: Delivery::from_column(&row.delivery),
         unique_key: row.unique_key,
+        concurrency_key: row.concurrency_key,
         created_at: utc(row.created_at),
         scheduled_at: utc(row.scheduled_at),
         finished_at: row.finished_at.map(utc),

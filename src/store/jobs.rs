@@ -7,7 +7,7 @@ use diesel::QueryResult;
 
 use super::{
     ClaimQuery, ClaimedJob, Completion, Driver, Failed, FinishReport, NewJob, Outcome, Released,
-    Retried, Store, Succeeded, in_transaction,
+    Retried, Slot, Store, Succeeded, concurrency, in_transaction,
 };
 use crate::error::Result;
 
@@ -36,7 +36,8 @@ impl Store {
         self.with_driver("ready_claim", |d| d.ready_claim(claim, process_id, limit))
     }
 
-    /// Moves up to `batch` due scheduled jobs to ready.
+    /// Moves up to `batch` due scheduled jobs to ready (those under a
+    /// concurrency limit: see [`Store::scheduled_dispatch_limited`]).
     pub(crate) fn scheduled_dispatch(&self, batch: usize) -> Result<Vec<String>> {
         self.with_driver("scheduled_dispatch", |d| d.scheduled_dispatch(batch))
     }
@@ -82,6 +83,36 @@ impl Store {
 /// transaction or savepoint on SQLite), so a single enqueue is one round
 /// trip; callers that need all-or-nothing wrap this in a transaction.
 pub(crate) fn enqueue_on_driver(
+    d: &mut dyn Driver,
+    jobs: &[NewJob],
+    notify: bool,
+) -> QueryResult<Vec<std::result::Result<i64, i64>>> {
+    if jobs.iter().all(|j| j.concurrency_key.is_none()) {
+        return insert_resolving_duplicates(d, jobs, notify);
+    }
+    // Jobs under a concurrency limit are inserted into scheduled, then
+    // placed (a slot, blocked, or discarded) in the same transaction.
+    in_transaction(d, |d| {
+        let outcome = insert_resolving_duplicates(d, jobs, notify)?;
+        let limited: Vec<i64> = jobs
+            .iter()
+            .zip(&outcome)
+            .filter(|(job, _)| job.concurrency_key.is_some())
+            .filter_map(|(_, o)| o.ok())
+            .collect();
+        if !limited.is_empty() {
+            let due = d.scheduled_take_limited(Some(&limited), limited.len())?;
+            let placement = concurrency::place(d, due)?;
+            if notify {
+                concurrency::notify(d, &placement.ready)?;
+            }
+        }
+        Ok(outcome)
+    })
+}
+
+/// Inserts `jobs`, resolving unique-key conflicts to the holders' ids.
+fn insert_resolving_duplicates(
     d: &mut dyn Driver,
     jobs: &[NewJob],
     notify: bool,
@@ -155,6 +186,13 @@ fn finish_on_driver(d: &mut dyn Driver, completions: &[Completion]) -> QueryResu
     for (process_id, rows) in &kept {
         written.extend(d.jobs_succeed_fenced(*process_id, rows)?);
     }
+    let finish_slots = |written: &HashSet<i64>| -> Vec<Slot> {
+        completions
+            .iter()
+            .filter(|c| written.contains(&c.job_id))
+            .filter_map(|c| c.slot.clone())
+            .collect()
+    };
     let (mut deleted, mut retried, mut failed) = (vec![], vec![], vec![]);
     for (process_id, group) in &others {
         let ids: Vec<i64> = group.iter().map(|c| c.job_id).collect();
@@ -189,6 +227,13 @@ fn finish_on_driver(d: &mut dyn Driver, completions: &[Completion]) -> QueryResu
     if !failed.is_empty() {
         d.jobs_fail(&failed)?;
     }
+    // Slots of limited jobs go to the next blocked job of their key, in
+    // this same transaction.
+    let slots = finish_slots(&written);
+    if !slots.is_empty() {
+        let ready = concurrency::release_slots(d, &slots)?;
+        concurrency::notify(d, &ready)?;
+    }
     let (written, lost) = completions
         .iter()
         .map(|c| c.job_id)
@@ -197,10 +242,12 @@ fn finish_on_driver(d: &mut dyn Driver, completions: &[Completion]) -> QueryResu
 }
 
 /// Whether a batch is written by a single statement (one process, only
-/// kept successes), which needs no explicit transaction.
+/// kept successes, no concurrency slots to give back), which needs no
+/// explicit transaction.
 fn single_statement(completions: &[Completion]) -> bool {
     completions.iter().all(|c| {
         c.process_id == completions[0].process_id
+            && c.slot.is_none()
             && matches!(&c.outcome, Outcome::Succeeded { keep, .. } if !keep.is_zero())
     })
 }

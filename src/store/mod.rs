@@ -16,6 +16,7 @@
 //!   clock, which every process on that file shares.
 
 mod admin;
+mod concurrency;
 mod connection;
 mod info;
 mod jobs;
@@ -47,6 +48,7 @@ pub(crate) use listener::{Heard, Listener};
 pub(crate) use processes::{PruneTarget, Pruned, ReleaseReason, ReleaseReport};
 pub(crate) use types::*;
 
+use crate::concurrency::StoredLimit;
 use crate::error::{Error, Result};
 
 const POSTGRES_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/postgres");
@@ -459,6 +461,52 @@ pub(crate) trait Driver {
     /// Operation: vacuums and analyzes solidq's tables where their
     /// statistics say it is due; returns what it did ("VACUUM table").
     fn tables_tend(&mut self) -> QueryResult<Vec<String>>;
+
+    /// Deletes and returns scheduled executions of limited jobs that are
+    /// due: those of `ids` (just enqueued), or with `None` up to `batch` in
+    /// due order, skipping rows another transaction locked.
+    fn scheduled_take_limited(
+        &mut self,
+        ids: Option<&[i64]>,
+        batch: usize,
+    ) -> QueryResult<Vec<LimitedJob>>;
+
+    /// Takes a slot of `key`: creates its semaphore with `limit - 1` free
+    /// slots, or takes one of its free slots. Either way its expiry moves
+    /// to now + duration. Returns whether a slot was taken. On PostgreSQL
+    /// the semaphore row stays locked to the end of the transaction even
+    /// when no slot was free, so a holder giving one back meanwhile waits
+    /// for this transaction and then sees its blocked row.
+    fn semaphore_acquire(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool>;
+
+    /// Gives a slot of `key` back, never above `limit`, and moves its
+    /// expiry to now + duration. Returns whether the semaphore existed
+    /// below its limit.
+    fn semaphore_signal(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool>;
+
+    /// Inserts ready executions for these jobs.
+    fn ready_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()>;
+
+    /// Inserts blocked executions for these jobs, each expiring its limit's
+    /// duration from now.
+    fn blocked_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()>;
+
+    /// The next blocked job of `key` (by priority, then id), locked for
+    /// this transaction (PostgreSQL skips rows others hold).
+    fn blocked_next(&mut self, key: &str) -> QueryResult<Option<LimitedJob>>;
+
+    /// Deletes a blocked execution.
+    fn blocked_delete(&mut self, job_id: i64) -> QueryResult<()>;
+
+    /// Ends jobs without running them: finished, kept for their
+    /// `keep_result`, with the error that says why.
+    fn jobs_discard(&mut self, rows: &[Discarded]) -> QueryResult<()>;
+
+    /// Deletes semaphores whose expiry passed; returns their keys.
+    fn semaphores_delete_expired(&mut self) -> QueryResult<Vec<String>>;
+
+    /// Up to `limit` keys of blocked executions whose expiry passed.
+    fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>>;
 }
 
 /// The driver for a pooled connection: the one `match` on the backend

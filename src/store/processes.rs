@@ -12,7 +12,7 @@ use std::time::Duration;
 use diesel::QueryResult;
 
 use super::{
-    Driver, Failed, NewProcess, ProcessRow, Released, ReleasedJob, Store, error_json,
+    Driver, Failed, NewProcess, ProcessRow, Released, ReleasedJob, Store, concurrency, error_json,
     in_transaction,
 };
 use crate::error::Result;
@@ -266,6 +266,18 @@ fn release_claims(
     }
     if !fail.is_empty() {
         d.jobs_fail(&fail)?;
+        // A released job keeps its concurrency slot (it never gave it
+        // back); a failed one ends and gives it to the next blocked job.
+        let slots: Vec<_> = report
+            .entries
+            .iter()
+            .filter(|e| e.failed.is_some())
+            .filter_map(|e| e.job.slot())
+            .collect();
+        if !slots.is_empty() {
+            let ready = concurrency::release_slots(d, &slots)?;
+            concurrency::notify(d, &ready)?;
+        }
     }
     Ok(report)
 }

@@ -44,6 +44,7 @@ diesel::table! {
         priority -> Integer,
         scheduled_at -> Timestamp,
         created_at -> Timestamp,
+        concurrency_key -> Nullable<Text>,
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use chrono::NaiveDateTime;
 
 use super::postgres;
+use crate::concurrency::StoredLimit;
 use crate::job::Delivery;
 
 /// A job to insert, with every option resolved.
@@ -102,6 +103,8 @@ pub(crate) struct ClaimedJob {
     pub kind: String,
     #[diesel(sql_type = diesel::sql_types::Text)]
     pub arguments: String,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub concurrency_key: Option<String>,
     #[diesel(sql_type = diesel::sql_types::Integer)]
     pub priority: i32,
     #[diesel(sql_type = diesel::sql_types::Text)]
@@ -139,6 +142,18 @@ pub(crate) struct ReleasedJob {
     pub stalled_count: i32,
     #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Integer>)]
     pub max_stalled_count: Option<i32>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub concurrency_key: Option<String>,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub options: String,
+}
+
+impl ReleasedJob {
+    /// The concurrency slot it holds, if its type has a limit.
+    pub(crate) fn slot(&self) -> Option<Slot> {
+        let options = crate::job::StoredOptions::parse(&self.options);
+        Slot::of(self.concurrency_key.as_deref(), &options)
+    }
 }
 
 /// A successful attempt to record.
@@ -209,6 +224,70 @@ pub(crate) struct Completion {
     pub job_id: i64,
     pub process_id: i64,
     pub outcome: Outcome,
+    /// The concurrency slot the job holds, given back with its outcome.
+    pub slot: Option<Slot>,
+}
+
+/// A concurrency slot: the key it counts against and the limit's terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Slot {
+    pub key: String,
+    pub limit: StoredLimit,
+}
+
+impl Slot {
+    /// The slot a job with this key and these stored options holds, if any.
+    pub(crate) fn of(key: Option<&str>, options: &crate::job::StoredOptions) -> Option<Slot> {
+        Some(Slot {
+            key: key?.to_string(),
+            limit: options.concurrency.unwrap_or(DEFAULT_LIMIT),
+        })
+    }
+}
+
+/// The terms assumed for a row that has a concurrency key but no readable
+/// limit in its options (written by hand or by another version).
+const DEFAULT_LIMIT: StoredLimit = StoredLimit {
+    limit: 1,
+    duration_ms: crate::concurrency::DEFAULT_CONCURRENCY_DURATION.as_millis() as u64,
+    on_conflict: crate::concurrency::OnConflict::Block,
+};
+
+/// A job discarded at its concurrency limit: finished without running.
+#[derive(Debug, Clone)]
+pub(crate) struct Discarded {
+    pub id: i64,
+    /// How long the row is kept (its `keep_result`).
+    pub keep: Duration,
+    /// The error recorded: why it was discarded.
+    pub error: String,
+}
+
+/// A job under a concurrency limit that is due to become ready: it takes a
+/// slot, or waits blocked, or is discarded.
+#[derive(Debug, Clone, diesel::QueryableByName)]
+pub(crate) struct LimitedJob {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub job_id: i64,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub queue_name: String,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub priority: i32,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub concurrency_key: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub options: String,
+}
+
+impl LimitedJob {
+    pub(crate) fn slot(&self) -> Slot {
+        let options = crate::job::StoredOptions::parse(&self.options);
+        Slot::of(Some(&self.concurrency_key), &options).expect("a key was given")
+    }
+
+    pub(crate) fn keep(&self) -> Duration {
+        Duration::from_millis(crate::job::StoredOptions::parse(&self.options).keep_result_ms)
+    }
 }
 
 /// What a batch of completions came to.

@@ -23,7 +23,7 @@ use super::executor;
 use super::runtime::{Shared, lock};
 use crate::error::{Error, Result};
 use crate::job::{Delivery, StoredOptions};
-use crate::store::{ClaimedJob, Completion};
+use crate::store::{ClaimedJob, Completion, Slot};
 
 /// A claimed job and the registration (process id) it was claimed under.
 pub(super) type Assigned = (ClaimedJob, i64);
@@ -198,6 +198,7 @@ fn run(
         job_id: job.id,
         process_id,
         outcome: execution.outcome,
+        slot: Slot::of(job.concurrency_key.as_deref(), &options),
     }));
     shared.slots.set(thread, None);
     shared.inflight.fetch_sub(1, Ordering::SeqCst);
@@ -242,6 +243,7 @@ mod tests {
             queue_name: "q".into(),
             kind: "k".into(),
             arguments: "null".into(),
+            concurrency_key: None,
             priority: 0,
             options: "{}".into(),
             delivery: "at_least_once".into(),

@@ -6,7 +6,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use solidq::{Job, JobContext, JobError, JobOptions, JobResult, Queue, Worker};
+use solidq::{
+    ConcurrencyLimit, Job, JobContext, JobError, JobOptions, JobResult, OnConflict, Queue, Worker,
+};
 
 use super::{TestConn, now_us};
 
@@ -240,6 +242,70 @@ impl Job for Hopeless {
     }
 }
 
+/// Job types under a concurrency limit: like [`Ledger`] (a `start` and an
+/// `end` row around a sleep), keyed by `key`. The sleep happens only on the
+/// first run: a rerun after its process died ends at once. A negative `n`
+/// fails its first attempt for good.
+macro_rules! limited_job {
+    ($(#[$doc:meta])* $name:ident, $kind:literal, $limit:expr) => {
+        $(#[$doc])*
+        #[derive(Serialize, Deserialize)]
+        pub struct $name {
+            pub url: String,
+            pub n: i64,
+            pub sleep_ms: u64,
+            pub key: String,
+        }
+
+        impl Job for $name {
+            const KIND: &'static str = $kind;
+            fn perform(&self, ctx: &JobContext) -> JobResult {
+                ledger_append(&self.url, ctx.job_id(), self.n, "start");
+                if self.n < 0 && ctx.attempt() == 1 {
+                    ledger_append(&self.url, ctx.job_id(), self.n, "end");
+                    return Err(JobError::new("negative", "n < 0 fails its first attempt").no_retry());
+                }
+                if ctx.stalled_count() == 0 {
+                    std::thread::sleep(Duration::from_millis(self.sleep_ms));
+                }
+                ledger_append(&self.url, ctx.job_id(), self.n, "end");
+                Ok(serde_json::json!({ "n": self.n }))
+            }
+            fn options() -> JobOptions {
+                JobOptions::new().concurrency($limit)
+            }
+            fn concurrency_key(&self) -> Option<String> {
+                Some(self.key.clone())
+            }
+        }
+    };
+}
+
+limited_job!(
+    /// At most one per key.
+    LimitedOne,
+    "limited_one",
+    ConcurrencyLimit::new(1).duration(Duration::from_secs(120))
+);
+limited_job!(
+    /// At most three per key.
+    LimitedThree,
+    "limited_three",
+    ConcurrencyLimit::new(3).duration(Duration::from_secs(120))
+);
+limited_job!(
+    /// At most one per key; the others are discarded.
+    LimitedDiscard,
+    "limited_discard",
+    ConcurrencyLimit::new(1).on_conflict(OnConflict::Discard)
+);
+limited_job!(
+    /// At most one per key, a slot presumed abandoned after 2 s.
+    LimitedBrief,
+    "limited_brief",
+    ConcurrencyLimit::new(1).duration(Duration::from_secs(2))
+);
+
 /// A worker knowing every test job type.
 pub fn worker(queue: Queue) -> Worker {
     register(Worker::new(queue))
@@ -258,4 +324,8 @@ pub fn register(worker: Worker) -> Worker {
         .register::<Flaky>()
         .register::<CustomBackoff>()
         .register::<Hopeless>()
+        .register::<LimitedOne>()
+        .register::<LimitedThree>()
+        .register::<LimitedDiscard>()
+        .register::<LimitedBrief>()
 }

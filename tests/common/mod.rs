@@ -138,6 +138,11 @@ impl TestDb {
         self.conn().scalar(sql)
     }
 
+    /// The first column of every row of `sql` (aliased `v`).
+    pub fn column_of(&self, sql: &str) -> Vec<i64> {
+        self.conn().column(sql)
+    }
+
     pub fn count(&self, table: &str) -> i64 {
         self.scalar(&format!("SELECT count(*) AS v FROM {table}"))
     }

@@ -48,7 +48,10 @@ CREATE TABLE solidq_scheduled_executions (
     queue_name   TEXT      NOT NULL,
     priority     INTEGER   NOT NULL DEFAULT 0,
     scheduled_at TIMESTAMP NOT NULL,
-    created_at   TIMESTAMP NOT NULL
+    created_at   TIMESTAMP NOT NULL,
+    -- Set for jobs under a concurrency limit: the dispatcher takes their
+    -- slot one by one; the others move to ready in bulk.
+    concurrency_key TEXT
 );
 CREATE INDEX solidq_scheduled_dispatch ON solidq_scheduled_executions (scheduled_at, priority, job_id);
 

@@ -10,14 +10,16 @@ use diesel::{Connection, PgConnection, QueryResult, QueryableByName, RunQueryDsl
 
 use std::time::Duration;
 
+mod concurrency;
 mod explain;
 
 pub(in crate::store) use explain::explain;
 
 use super::{
-    Cached, ClaimQuery, ClaimedJob, Driver, Failed, NewJob, NewProcess, ProcessRow, Released,
-    ReleasedJob, Retried, Succeeded, micros,
+    Cached, ClaimQuery, ClaimedJob, Discarded, Driver, Failed, LimitedJob, NewJob, NewProcess,
+    ProcessRow, Released, ReleasedJob, Retried, Succeeded, micros,
 };
+use crate::concurrency::StoredLimit;
 
 #[derive(QueryableByName)]
 struct IdRow {
@@ -71,7 +73,11 @@ impl InsertShape {
             many: jobs.len() > 1,
             notify,
             keyed: jobs.iter().any(|j| j.unique_key.is_some()),
-            immediate: jobs.iter().all(|j| j.run_at.is_none() && j.delay.is_zero()),
+            // Jobs under a concurrency limit go to scheduled (due now) and
+            // are placed by the caller: the general statement handles that.
+            immediate: jobs
+                .iter()
+                .all(|j| j.run_at.is_none() && j.delay.is_zero() && j.concurrency_key.is_none()),
         }
     }
 
@@ -125,11 +131,13 @@ impl InsertShape {
             ("", "")
         } else {
             (
-                "WHERE scheduled_at <= LOCALTIMESTAMP",
+                "WHERE scheduled_at <= LOCALTIMESTAMP AND concurrency_key IS NULL",
                 ", scheduled AS (
-                     INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at, created_at)
-                     SELECT id, queue_name, priority, scheduled_at, LOCALTIMESTAMP FROM inserted
-                     WHERE scheduled_at > LOCALTIMESTAMP)",
+                     INSERT INTO solidq_scheduled_executions
+                         (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
+                     SELECT id, queue_name, priority, scheduled_at, LOCALTIMESTAMP, concurrency_key
+                     FROM inserted
+                     WHERE scheduled_at > LOCALTIMESTAMP OR concurrency_key IS NOT NULL)",
             )
         };
         let result = if self.notify {
@@ -149,7 +157,7 @@ impl InsertShape {
                                           created_at, updated_at)
                  {rows}
                  {on_conflict}
-                 RETURNING id, queue_name, priority, scheduled_at, unique_key
+                 RETURNING id, queue_name, priority, scheduled_at, unique_key, concurrency_key
              ), ready AS (
                  INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
                  SELECT id, queue_name, priority, LOCALTIMESTAMP FROM inserted {ready_filter}
@@ -180,7 +188,7 @@ impl InsertShape {
 const DISPATCH_SCHEDULED: &str = "\
 WITH due AS (
     SELECT job_id FROM solidq_scheduled_executions
-    WHERE scheduled_at <= LOCALTIMESTAMP
+    WHERE scheduled_at <= LOCALTIMESTAMP AND concurrency_key IS NULL
     ORDER BY scheduled_at, priority, job_id
     LIMIT $1 FOR UPDATE SKIP LOCKED
 ), moved AS (
@@ -202,7 +210,8 @@ DELETE FROM solidq_claimed_executions WHERE process_id = $1 AND job_id = ANY($2)
 
 const DELETE_CLAIMS_OF_PROCESS: &str = "\
 WITH gone AS (DELETE FROM solidq_claimed_executions WHERE process_id = $1 RETURNING job_id, process_id)
-SELECT j.id, gone.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count
+SELECT j.id, gone.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count,
+       j.concurrency_key, j.options
 FROM solidq_jobs j JOIN gone ON gone.job_id = j.id ORDER BY j.id";
 
 /// Claims whose process row is gone. The claim statement locks its process
@@ -217,7 +226,8 @@ WITH orphans AS (
     DELETE FROM solidq_claimed_executions c USING orphans o WHERE c.job_id = o.job_id
     RETURNING c.job_id, c.process_id
 )
-SELECT j.id, gone.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count
+SELECT j.id, gone.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count,
+       j.concurrency_key, j.options
 FROM solidq_jobs j JOIN gone ON gone.job_id = j.id ORDER BY j.id";
 
 /// Tables every job passes through: small, with a row inserted and
@@ -270,7 +280,7 @@ RETURNING j.id";
 const DELETE_JOBS: &str = "DELETE FROM solidq_jobs WHERE id = ANY($1)";
 
 /// Appends one error object to the job's `errors` JSON array.
-const APPEND_ERROR: &str =
+pub(super) const APPEND_ERROR: &str =
     "(COALESCE(j.errors, '[]')::jsonb || jsonb_build_array(u.error::jsonb))::text";
 
 fn retry_sql() -> String {
@@ -281,9 +291,10 @@ fn retry_sql() -> String {
                     scheduled_at = LOCALTIMESTAMP + u.delay_us * INTERVAL '1 microsecond',
                     updated_at = LOCALTIMESTAMP
              FROM u WHERE j.id = u.id
-             RETURNING j.id, j.queue_name, j.priority, j.scheduled_at)
-         INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at, created_at)
-         SELECT id, queue_name, priority, scheduled_at, LOCALTIMESTAMP FROM upd"
+             RETURNING j.id, j.queue_name, j.priority, j.scheduled_at, j.concurrency_key)
+         INSERT INTO solidq_scheduled_executions
+             (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
+         SELECT id, queue_name, priority, scheduled_at, LOCALTIMESTAMP, concurrency_key FROM upd"
     )
 }
 
@@ -321,14 +332,24 @@ WITH gone AS (DELETE FROM solidq_failed_executions WHERE job_id = ANY($1) RETURN
 upd AS (
     UPDATE solidq_jobs j SET max_attempts = GREATEST(j.max_attempts, j.attempts + 1), stalled_count = 0,
            scheduled_at = LOCALTIMESTAMP, updated_at = LOCALTIMESTAMP
-    FROM gone WHERE j.id = gone.job_id RETURNING j.id, j.queue_name, j.priority),
+    FROM gone WHERE j.id = gone.job_id RETURNING j.id, j.queue_name, j.priority, j.concurrency_key),
 ready AS (
     INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-    SELECT id, queue_name, priority, LOCALTIMESTAMP FROM upd RETURNING queue_name),
+    SELECT id, queue_name, priority, LOCALTIMESTAMP FROM upd WHERE concurrency_key IS NULL
+    RETURNING queue_name),
+-- Jobs under a concurrency limit go through the dispatcher, which takes
+-- their slot.
+limited AS (
+    INSERT INTO solidq_scheduled_executions
+        (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
+    SELECT id, queue_name, priority, LOCALTIMESTAMP, LOCALTIMESTAMP, concurrency_key FROM upd
+    WHERE concurrency_key IS NOT NULL
+    RETURNING job_id),
 notified AS (
     SELECT count(pg_notify('solidq', current_schema() || ':' || q.queue_name)) AS n
     FROM (SELECT DISTINCT queue_name FROM ready) q)
-SELECT (SELECT count(*) FROM ready) AS moved, (SELECT n FROM notified) AS notified";
+SELECT (SELECT count(*) FROM ready) + (SELECT count(*) FROM limited) AS moved,
+       (SELECT n FROM notified) AS notified";
 
 const INSERT_PROCESS: &str = "\
 INSERT INTO solidq_processes (kind, name, pid, hostname, supervisor_id, metadata, last_heartbeat_at, created_at)
@@ -366,7 +387,7 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
                      WHERE job_id = ANY (ARRAY(SELECT job_id FROM picked)) RETURNING job_id),
          claimed AS (INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
                      SELECT job_id, $2, LOCALTIMESTAMP FROM deleted RETURNING job_id)
-         SELECT j.id, j.queue_name, j.kind, j.arguments, j.priority, j.options, j.delivery,
+         SELECT j.id, j.queue_name, j.kind, j.arguments, j.concurrency_key, j.priority, j.options, j.delivery,
                 j.max_attempts, j.attempts, j.stalled_count, j.created_at, 0::bigint AS ord
          FROM solidq_jobs j
          WHERE j.id = ANY (ARRAY(SELECT job_id FROM claimed))"
@@ -759,6 +780,50 @@ impl Driver for PgConnection {
             ));
         }
         Ok(done)
+    }
+
+    fn scheduled_take_limited(
+        &mut self,
+        ids: Option<&[i64]>,
+        batch: usize,
+    ) -> QueryResult<Vec<LimitedJob>> {
+        concurrency::scheduled_take_limited(self, ids, batch)
+    }
+
+    fn semaphore_acquire(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
+        concurrency::semaphore_acquire(self, key, limit)
+    }
+
+    fn semaphore_signal(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
+        concurrency::semaphore_signal(self, key, limit)
+    }
+
+    fn ready_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
+        concurrency::ready_insert(self, jobs)
+    }
+
+    fn blocked_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
+        concurrency::blocked_insert(self, jobs)
+    }
+
+    fn blocked_next(&mut self, key: &str) -> QueryResult<Option<LimitedJob>> {
+        concurrency::blocked_next(self, key)
+    }
+
+    fn blocked_delete(&mut self, job_id: i64) -> QueryResult<()> {
+        concurrency::blocked_delete(self, job_id)
+    }
+
+    fn jobs_discard(&mut self, rows: &[Discarded]) -> QueryResult<()> {
+        concurrency::jobs_discard(self, rows)
+    }
+
+    fn semaphores_delete_expired(&mut self) -> QueryResult<Vec<String>> {
+        concurrency::semaphores_delete_expired(self)
+    }
+
+    fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>> {
+        concurrency::blocked_expired_keys(self, limit)
     }
 }
 

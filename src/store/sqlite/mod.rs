@@ -18,14 +18,16 @@ use diesel::{Connection, QueryResult, QueryableByName, RunQueryDsl, SqliteConnec
 
 use std::time::Duration;
 
+mod concurrency;
 mod explain;
 
 pub(in crate::store) use explain::explain;
 
 use super::{
-    Cached, ClaimQuery, ClaimedJob, Driver, Failed, NewJob, NewProcess, ProcessRow, Released,
-    ReleasedJob, Retried, Succeeded, utc_now,
+    Cached, ClaimQuery, ClaimedJob, Discarded, Driver, Failed, LimitedJob, NewJob, NewProcess,
+    ProcessRow, Released, ReleasedJob, Retried, Succeeded, utc_now,
 };
+use crate::concurrency::StoredLimit;
 
 #[derive(QueryableByName)]
 struct IdRow {
@@ -66,16 +68,17 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)
 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
 RETURNING id";
 
-const INSERT_READY: &str = "\
+pub(super) const INSERT_READY: &str = "\
 INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at) VALUES (?1, ?2, ?3, ?4)";
 
 const INSERT_SCHEDULED: &str = "\
-INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at, created_at)
-VALUES (?1, ?2, ?3, ?4, ?5)";
+INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at, created_at,
+                                         concurrency_key)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 
 const FIND_DUE: &str = "\
 SELECT job_id, queue_name FROM solidq_scheduled_executions
-WHERE scheduled_at <= ?1 ORDER BY scheduled_at, priority, job_id LIMIT ?2";
+WHERE scheduled_at <= ?1 AND concurrency_key IS NULL ORDER BY scheduled_at, priority, job_id LIMIT ?2";
 
 const MOVE_DUE: &str = "\
 INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
@@ -86,7 +89,7 @@ const DELETE_SCHEDULED: &str = "\
 DELETE FROM solidq_scheduled_executions WHERE job_id IN (SELECT value FROM json_each(?1))";
 
 const SELECT_CLAIMED_JOBS: &str = "\
-SELECT id, queue_name, kind, arguments, priority, options, delivery, max_attempts, attempts,
+SELECT id, queue_name, kind, arguments, concurrency_key, priority, options, delivery, max_attempts, attempts,
        stalled_count, created_at, 0 AS ord
 FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1))";
 
@@ -126,7 +129,8 @@ const FIND_BY_UNIQUE_KEYS: &str =
     "SELECT unique_key, id FROM solidq_jobs WHERE unique_key IN (SELECT value FROM json_each(?1))";
 
 const CLAIMED_JOB_FACTS: &str = "\
-SELECT j.id, c.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count
+SELECT j.id, c.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count,
+       j.concurrency_key, j.options
 FROM solidq_claimed_executions c JOIN solidq_jobs j ON j.id = c.job_id";
 
 const PROCESS_COLUMNS: &str = "id, kind, name, pid, hostname, last_heartbeat_at";
@@ -137,9 +141,9 @@ struct Scalar {
     v: i64,
 }
 
-const APPEND_ERROR: &str = "json_insert(COALESCE(errors, '[]'), '$[#]', json(?1))";
+pub(super) const APPEND_ERROR: &str = "json_insert(COALESCE(errors, '[]'), '$[#]', json(?1))";
 
-fn json_ids(ids: &[i64]) -> String {
+pub(super) fn json_ids(ids: &[i64]) -> String {
     serde_json::to_string(ids).expect("integers serialize")
 }
 
@@ -173,7 +177,9 @@ fn insert_jobs(conn: &mut SqliteConnection, jobs: &[NewJob]) -> QueryResult<Vec<
             ids.push(None);
             continue;
         };
-        if scheduled_at <= now {
+        // Jobs under a concurrency limit go to scheduled even when due now:
+        // the caller places them (a slot, blocked or discarded).
+        if scheduled_at <= now && job.concurrency_key.is_none() {
             Cached(
                 sql_query(INSERT_READY)
                     .bind::<BigInt, _>(id)
@@ -189,7 +195,8 @@ fn insert_jobs(conn: &mut SqliteConnection, jobs: &[NewJob]) -> QueryResult<Vec<
                     .bind::<Text, _>(&job.queue_name)
                     .bind::<Integer, _>(job.priority)
                     .bind::<Timestamp, _>(scheduled_at)
-                    .bind::<Timestamp, _>(now),
+                    .bind::<Timestamp, _>(now)
+                    .bind::<Nullable<Text>, _>(job.concurrency_key.as_deref()),
             )
             .execute(conn)?;
         }
@@ -212,7 +219,7 @@ fn write_tx<T>(
     }
 }
 
-fn plus(now: NaiveDateTime, d: std::time::Duration) -> NaiveDateTime {
+pub(super) fn plus(now: NaiveDateTime, d: std::time::Duration) -> NaiveDateTime {
     chrono::Duration::from_std(d)
         .ok()
         .and_then(|d| now.checked_add_signed(d))
@@ -477,8 +484,10 @@ impl Driver for SqliteConnection {
             .execute(self)?;
             Cached(
                 sql_query(
-                    "INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at, created_at)
-                     SELECT id, queue_name, priority, scheduled_at, ?2 FROM solidq_jobs WHERE id = ?1",
+                    "INSERT INTO solidq_scheduled_executions
+                         (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
+                     SELECT id, queue_name, priority, scheduled_at, ?2, concurrency_key
+                     FROM solidq_jobs WHERE id = ?1",
                 )
                 .bind::<BigInt, _>(row.id)
                 .bind::<Timestamp, _>(now),
@@ -675,15 +684,30 @@ impl Driver for SqliteConnection {
                 .bind::<Timestamp, _>(now),
             )
             .execute(c)?;
-            Cached(
+            let ready = Cached(
                 sql_query(
                     "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-                     SELECT id, queue_name, priority, ?2 FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1))",
+                     SELECT id, queue_name, priority, ?2 FROM solidq_jobs
+                     WHERE id IN (SELECT value FROM json_each(?1)) AND concurrency_key IS NULL",
                 )
                 .bind::<Text, _>(&gone)
                 .bind::<Timestamp, _>(now),
             )
-            .execute(c)
+            .execute(c)?;
+            // Jobs under a concurrency limit go through the dispatcher,
+            // which takes their slot.
+            let limited = Cached(
+                sql_query(
+                    "INSERT INTO solidq_scheduled_executions
+                         (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
+                     SELECT id, queue_name, priority, ?2, ?2, concurrency_key FROM solidq_jobs
+                     WHERE id IN (SELECT value FROM json_each(?1)) AND concurrency_key IS NOT NULL",
+                )
+                .bind::<Text, _>(&gone)
+                .bind::<Timestamp, _>(now),
+            )
+            .execute(c)?;
+            Ok(ready + limited)
         })
     }
 
@@ -732,6 +756,50 @@ impl Driver for SqliteConnection {
         // the planner's statistics current.
         self.batch_execute("PRAGMA optimize")?;
         Ok(Vec::new())
+    }
+
+    fn scheduled_take_limited(
+        &mut self,
+        ids: Option<&[i64]>,
+        batch: usize,
+    ) -> QueryResult<Vec<LimitedJob>> {
+        concurrency::scheduled_take_limited(self, ids, batch)
+    }
+
+    fn semaphore_acquire(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
+        concurrency::semaphore_acquire(self, key, limit)
+    }
+
+    fn semaphore_signal(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
+        concurrency::semaphore_signal(self, key, limit)
+    }
+
+    fn ready_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
+        concurrency::ready_insert(self, jobs)
+    }
+
+    fn blocked_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
+        concurrency::blocked_insert(self, jobs)
+    }
+
+    fn blocked_next(&mut self, key: &str) -> QueryResult<Option<LimitedJob>> {
+        concurrency::blocked_next(self, key)
+    }
+
+    fn blocked_delete(&mut self, job_id: i64) -> QueryResult<()> {
+        concurrency::blocked_delete(self, job_id)
+    }
+
+    fn jobs_discard(&mut self, rows: &[Discarded]) -> QueryResult<()> {
+        concurrency::jobs_discard(self, rows)
+    }
+
+    fn semaphores_delete_expired(&mut self) -> QueryResult<Vec<String>> {
+        concurrency::semaphores_delete_expired(self)
+    }
+
+    fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>> {
+        concurrency::blocked_expired_keys(self, limit)
     }
 }
 

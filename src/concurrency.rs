@@ -1,0 +1,141 @@
+//! Concurrency limits: at most `limit` jobs with the same key run (or wait
+//! ready to run) at once, as SolidQueue's `limits_concurrency`.
+//!
+//! A job type opts in through [`crate::JobOptions::concurrency`] and says
+//! which jobs share a limit through [`crate::Job::concurrency_key`]:
+//!
+//! ```
+//! use serde::{Deserialize, Serialize};
+//! use solidq::{ConcurrencyLimit, Job, JobContext, JobOptions, JobResult};
+//! use std::time::Duration;
+//!
+//! #[derive(Serialize, Deserialize)]
+//! struct SyncAccount { account_id: i64 }
+//!
+//! impl Job for SyncAccount {
+//!     const KIND: &'static str = "sync_account";
+//!     fn perform(&self, _ctx: &JobContext) -> JobResult { Ok(serde_json::Value::Null) }
+//!     fn options() -> JobOptions {
+//!         // One sync per account at a time; a slot held longer than 5
+//!         // minutes is presumed abandoned.
+//!         JobOptions::new().concurrency(ConcurrencyLimit::new(1).duration(Duration::from_secs(300)))
+//!     }
+//!     fn concurrency_key(&self) -> Option<String> {
+//!         Some(self.account_id.to_string())
+//!     }
+//! }
+//! ```
+//!
+//! ## How it works
+//!
+//! Each key has a semaphore row counting its free slots. A limited job takes
+//! a slot when it becomes ready (at enqueue, or when the dispatcher finds it
+//! due); without one it waits in `blocked_executions` ([`OnConflict::Block`],
+//! the default) or is discarded ([`OnConflict::Discard`]). When a holder
+//! finishes, fails, or fails an attempt and waits for its retry, its slot is
+//! given back and, in the same transaction, the next blocked job with the
+//! same key (by priority, then id) takes it and becomes ready. Nothing about
+//! semaphores happens while polling: only when a limited job starts waiting
+//! or ends.
+//!
+//! A job released after its process died keeps its slot and goes back to
+//! ready (it never gave the slot back); one that fails for good there gives
+//! it back. `duration` bounds how long a slot can be lost: a semaphore not
+//! touched for that long is deleted by the dispatcher, and blocked jobs
+//! waiting longer than it are offered a slot again. Pick a duration longer
+//! than the job's longest run plus the supervisor's `process_alive_threshold`:
+//! a slot freed by expiry while its holder is only presumed dead lets one
+//! more job run at once.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// How long a slot may be held before it is presumed abandoned: 3 minutes,
+/// as SolidQueue.
+pub const DEFAULT_CONCURRENCY_DURATION: Duration = Duration::from_secs(180);
+
+/// What happens to a job that finds every slot of its key taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnConflict {
+    /// It waits in blocked_executions until a slot frees. The default.
+    #[default]
+    Block,
+    /// It is not run: it ends at once with status
+    /// [`crate::JobStatus::Discarded`] (kept for its `keep_result`).
+    Discard,
+}
+
+/// A per-key limit on how many jobs run at once, set on a job type's
+/// [`crate::JobOptions`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConcurrencyLimit {
+    pub(crate) limit: u32,
+    pub(crate) duration: Duration,
+    pub(crate) on_conflict: OnConflict,
+    pub(crate) group: Option<String>,
+}
+
+impl ConcurrencyLimit {
+    /// At most `limit` jobs per key at once (at least 1). Defaults: a
+    /// duration of [`DEFAULT_CONCURRENCY_DURATION`], blocking on conflict,
+    /// the job's kind as the group.
+    pub fn new(limit: u32) -> ConcurrencyLimit {
+        ConcurrencyLimit {
+            limit,
+            duration: DEFAULT_CONCURRENCY_DURATION,
+            on_conflict: OnConflict::Block,
+            group: None,
+        }
+    }
+
+    /// The longest a slot may be held before it is presumed abandoned.
+    pub fn duration(mut self, duration: Duration) -> Self {
+        self.duration = duration;
+        self
+    }
+
+    /// What a job over the limit does: wait (default) or be discarded.
+    pub fn on_conflict(mut self, on_conflict: OnConflict) -> Self {
+        self.on_conflict = on_conflict;
+        self
+    }
+
+    /// Shares the limit with other job types naming the same group (by
+    /// default each kind is its own group).
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = Some(group.into());
+        self
+    }
+
+    /// The stored key: `group/key`, or the group alone when the job gives
+    /// no key (then every job of the group shares one limit).
+    pub(crate) fn full_key(&self, kind: &str, key: Option<String>) -> String {
+        let group = self.group.as_deref().unwrap_or(kind);
+        match key {
+            Some(key) => format!("{group}/{key}"),
+            None => group.to_string(),
+        }
+    }
+}
+
+/// A limit as stored in a job's options: what the store needs to take and
+/// give back its slot without the job's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StoredLimit {
+    pub limit: u32,
+    pub duration_ms: u64,
+    #[serde(default, skip_serializing_if = "is_block")]
+    pub on_conflict: OnConflict,
+}
+
+fn is_block(o: &OnConflict) -> bool {
+    *o == OnConflict::Block
+}
+
+impl StoredLimit {
+    pub(crate) fn duration(&self) -> Duration {
+        Duration::from_millis(self.duration_ms)
+    }
+}

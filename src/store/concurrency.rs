@@ -1,0 +1,161 @@
+//! Concurrency limits in the store (the model is in [`crate::concurrency`]):
+//! placing limited jobs that become due, giving slots back when their
+//! holders end, and the dispatcher's sweep of expired semaphores. Written
+//! once over [`Driver`] primitives; every function runs inside the caller's
+//! transaction, so a slot changes hands in the same transaction as the job
+//! that takes or frees it.
+
+use diesel::QueryResult;
+
+use super::{Discarded, Driver, LimitedJob, Slot, Store, error_json, in_transaction};
+use crate::concurrency::OnConflict;
+use crate::error::Result;
+use crate::store::info::DISCARDED;
+
+/// Where limited jobs that became due went.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Placement {
+    /// The queue of each job that took a slot and is ready.
+    pub ready: Vec<String>,
+    /// How many wait in blocked.
+    pub blocked: usize,
+    /// How many were discarded.
+    pub discarded: usize,
+}
+
+/// Places limited jobs that became due: each takes a slot of its key and
+/// goes to ready, or waits in blocked, or is discarded, per its limit.
+pub(crate) fn place(d: &mut dyn Driver, jobs: Vec<LimitedJob>) -> QueryResult<Placement> {
+    let (mut ready, mut blocked, mut discarded) = (vec![], vec![], vec![]);
+    for job in jobs {
+        let slot = job.slot();
+        if d.semaphore_acquire(&slot.key, &slot.limit)? {
+            ready.push(job);
+        } else if slot.limit.on_conflict == OnConflict::Discard {
+            log::info!(
+                "discarding job {}: concurrency limit {} of {:?} reached",
+                job.job_id,
+                slot.limit.limit,
+                slot.key
+            );
+            discarded.push(Discarded {
+                id: job.job_id,
+                keep: job.keep(),
+                error: error_json(
+                    DISCARDED,
+                    &format!(
+                        "concurrency limit {} of key {:?} reached; discard on conflict",
+                        slot.limit.limit, slot.key
+                    ),
+                ),
+            });
+        } else {
+            blocked.push(job);
+        }
+    }
+    if !ready.is_empty() {
+        d.ready_insert(&ready)?;
+    }
+    if !blocked.is_empty() {
+        d.blocked_insert(&blocked)?;
+    }
+    if !discarded.is_empty() {
+        d.jobs_discard(&discarded)?;
+    }
+    Ok(Placement {
+        ready: ready.into_iter().map(|j| j.queue_name).collect(),
+        blocked: blocked.len(),
+        discarded: discarded.len(),
+    })
+}
+
+/// Gives back the slots of jobs that ended (finished, failed, or waiting
+/// for a retry) and hands each to the next blocked job of its key. Returns
+/// the queues of the jobs that became ready.
+pub(crate) fn release_slots(d: &mut dyn Driver, slots: &[Slot]) -> QueryResult<Vec<String>> {
+    let mut queues = Vec::new();
+    for slot in slots {
+        d.semaphore_signal(&slot.key, &slot.limit)?;
+        queues.extend(release_blocked(d, &slot.key)?);
+    }
+    Ok(queues)
+}
+
+/// Moves blocked jobs of `key` to ready while its semaphore has free slots
+/// (or is gone), in priority then id order.
+fn release_blocked(d: &mut dyn Driver, key: &str) -> QueryResult<Vec<String>> {
+    let mut queues = Vec::new();
+    while let Some(job) = d.blocked_next(key)? {
+        let slot = job.slot();
+        if !d.semaphore_acquire(&slot.key, &slot.limit)? {
+            break;
+        }
+        d.blocked_delete(job.job_id)?;
+        queues.push(job.queue_name.clone());
+        d.ready_insert(std::slice::from_ref(&job))?;
+    }
+    Ok(queues)
+}
+
+/// What a concurrency sweep did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Sweep {
+    /// Semaphores deleted because nobody touched them for their duration.
+    pub expired: usize,
+    /// Blocked jobs moved to ready.
+    pub released: usize,
+}
+
+impl Store {
+    /// Moves due limited jobs (at most `batch`) out of scheduled: each
+    /// takes a slot, waits blocked, or is discarded.
+    pub(crate) fn scheduled_dispatch_limited(&self, batch: usize) -> Result<Placement> {
+        self.with_driver("scheduled_dispatch_limited", |d| {
+            in_transaction(d, |d| {
+                let due = d.scheduled_take_limited(None, batch)?;
+                if due.is_empty() {
+                    return Ok(Placement::default());
+                }
+                let placement = place(d, due)?;
+                notify(d, &placement.ready)?;
+                Ok(placement)
+            })
+        })
+    }
+
+    /// The dispatcher's sweep: deletes semaphores untouched for their
+    /// duration, then offers slots to the blocked jobs of those keys and of
+    /// keys whose blocked jobs waited past their own expiry (at most
+    /// `batch` keys).
+    pub(crate) fn concurrency_sweep(&self, batch: usize) -> Result<Sweep> {
+        self.with_driver("concurrency_sweep", |d| {
+            in_transaction(d, |d| {
+                let mut keys = d.semaphores_delete_expired()?;
+                let expired = keys.len();
+                keys.extend(d.blocked_expired_keys(batch)?);
+                keys.sort();
+                keys.dedup();
+                let mut queues = Vec::new();
+                for key in &keys {
+                    queues.extend(release_blocked(d, key)?);
+                }
+                notify(d, &queues)?;
+                Ok(Sweep {
+                    expired,
+                    released: queues.len(),
+                })
+            })
+        })
+    }
+}
+
+/// Tells listeners of these queues, at commit, that jobs became ready.
+pub(crate) fn notify(d: &mut dyn Driver, queues: &[String]) -> QueryResult<()> {
+    if queues.is_empty() {
+        return Ok(());
+    }
+    let mut distinct = queues.to_vec();
+    distinct.sort();
+    distinct.dedup();
+    d.notify_ready(&distinct)
+}
