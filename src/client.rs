@@ -216,7 +216,7 @@ impl Queue {
 
     /// Resolves a request's options over its type's defaults over the
     /// queue's config, checking each value.
-    fn build(&self, request: &JobRequest) -> Result<NewJob> {
+    pub(crate) fn build(&self, request: &JobRequest) -> Result<NewJob> {
         let config = &self.inner.config;
         let defaults = &request.defaults;
         let options = &request.options;
@@ -313,7 +313,7 @@ impl Queue {
 /// arguments (serialized now) and its options.
 #[derive(Debug, Clone)]
 pub struct JobRequest {
-    kind: &'static str,
+    kind: std::borrow::Cow<'static, str>,
     arguments: String,
     defaults: JobOptions,
     options: EnqueueOptions,
@@ -337,12 +337,36 @@ impl JobRequest {
             .or(defaults.concurrency.as_ref())
             .map(|limit| limit.full_key(J::KIND, job.concurrency_key()));
         Ok(JobRequest {
-            kind: J::KIND,
+            kind: J::KIND.into(),
             arguments,
             defaults,
             options,
             concurrency_key,
         })
+    }
+}
+
+impl JobRequest {
+    /// A request for a job known only by its kind and JSON arguments (a
+    /// recurring task from a configuration file): no type's defaults, no
+    /// concurrency limit.
+    pub(crate) fn untyped(
+        kind: String,
+        arguments: &serde_json::Value,
+        options: EnqueueOptions,
+    ) -> JobRequest {
+        JobRequest {
+            kind: kind.into(),
+            arguments: arguments.to_string(),
+            defaults: JobOptions::default(),
+            options,
+            concurrency_key: None,
+        }
+    }
+
+    /// The job's kind.
+    pub fn kind(&self) -> &str {
+        &self.kind
     }
 }
 

@@ -4,8 +4,6 @@
 //! rows are locked with `SKIP LOCKED`, so any number of dispatchers can run;
 //! on SQLite they take turns on the write lock.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Sender, bounded};
@@ -13,9 +11,8 @@ use crossbeam_channel::{Sender, bounded};
 use crate::client::Queue;
 use crate::config::DispatcherConfig;
 use crate::error::{Error, Result};
-use crate::process::heartbeat::{Beat, Heartbeat};
-use crate::process::{self, ProcessKind, wakeups};
-use crate::store::{ReleaseReason, Store};
+use crate::process::{ProcessKind, Registration, wakeups};
+use crate::store::Store;
 
 /// Moves due scheduled jobs to ready.
 pub struct Dispatcher {
@@ -113,39 +110,17 @@ impl Dispatcher {
     /// Starts the loop on its own thread and returns at once.
     pub fn start(self) -> Result<DispatcherHandle> {
         self.config.validate()?;
-        let process_id = Arc::new(AtomicI64::new(0));
-        let mut heartbeat = None;
-        if self.register {
-            let row = process::describe(
+        let registration = if self.register {
+            Some(Registration::start(
+                &self.store,
                 ProcessKind::Dispatcher,
-                None,
-                None,
                 serde_json::json!({ "batch_size": self.config.batch_size }),
-            );
-            let id = process::register(&self.store, &row)?;
-            process_id.store(id, Ordering::SeqCst);
-            let name = row.name.clone();
-            let store = self.store.clone();
-            heartbeat = Some(Heartbeat::spawn(
-                "solidq-dispatcher-heartbeat",
-                self.store.clone(),
                 self.config.heartbeat_interval,
-                crate::config::DEFAULT_PROCESS_ALIVE_THRESHOLD,
-                Arc::clone(&process_id),
-                move |beat| {
-                    if let Beat::RowGone(id) = beat {
-                        log::warn!(
-                            "dispatcher {name}: process row {id} was pruned; registering again"
-                        );
-                        if let Err(e) = process::register(&store, &row) {
-                            log::warn!("dispatcher cannot register again: {e}");
-                        }
-                    }
-                },
-            )?);
-        }
+            )?)
+        } else {
+            None
+        };
         let (stop, stopped) = bounded::<()>(1);
-        let store = self.store.clone();
         let thread = std::thread::Builder::new()
             .name("solidq-dispatcher".into())
             .spawn(move || {
@@ -194,9 +169,7 @@ impl Dispatcher {
         Ok(DispatcherHandle {
             stop,
             thread: Some(thread),
-            heartbeat,
-            process_id,
-            store,
+            registration,
         })
     }
 }
@@ -205,9 +178,7 @@ impl Dispatcher {
 pub struct DispatcherHandle {
     stop: Sender<()>,
     thread: Option<JoinHandle<()>>,
-    heartbeat: Option<Heartbeat>,
-    process_id: Arc<AtomicI64>,
-    store: Store,
+    registration: Option<Registration>,
 }
 
 impl DispatcherHandle {
@@ -221,17 +192,8 @@ impl DispatcherHandle {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
-        if let Some(mut heartbeat) = self.heartbeat.take() {
-            heartbeat.stop();
-            let id = self.process_id.load(Ordering::SeqCst);
-            if let Err(e) = self.store.process_deregister(
-                id,
-                &ReleaseReason::Shutdown {
-                    running_at_most_once: vec![],
-                },
-            ) {
-                log::warn!("dispatcher cannot deregister process {id}: {e}");
-            }
+        if let Some(mut registration) = self.registration.take() {
+            registration.stop();
         }
     }
 }

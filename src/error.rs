@@ -96,6 +96,17 @@ pub enum Error {
         message: String,
     },
 
+    /// A recurring task's schedule is wrong: the cron expression (with the
+    /// bad field named) or its time zone.
+    #[error("recurring task {task:?}: {source}")]
+    Schedule {
+        /// The task's key.
+        task: String,
+        /// What is wrong with its schedule.
+        #[source]
+        source: crate::ScheduleError,
+    },
+
     /// A job with the same `unique_key` already exists (waiting, running, or
     /// finished and still kept).
     #[error("a job with unique key {unique_key:?} already exists (job {existing_id})")]

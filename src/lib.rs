@@ -92,7 +92,7 @@ pub use job::{
     JobResult, JobStatus,
 };
 pub use process::{install_signal_handlers, signal_received};
-pub use scheduler::{Schedule, ScheduleError};
+pub use scheduler::{RecurringTask, Schedule, ScheduleError, Scheduler, SchedulerHandle};
 pub use store::{AnyConnection, Backend, DatabaseUrl, statements_executed};
 pub use supervisor::{
     CheckReport, RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, SHUTDOWN_MARGIN, Supervisor,

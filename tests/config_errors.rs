@@ -86,6 +86,46 @@ fn each_bad_configuration_gets_one_clear_line_and_starts_nothing() {
             2,
         ),
         (
+            "bad cron field",
+            Some(format!(
+                "{good_db}{workers}[recurring.nightly]\nkind = \"export\"\nschedule = \"0 30 25 * * ?\"\n"
+            )),
+            "recurring task \"nightly\": cron expression \"0 30 25 * * ?\": bad hour field \"25\"",
+            2,
+        ),
+        (
+            "bad cron field count",
+            Some(format!(
+                "{good_db}[recurring.nightly]\nkind = \"export\"\nschedule = \"0 30 2 *\"\n"
+            )),
+            "expected 5 fields",
+            2,
+        ),
+        (
+            "bad time zone",
+            Some(format!(
+                "{good_db}[recurring.nightly]\nkind = \"export\"\nschedule = \"30 2 * * *\"\ntimezone = \"Europe/Atlantis\"\n"
+            )),
+            "\"Europe/Atlantis\"",
+            2,
+        ),
+        (
+            "date in args",
+            Some(format!(
+                "{good_db}[recurring.nightly]\nkind = \"export\"\nschedule = \"30 2 * * *\"\nargs = {{ since = 2026-01-01 }}\n"
+            )),
+            "recurring task \"nightly\": args: 2026-01-01 is a TOML date",
+            2,
+        ),
+        (
+            "unknown recurring key",
+            Some(format!(
+                "{good_db}[recurring.nightly]\nkind = \"export\"\nschedule = \"30 2 * * *\"\nqueues = \"x\"\n"
+            )),
+            "unknown field `queues`",
+            2,
+        ),
+        (
             "no database",
             Some(workers.clone()),
             "database_url is missing",

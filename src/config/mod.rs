@@ -53,6 +53,10 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_DISPATCHER_BATCH_SIZE: usize = 500;
 /// How often an idle dispatcher looks for due jobs.
 pub const DEFAULT_DISPATCHER_POLLING_INTERVAL: Duration = Duration::from_secs(1);
+/// How many overdue ticks of one recurring task a scheduler fires in a row
+/// before it gives up catching up (after a long pause of the host or the
+/// database), skips to the present and logs a warning.
+pub const RECURRING_MAX_CATCH_UP: u32 = 100;
 /// How often a dispatcher deletes expired concurrency semaphores and offers
 /// slots to blocked jobs that waited past their limit's duration. A slot
 /// is given back when its holder ends; this sweep only catches slots whose

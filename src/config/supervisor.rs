@@ -19,6 +19,15 @@
 //! queues = ["critical", "*"]
 //! threads = 8
 //! env = { RUST_LOG = "info" }         # optional, added to the child's environment
+//!
+//! [recurring.nightly_export]          # one table per task, by key
+//! kind = "export_orders"              # the job's kind
+//! schedule = "0 30 2 * * ?"           # cron: 5 fields, or 6 with seconds first
+//! args = { format = "csv" }           # the job's arguments (default {})
+//! queue = "exports"                   # optional; default: the job type's
+//! priority = 5                        # optional
+//! timezone = "Europe/Berlin"          # optional; default "UTC"
+//! description = "yesterday's orders"  # optional
 //! ```
 //!
 //! Unknown keys are errors, so a typo never silently falls back to a
@@ -37,6 +46,7 @@ use super::{
     Warnings, WorkerConfig,
 };
 use crate::error::{Error, Result};
+use crate::scheduler::RecurringTask;
 use crate::store::DatabaseUrl;
 use crate::worker::QueuePattern;
 
@@ -97,6 +107,68 @@ pub struct SupervisorConfig {
     /// supervisor then only dispatches and prunes.
     #[serde(default)]
     pub workers: Vec<WorkerGroup>,
+    /// Recurring tasks, by key: the supervisor runs a scheduler for them.
+    #[serde(default)]
+    pub recurring: BTreeMap<String, RecurringSection>,
+}
+
+/// `[recurring.<key>]`: a job enqueued at every tick of a cron schedule.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecurringSection {
+    /// The kind of job to enqueue.
+    pub kind: String,
+    /// A cron expression: 5 fields (Unix), or 6 with seconds first
+    /// (Quartz/LeanCloud); see [`crate::Schedule`].
+    pub schedule: String,
+    /// The job's arguments: a table (or any TOML value but a date),
+    /// handed to the job as JSON. Defaults to an empty table.
+    #[serde(default)]
+    pub args: Option<toml::Value>,
+    /// The job's queue. Defaults to the job type's.
+    #[serde(default)]
+    pub queue: Option<String>,
+    /// The job's priority. Defaults to the job type's.
+    #[serde(default)]
+    pub priority: Option<i32>,
+    /// The IANA time zone the schedule is read in. Defaults to `"UTC"`.
+    #[serde(default = "utc")]
+    pub timezone: String,
+    /// What it is for.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+fn utc() -> String {
+    "UTC".to_string()
+}
+
+/// TOML as JSON; dates have no JSON form and are refused.
+fn toml_to_json(value: &toml::Value) -> std::result::Result<serde_json::Value, String> {
+    use serde_json::Value as J;
+    Ok(match value {
+        toml::Value::String(s) => J::String(s.clone()),
+        toml::Value::Integer(i) => J::from(*i),
+        toml::Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map(J::Number)
+            .ok_or_else(|| format!("{f} has no JSON form"))?,
+        toml::Value::Boolean(b) => J::Bool(*b),
+        toml::Value::Datetime(d) => {
+            return Err(format!("{d} is a TOML date, which JSON has not: quote it"));
+        }
+        toml::Value::Array(items) => J::Array(
+            items
+                .iter()
+                .map(toml_to_json)
+                .collect::<std::result::Result<_, _>>()?,
+        ),
+        toml::Value::Table(table) => J::Object(
+            table
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), toml_to_json(v)?)))
+                .collect::<std::result::Result<_, String>>()?,
+        ),
+    })
 }
 
 /// `[dispatcher]`.
@@ -271,6 +343,7 @@ impl SupervisorConfig {
                 "dispatcher.polling_interval must be longer than zero".into()
             ));
         }
+        self.recurring_tasks(origin)?;
         for (i, group) in self.workers.iter().enumerate() {
             if group
                 .command
@@ -310,6 +383,50 @@ impl SupervisorConfig {
             ));
         }
         Ok(Warnings(warnings))
+    }
+
+    /// The recurring tasks of `[recurring.*]`; `origin` names the file in
+    /// errors, which name the task and what is wrong with it (for a bad
+    /// schedule: the expression and its bad field).
+    pub fn recurring_tasks(&self, origin: &str) -> Result<Vec<RecurringTask>> {
+        self.recurring
+            .iter()
+            .map(|(key, section)| {
+                let bad = |message: String| Error::Config {
+                    origin: origin.to_string(),
+                    message,
+                };
+                let arguments = match &section.args {
+                    Some(args) => toml_to_json(args)
+                        .map_err(|e| bad(format!("recurring task {key:?}: args: {e}")))?,
+                    None => serde_json::json!({}),
+                };
+                let build = || -> Result<RecurringTask> {
+                    let mut task = RecurringTask::untyped(
+                        key.clone(),
+                        &section.schedule,
+                        section.kind.clone(),
+                        arguments.clone(),
+                    )?
+                    .timezone(&section.timezone)?;
+                    if let Some(queue) = &section.queue {
+                        crate::config::validate_queue_name(queue)?;
+                        task = task.queue(queue.clone());
+                    }
+                    if let Some(priority) = section.priority {
+                        task = task.priority(priority);
+                    }
+                    if let Some(description) = &section.description {
+                        task = task.description(description.clone());
+                    }
+                    Ok(task)
+                };
+                build().map_err(|e| match e {
+                    Error::Schedule { .. } => bad(e.to_string()),
+                    other => bad(format!("recurring task {key:?}: {other}")),
+                })
+            })
+            .collect()
     }
 
     /// The dispatcher settings.

@@ -3,9 +3,11 @@
 //! itself.
 
 pub(crate) mod heartbeat;
+mod registration;
 mod signals;
 pub(crate) mod wakeups;
 
+pub(crate) use registration::Registration;
 pub(crate) use signals::subscribe as subscribe_signals;
 pub use signals::{install_signal_handlers, signal_received};
 
@@ -17,6 +19,7 @@ use crate::store::{NewProcess, Store};
 pub(crate) enum ProcessKind {
     Worker,
     Dispatcher,
+    Scheduler,
     Supervisor,
 }
 
@@ -25,6 +28,7 @@ impl ProcessKind {
         match self {
             ProcessKind::Worker => "worker",
             ProcessKind::Dispatcher => "dispatcher",
+            ProcessKind::Scheduler => "scheduler",
             ProcessKind::Supervisor => "supervisor",
         }
     }

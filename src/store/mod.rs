@@ -24,6 +24,7 @@ mod listener;
 mod notifier;
 mod postgres;
 mod processes;
+mod recurring;
 pub(crate) mod schema;
 mod sqlite;
 mod types;
@@ -46,6 +47,7 @@ pub(crate) use info::JobLookup;
 pub(crate) use jobs::enqueue_on_driver;
 pub(crate) use listener::{Heard, Listener};
 pub(crate) use processes::{PruneTarget, Pruned, ReleaseReason, ReleaseReport};
+pub(crate) use recurring::RecurringTaskRow;
 pub(crate) use types::*;
 
 use crate::concurrency::StoredLimit;
@@ -507,6 +509,19 @@ pub(crate) trait Driver {
 
     /// Up to `limit` keys of blocked executions whose expiry passed.
     fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>>;
+
+    /// Makes `recurring_tasks` hold exactly `tasks` (inside a transaction).
+    fn recurring_tasks_sync(&mut self, tasks: &[RecurringTaskRow]) -> QueryResult<()>;
+
+    /// Inserts the row of one tick of a recurring task unless it exists;
+    /// returns whether it was inserted. On PostgreSQL a racing insert of
+    /// the same tick waits for the first to commit or roll back.
+    fn recurring_execution_insert(
+        &mut self,
+        task_key: &str,
+        run_at: NaiveDateTime,
+        job_id: i64,
+    ) -> QueryResult<bool>;
 }
 
 /// The driver for a pooled connection: the one `match` on the backend

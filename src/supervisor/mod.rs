@@ -1,7 +1,7 @@
 //! The supervisor: a separate process (`solidq supervisor --config
 //! solidq.toml`, or [`Supervisor::run`] in your own binary) that keeps the
-//! configured worker processes running, runs the dispatcher, and prunes
-//! dead processes.
+//! configured worker processes running, runs the dispatcher and the
+//! scheduler of its recurring tasks, and prunes dead processes.
 //!
 //! * **Children.** Each `[[workers]]` entry is spawned `processes` times
 //!   with its settings in the environment (see
@@ -43,8 +43,10 @@ use crate::config::{QueueConfig, SupervisorConfig};
 use crate::dispatcher::Dispatcher;
 use crate::error::{Error, Result};
 use crate::events::{Events, NoEvents, PruneReason};
+use crate::job::Job;
 use crate::process::heartbeat::{Beat, Heartbeat};
 use crate::process::{self, ProcessKind};
+use crate::scheduler::Scheduler;
 use crate::store::{PruneTarget, ReleaseReason, Store};
 use children::Children;
 use maintenance::{Maintenance, MaintenanceConfig, report_pruned};
@@ -74,6 +76,8 @@ pub struct CheckReport {
 pub struct Supervisor {
     config: SupervisorConfig,
     events: Arc<dyn Events>,
+    /// Job types its scheduler knows (see [`Supervisor::register`]).
+    kinds: Vec<fn(Scheduler) -> Scheduler>,
 }
 
 impl Supervisor {
@@ -82,7 +86,27 @@ impl Supervisor {
         Supervisor {
             config,
             events: Arc::new(NoEvents),
+            kinds: Vec::new(),
         }
+    }
+
+    /// Teaches its scheduler job type `J`: recurring tasks of that kind get
+    /// the type's options and concurrency key, and their arguments are
+    /// checked against it. (`solidq supervisor` knows no job types: its
+    /// recurring jobs get the queue's defaults.)
+    pub fn register<J: Job>(mut self) -> Supervisor {
+        self.kinds.push(|scheduler| scheduler.register::<J>());
+        self
+    }
+
+    /// The scheduler of `[recurring.*]`, if there are any.
+    fn scheduler(&self, queue: &Queue) -> Result<Option<Scheduler>> {
+        let tasks = self.config.recurring_tasks("configuration")?;
+        if tasks.is_empty() {
+            return Ok(None);
+        }
+        let scheduler = Scheduler::embedded(queue.clone()).tasks(tasks);
+        Ok(Some(self.kinds.iter().fold(scheduler, |s, teach| teach(s))))
     }
 
     /// Reports stalled jobs and pruned processes to `events`.
@@ -125,6 +149,9 @@ impl Supervisor {
                     pending.join(", ")
                 ),
             });
+        }
+        if let Some(scheduler) = self.scheduler(&queue)? {
+            scheduler.check()?;
         }
         let report = CheckReport {
             database: url.redacted(),
@@ -201,6 +228,10 @@ impl Supervisor {
         let dispatcher = Dispatcher::embedded(queue.clone())
             .config(self.config.dispatcher_config())
             .start()?;
+        let scheduler = match self.scheduler(&queue)? {
+            Some(scheduler) => Some(scheduler.start()?),
+            None => None,
+        };
         let mut maintenance = Maintenance::start(
             store.clone(),
             Arc::clone(&own_id),
@@ -249,6 +280,9 @@ impl Supervisor {
         for pid in children.kill_all() {
             log::warn!("worker pid {pid} was still running {patience:?} after SIGTERM: killed it");
             self.recover(&store, &hostname, pid, PruneReason::KilledAtShutdown);
+        }
+        if let Some(scheduler) = scheduler {
+            scheduler.stop();
         }
         dispatcher.stop();
         maintenance.stop();

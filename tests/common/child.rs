@@ -22,6 +22,7 @@ fn child_process() {
     match role.as_str() {
         "worker" => run_worker(),
         "enqueuer" => run_enqueuer(),
+        "scheduler" => run_scheduler(),
         // Spawned by a supervisor: everything comes from the environment.
         "supervised" => jobs::register(solidq::Worker::from_env().expect("worker from env"))
             .run()
@@ -222,6 +223,44 @@ impl Child {
             .env("SOLIDQ_TEST_KEY", key)
             .env("SOLIDQ_TEST_ROUNDS", rounds.to_string())
             .env("RUST_LOG", "error");
+        Child::spawn(command)
+    }
+}
+
+/// Runs a standalone scheduler with one task, `SOLIDQ_TEST_TASK` on
+/// `SOLIDQ_TEST_SCHEDULE`, enqueuing `Echo`, until SIGTERM.
+pub fn run_scheduler() {
+    let url = std::env::var("SOLIDQ_TEST_URL").expect("SOLIDQ_TEST_URL");
+    let key = std::env::var("SOLIDQ_TEST_TASK").expect("SOLIDQ_TEST_TASK");
+    let schedule = std::env::var("SOLIDQ_TEST_SCHEDULE").expect("SOLIDQ_TEST_SCHEDULE");
+    let queue = Queue::connect(&url).expect("connect");
+    let task = solidq::RecurringTask::new(
+        key,
+        &schedule,
+        &jobs::Echo {
+            value: serde_json::json!("tick"),
+        },
+    )
+    .expect("task");
+    solidq::Scheduler::new(queue)
+        .task(task)
+        .heartbeat_interval(Duration::from_millis(200))
+        .run()
+        .expect("scheduler run");
+}
+
+impl Child {
+    /// Spawns a scheduler process (see [`run_scheduler`]).
+    pub fn scheduler(url: &str, task: &str, schedule: &str) -> Child {
+        let argv = child_command();
+        let mut command = Command::new(&argv[0]);
+        command
+            .args(&argv[1..])
+            .env("SOLIDQ_TEST_CHILD", "scheduler")
+            .env("SOLIDQ_TEST_URL", url)
+            .env("SOLIDQ_TEST_TASK", task)
+            .env("SOLIDQ_TEST_SCHEDULE", schedule)
+            .env("RUST_LOG", "solidq=debug");
         Child::spawn(command)
     }
 }

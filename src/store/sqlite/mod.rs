@@ -20,12 +20,13 @@ use std::time::Duration;
 
 mod concurrency;
 mod explain;
+mod recurring;
 
 pub(in crate::store) use explain::explain;
 
 use super::{
     Cached, ClaimQuery, ClaimedJob, Discarded, Driver, Failed, LimitedJob, NewJob, NewProcess,
-    ProcessRow, Released, ReleasedJob, Retried, Succeeded, utc_now,
+    ProcessRow, RecurringTaskRow, Released, ReleasedJob, Retried, Succeeded, utc_now,
 };
 use crate::concurrency::StoredLimit;
 
@@ -800,6 +801,19 @@ impl Driver for SqliteConnection {
 
     fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>> {
         concurrency::blocked_expired_keys(self, limit)
+    }
+
+    fn recurring_tasks_sync(&mut self, tasks: &[RecurringTaskRow]) -> QueryResult<()> {
+        recurring::tasks_sync(self, tasks)
+    }
+
+    fn recurring_execution_insert(
+        &mut self,
+        task_key: &str,
+        run_at: NaiveDateTime,
+        job_id: i64,
+    ) -> QueryResult<bool> {
+        recurring::execution_insert(self, task_key, run_at, job_id)
     }
 }
 

@@ -1,0 +1,381 @@
+//! The scheduler loop: sleeps until the earliest next tick of its tasks,
+//! fires it, and computes that task's following tick from the one it just
+//! fired (not from the clock), so a late loop catches up instead of
+//! skipping, and never fires a tick twice.
+
+use std::collections::{HashMap, HashSet};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
+
+use super::RecurringTask;
+use super::task::{Build, build};
+use crate::client::Queue;
+use crate::config::{DEFAULT_HEARTBEAT_INTERVAL, RECURRING_MAX_CATCH_UP as MAX_CATCH_UP};
+use crate::error::{Error, Result};
+use crate::job::Job;
+use crate::process::{self, ProcessKind, Registration, wakeups};
+use crate::store::{NewJob, Store};
+
+/// The longest the loop sleeps before looking at the clock again.
+const MAX_SLEEP: Duration = Duration::from_secs(60);
+/// How often the offset between the host's clock and the database's is
+/// measured again.
+const CLOCK_CHECK: Duration = Duration::from_secs(60);
+
+/// Enqueues recurring tasks at their ticks, each tick once however many
+/// schedulers run, on any hosts: a tick's job and its `(task, run_at)` row
+/// are inserted in one transaction, and the row's primary key makes every
+/// other scheduler's insert of the same tick roll back (logged at debug
+/// level, not an error).
+///
+/// Ticks come from the database's clock. A scheduler starts from the first
+/// tick after it starts: ticks missed while no scheduler ran are not fired
+/// later. While it runs, a tick it is late for (a slow database, a paused
+/// host) is still fired, up to [`crate::config::RECURRING_MAX_CATCH_UP`] in
+/// a row per task.
+///
+/// On start it makes the `recurring_tasks` table mirror its tasks (adding,
+/// updating and deleting rows), so every scheduler of a deployment should be
+/// given the same tasks. `solidq supervisor` runs one from `[recurring.*]` in
+/// `solidq.toml`; [`Scheduler::start`] runs one in your own binary.
+pub struct Scheduler {
+    queue: Queue,
+    tasks: Vec<RecurringTask>,
+    kinds: HashMap<String, Build>,
+    register: bool,
+    heartbeat_interval: Duration,
+}
+
+impl Scheduler {
+    /// A standalone scheduler on `queue`'s database: it registers a
+    /// process row of its own and heartbeats it.
+    pub fn new(queue: Queue) -> Scheduler {
+        Scheduler {
+            queue,
+            tasks: Vec::new(),
+            kinds: HashMap::new(),
+            register: true,
+            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+        }
+    }
+
+    /// A scheduler inside a process that has a row already (a supervisor).
+    pub(crate) fn embedded(queue: Queue) -> Scheduler {
+        Scheduler {
+            register: false,
+            ..Scheduler::new(queue)
+        }
+    }
+
+    /// Adds a task.
+    pub fn task(mut self, task: RecurringTask) -> Scheduler {
+        self.tasks.push(task);
+        self
+    }
+
+    /// Adds tasks.
+    pub fn tasks(mut self, tasks: impl IntoIterator<Item = RecurringTask>) -> Scheduler {
+        self.tasks.extend(tasks);
+        self
+    }
+
+    /// Teaches it job type `J`, so untyped tasks of that kind (from
+    /// `solidq.toml`) get the type's options and concurrency key, and their
+    /// arguments are checked against the type when it starts.
+    pub fn register<J: Job>(mut self) -> Scheduler {
+        self.kinds.insert(J::KIND.to_string(), build::<J>);
+        self
+    }
+
+    /// Its heartbeat interval, when standalone. Defaults to
+    /// [`DEFAULT_HEARTBEAT_INTERVAL`].
+    pub fn heartbeat_interval(mut self, interval: Duration) -> Scheduler {
+        self.heartbeat_interval = interval;
+        self
+    }
+
+    /// Checks every task without starting anything: unique keys, the
+    /// arguments of kinds it knows, queue names and options.
+    pub fn check(&self) -> Result<()> {
+        self.prepare().map(drop)
+    }
+
+    fn prepare(&self) -> Result<Vec<Prepared>> {
+        let mut keys = HashSet::new();
+        self.tasks
+            .iter()
+            .map(|task| {
+                if !keys.insert(task.key()) {
+                    return Err(Error::InvalidOption {
+                        option: "recurring task key",
+                        value: task.key().to_string(),
+                        reason: "given twice".into(),
+                    });
+                }
+                let request = task.request(self.kinds.get(task.kind()).copied())?;
+                let job = self.queue.build(&request)?;
+                Ok(Prepared {
+                    task: task.clone(),
+                    job,
+                })
+            })
+            .collect()
+    }
+
+    /// Enqueues task `key` now, through the same exactly-once path as its
+    /// ticks (its run time is the current second of the database's clock):
+    /// for `solidq recurring run`. Returns the job's id, or `None` when this
+    /// second's run of the task exists already.
+    pub fn fire_now(&self, key: &str) -> Result<Option<i64>> {
+        let prepared = self.prepare()?;
+        let Some(p) = prepared.iter().find(|p| p.task.key() == key) else {
+            return Err(Error::InvalidOption {
+                option: "recurring task key",
+                value: key.to_string(),
+                reason: "no such task".into(),
+            });
+        };
+        let now = Clock::new(self.queue.store().clone()).now();
+        let second = DateTime::from_timestamp(now.timestamp(), 0).unwrap_or(now);
+        fire(self.queue.store(), p, second)
+    }
+
+    /// Syncs the `recurring_tasks` table, then starts the loop on its own
+    /// thread and returns at once.
+    pub fn start(self) -> Result<SchedulerHandle> {
+        let prepared = self.prepare()?;
+        let store = self.queue.store().clone();
+        store.recurring_tasks_sync(&prepared.iter().map(|p| p.task.row()).collect::<Vec<_>>())?;
+        let registration = if self.register {
+            Some(Registration::start(
+                &store,
+                ProcessKind::Scheduler,
+                serde_json::json!({
+                    "tasks": prepared.iter().map(|p| p.task.key()).collect::<Vec<_>>(),
+                }),
+                self.heartbeat_interval,
+            )?)
+        } else {
+            None
+        };
+        log::info!(
+            "scheduler started with {} recurring tasks: {}",
+            prepared.len(),
+            prepared
+                .iter()
+                .map(|p| format!("{} ({})", p.task.key(), p.task.schedule().expression()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let (stop, stopped) = bounded::<()>(1);
+        let thread = std::thread::Builder::new()
+            .name("solidq-scheduler".into())
+            .spawn(move || Loop::new(store, prepared).run(&stopped))
+            .map_err(|source| Error::Thread {
+                name: "solidq-scheduler".into(),
+                source,
+            })?;
+        Ok(SchedulerHandle {
+            stop,
+            thread: Some(thread),
+            registration,
+        })
+    }
+
+    /// Installs SIGTERM/SIGINT handlers, starts, and runs until a signal
+    /// arrives.
+    pub fn run(self) -> Result<()> {
+        process::install_signal_handlers()?;
+        let signals = process::subscribe_signals();
+        let handle = self.start()?;
+        let _ = signals.recv();
+        handle.stop();
+        Ok(())
+    }
+}
+
+/// A running scheduler.
+pub struct SchedulerHandle {
+    stop: Sender<()>,
+    thread: Option<JoinHandle<()>>,
+    registration: Option<Registration>,
+}
+
+impl SchedulerHandle {
+    /// Stops the loop, waits for it, and deregisters. Idempotent.
+    pub fn stop(mut self) {
+        self.shut_down();
+    }
+
+    fn shut_down(&mut self) {
+        let _ = self.stop.try_send(());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        if let Some(mut registration) = self.registration.take() {
+            registration.stop();
+        }
+    }
+}
+
+impl Drop for SchedulerHandle {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+/// A task with its job resolved once, at start.
+struct Prepared {
+    task: RecurringTask,
+    job: NewJob,
+}
+
+/// Fires the tick `at` of a task: `Some(job id)`, or `None` when another
+/// scheduler had fired it.
+fn fire(store: &Store, p: &Prepared, at: DateTime<Utc>) -> Result<Option<i64>> {
+    let key = p.task.key();
+    let fired = store.recurring_fire(key, at.naive_utc(), &p.job)?;
+    match fired {
+        Some(id) => {
+            log::info!("recurring task {key} fired for {at} as job {id}");
+            wakeups::wake(store.url().expose());
+        }
+        None => log::debug!("recurring task {key}: its {at} tick was fired by another scheduler"),
+    }
+    Ok(fired)
+}
+
+/// The host's clock corrected to the database's.
+struct Clock {
+    store: Store,
+    offset: chrono::Duration,
+    checked: Option<Instant>,
+}
+
+impl Clock {
+    fn new(store: Store) -> Clock {
+        Clock {
+            store,
+            offset: chrono::Duration::zero(),
+            checked: None,
+        }
+    }
+
+    fn now(&mut self) -> DateTime<Utc> {
+        if self.checked.is_none_or(|c| c.elapsed() >= CLOCK_CHECK) {
+            let before = Utc::now();
+            match self.store.db_now() {
+                Ok(db) => {
+                    let after = Utc::now();
+                    self.offset = db.and_utc() - (before + (after - before) / 2);
+                    if self.offset.num_milliseconds().abs() > 1_000 {
+                        log::info!(
+                            "this host's clock is {} ms off the database's; the scheduler follows the database",
+                            -self.offset.num_milliseconds()
+                        );
+                    }
+                }
+                Err(error) => {
+                    log::warn!("cannot read the database's clock ({error}); using this host's")
+                }
+            }
+            self.checked = Some(Instant::now());
+        }
+        Utc::now() + self.offset
+    }
+}
+
+struct Loop {
+    store: Store,
+    tasks: Vec<Prepared>,
+    next: Vec<Option<DateTime<Utc>>>,
+    /// Overdue ticks fired in a row, per task.
+    behind: Vec<u32>,
+    clock: Clock,
+}
+
+impl Loop {
+    fn new(store: Store, tasks: Vec<Prepared>) -> Loop {
+        let mut clock = Clock::new(store.clone());
+        let now = clock.now();
+        let next = tasks
+            .iter()
+            .map(|p| p.task.schedule().next_after(now))
+            .collect();
+        Loop {
+            behind: vec![0; tasks.len()],
+            store,
+            tasks,
+            next,
+            clock,
+        }
+    }
+
+    fn run(mut self, stopped: &Receiver<()>) {
+        let mut failures = 0u32;
+        loop {
+            let earliest = self
+                .next
+                .iter()
+                .enumerate()
+                .filter_map(|(i, at)| at.map(|at| (i, at)))
+                .min_by_key(|&(_, at)| at);
+            let Some((i, at)) = earliest else {
+                // No task has a tick left.
+                let _ = stopped.recv();
+                return;
+            };
+            let now = self.clock.now();
+            if at > now {
+                let wait = (at - now).to_std().unwrap_or_default().min(MAX_SLEEP);
+                if !matches!(stopped.recv_timeout(wait), Err(RecvTimeoutError::Timeout)) {
+                    return;
+                }
+                continue;
+            }
+            match fire(&self.store, &self.tasks[i], at) {
+                Ok(_) => {
+                    failures = 0;
+                    self.advance(i, at, now);
+                }
+                Err(error) => {
+                    failures += 1;
+                    let pause =
+                        Duration::from_millis(100 * 2u64.pow(failures.min(8))).min(MAX_SLEEP);
+                    log::warn!(
+                        "recurring task {} cannot fire its {at} tick ({error}); retrying in {pause:?}",
+                        self.tasks[i].task.key()
+                    );
+                    if !matches!(stopped.recv_timeout(pause), Err(RecvTimeoutError::Timeout)) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The tick after `fired`, unless the task is too far behind.
+    fn advance(&mut self, i: usize, fired: DateTime<Utc>, now: DateTime<Utc>) {
+        let schedule = self.tasks[i].task.schedule();
+        let mut next = schedule.next_after(fired);
+        if next.is_some_and(|n| n <= now) {
+            self.behind[i] += 1;
+            if self.behind[i] >= MAX_CATCH_UP {
+                let resumed = schedule.next_after(now);
+                log::warn!(
+                    "recurring task {} fell {MAX_CATCH_UP} ticks behind; skipping the ticks from {} to {now}",
+                    self.tasks[i].task.key(),
+                    next.map_or_else(String::new, |n| n.to_string())
+                );
+                next = resumed;
+                self.behind[i] = 0;
+            }
+        } else {
+            self.behind[i] = 0;
+        }
+        self.next[i] = next;
+    }
+}
