@@ -4,14 +4,12 @@
 //! rows are locked with `SKIP LOCKED`, so any number of dispatchers can run;
 //! on SQLite they take turns on the write lock.
 
-use std::thread::JoinHandle;
-
-use crossbeam_channel::{Sender, bounded};
-
 use crate::client::Queue;
 use crate::config::DispatcherConfig;
-use crate::error::{Error, Result};
-use crate::process::{ProcessKind, Registration, wakeups};
+use crossbeam_channel::Receiver;
+
+use crate::error::Result;
+use crate::process::{ProcessKind, Registration, Service, wakeups};
 use crate::store::Store;
 
 /// Moves due scheduled jobs to ready.
@@ -107,6 +105,48 @@ impl Dispatcher {
         Ok(sweep.released)
     }
 
+    /// The loop: dispatch, then sleep `polling_interval` unless a batch came
+    /// back full; sweep concurrency limits (and keep house) on their own
+    /// intervals; back off on errors.
+    fn run_loop(&self, stopped: &Receiver<()>) {
+        let mut failures = 0u32;
+        let (mut cleaned, mut tended) = (std::time::Instant::now(), std::time::Instant::now());
+        let mut swept = std::time::Instant::now();
+        loop {
+            if swept.elapsed() >= self.config.concurrency_maintenance_interval {
+                if let Err(error) = self.maintain_concurrency() {
+                    log::warn!("concurrency maintenance failed ({error}); retrying later");
+                }
+                swept = std::time::Instant::now();
+            }
+            if self.housekeeping && cleaned.elapsed() >= CLEAN_INTERVAL {
+                crate::supervisor::maintenance::clean(&self.store);
+                cleaned = std::time::Instant::now();
+            }
+            if self.housekeeping && tended.elapsed() >= TEND_INTERVAL {
+                crate::supervisor::maintenance::tend(&self.store);
+                tended = std::time::Instant::now();
+            }
+            let wait = match self.run_once() {
+                Ok(moved) if moved >= self.config.batch_size => continue,
+                Ok(_) => {
+                    failures = 0;
+                    self.config.polling_interval
+                }
+                Err(error) => {
+                    failures += 1;
+                    let wait = (self.config.polling_interval * 2u32.pow(failures.min(5)))
+                        .min(std::time::Duration::from_secs(30));
+                    log::warn!("dispatching failed ({error}); retrying in {wait:?}");
+                    wait
+                }
+            };
+            if stopped.recv_timeout(wait).is_ok() {
+                break;
+            }
+        }
+    }
+
     /// Starts the loop on its own thread and returns at once.
     pub fn start(self) -> Result<DispatcherHandle> {
         self.config.validate()?;
@@ -120,86 +160,21 @@ impl Dispatcher {
         } else {
             None
         };
-        let (stop, stopped) = bounded::<()>(1);
-        let thread = std::thread::Builder::new()
-            .name("solidq-dispatcher".into())
-            .spawn(move || {
-                let mut failures = 0u32;
-                let (mut cleaned, mut tended) =
-                    (std::time::Instant::now(), std::time::Instant::now());
-                let mut swept = std::time::Instant::now();
-                loop {
-                    if swept.elapsed() >= self.config.concurrency_maintenance_interval {
-                        if let Err(error) = self.maintain_concurrency() {
-                            log::warn!("concurrency maintenance failed ({error}); retrying later");
-                        }
-                        swept = std::time::Instant::now();
-                    }
-                    if self.housekeeping && cleaned.elapsed() >= CLEAN_INTERVAL {
-                        crate::supervisor::maintenance::clean(&self.store);
-                        cleaned = std::time::Instant::now();
-                    }
-                    if self.housekeeping && tended.elapsed() >= TEND_INTERVAL {
-                        crate::supervisor::maintenance::tend(&self.store);
-                        tended = std::time::Instant::now();
-                    }
-                    let wait = match self.run_once() {
-                        Ok(moved) if moved >= self.config.batch_size => continue,
-                        Ok(_) => {
-                            failures = 0;
-                            self.config.polling_interval
-                        }
-                        Err(error) => {
-                            failures += 1;
-                            let wait = (self.config.polling_interval * 2u32.pow(failures.min(5)))
-                                .min(std::time::Duration::from_secs(30));
-                            log::warn!("dispatching failed ({error}); retrying in {wait:?}");
-                            wait
-                        }
-                    };
-                    if stopped.recv_timeout(wait).is_ok() {
-                        break;
-                    }
-                }
-            })
-            .map_err(|source| Error::Thread {
-                name: "solidq-dispatcher".into(),
-                source,
-            })?;
-        Ok(DispatcherHandle {
-            stop,
-            thread: Some(thread),
-            registration,
-        })
+        let service = Service::spawn("solidq-dispatcher", registration, move |stopped| {
+            self.run_loop(&stopped);
+        })?;
+        Ok(DispatcherHandle { service })
     }
 }
 
 /// A running dispatcher.
 pub struct DispatcherHandle {
-    stop: Sender<()>,
-    thread: Option<JoinHandle<()>>,
-    registration: Option<Registration>,
+    service: Service,
 }
 
 impl DispatcherHandle {
     /// Stops the loop, waits for it, and deregisters. Idempotent.
     pub fn stop(mut self) {
-        self.shut_down();
-    }
-
-    fn shut_down(&mut self) {
-        let _ = self.stop.try_send(());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        if let Some(mut registration) = self.registration.take() {
-            registration.stop();
-        }
-    }
-}
-
-impl Drop for DispatcherHandle {
-    fn drop(&mut self) {
-        self.shut_down();
+        self.service.stop();
     }
 }

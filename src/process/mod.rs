@@ -4,10 +4,12 @@
 
 pub(crate) mod heartbeat;
 mod registration;
+mod service;
 mod signals;
 pub(crate) mod wakeups;
 
 pub(crate) use registration::Registration;
+pub(crate) use service::Service;
 pub(crate) use signals::subscribe as subscribe_signals;
 pub use signals::{install_signal_handlers, signal_received};
 

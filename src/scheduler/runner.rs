@@ -4,11 +4,10 @@
 //! skipping, and never fires a tick twice.
 
 use std::collections::{HashMap, HashSet};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use super::RecurringTask;
 use super::task::{Build, build};
@@ -16,7 +15,7 @@ use crate::client::Queue;
 use crate::config::{DEFAULT_HEARTBEAT_INTERVAL, RECURRING_MAX_CATCH_UP as MAX_CATCH_UP};
 use crate::error::{Error, Result};
 use crate::job::Job;
-use crate::process::{self, ProcessKind, Registration, wakeups};
+use crate::process::{self, ProcessKind, Registration, Service, wakeups};
 use crate::store::{NewJob, Store};
 
 /// The longest the loop sleeps before looking at the clock again.
@@ -170,19 +169,10 @@ impl Scheduler {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        let (stop, stopped) = bounded::<()>(1);
-        let thread = std::thread::Builder::new()
-            .name("solidq-scheduler".into())
-            .spawn(move || Loop::new(store, prepared).run(&stopped))
-            .map_err(|source| Error::Thread {
-                name: "solidq-scheduler".into(),
-                source,
-            })?;
-        Ok(SchedulerHandle {
-            stop,
-            thread: Some(thread),
-            registration,
-        })
+        let service = Service::spawn("solidq-scheduler", registration, move |stopped| {
+            Loop::new(store, prepared).run(&stopped);
+        })?;
+        Ok(SchedulerHandle { service })
     }
 
     /// Installs SIGTERM/SIGINT handlers, starts, and runs until a signal
@@ -199,31 +189,13 @@ impl Scheduler {
 
 /// A running scheduler.
 pub struct SchedulerHandle {
-    stop: Sender<()>,
-    thread: Option<JoinHandle<()>>,
-    registration: Option<Registration>,
+    service: Service,
 }
 
 impl SchedulerHandle {
     /// Stops the loop, waits for it, and deregisters. Idempotent.
     pub fn stop(mut self) {
-        self.shut_down();
-    }
-
-    fn shut_down(&mut self) {
-        let _ = self.stop.try_send(());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        if let Some(mut registration) = self.registration.take() {
-            registration.stop();
-        }
-    }
-}
-
-impl Drop for SchedulerHandle {
-    fn drop(&mut self) {
-        self.shut_down();
+        self.service.stop();
     }
 }
 

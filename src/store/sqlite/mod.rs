@@ -759,62 +759,7 @@ impl Driver for SqliteConnection {
         Ok(Vec::new())
     }
 
-    fn scheduled_take_limited(
-        &mut self,
-        ids: Option<&[i64]>,
-        batch: usize,
-    ) -> QueryResult<Vec<LimitedJob>> {
-        concurrency::scheduled_take_limited(self, ids, batch)
-    }
-
-    fn semaphore_acquire(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
-        concurrency::semaphore_acquire(self, key, limit)
-    }
-
-    fn semaphore_signal(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
-        concurrency::semaphore_signal(self, key, limit)
-    }
-
-    fn ready_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
-        concurrency::ready_insert(self, jobs)
-    }
-
-    fn blocked_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
-        concurrency::blocked_insert(self, jobs)
-    }
-
-    fn blocked_next(&mut self, key: &str) -> QueryResult<Option<LimitedJob>> {
-        concurrency::blocked_next(self, key)
-    }
-
-    fn blocked_delete(&mut self, job_id: i64) -> QueryResult<()> {
-        concurrency::blocked_delete(self, job_id)
-    }
-
-    fn jobs_discard(&mut self, rows: &[Discarded]) -> QueryResult<()> {
-        concurrency::jobs_discard(self, rows)
-    }
-
-    fn semaphores_delete_expired(&mut self) -> QueryResult<Vec<String>> {
-        concurrency::semaphores_delete_expired(self)
-    }
-
-    fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>> {
-        concurrency::blocked_expired_keys(self, limit)
-    }
-
-    fn recurring_tasks_sync(&mut self, tasks: &[RecurringTaskRow]) -> QueryResult<()> {
-        recurring::tasks_sync(self, tasks)
-    }
-
-    fn recurring_execution_insert(
-        &mut self,
-        task_key: &str,
-        run_at: NaiveDateTime,
-        job_id: i64,
-    ) -> QueryResult<bool> {
-        recurring::execution_insert(self, task_key, run_at, job_id)
-    }
+    super::forward_to_backend_modules!();
 }
 
 fn minus(now: NaiveDateTime, d: Duration) -> NaiveDateTime {
