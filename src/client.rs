@@ -10,9 +10,12 @@ use diesel::{PgConnection, SqliteConnection};
 use crate::concurrency::{ConcurrencyLimit, StoredLimit};
 use crate::config::{MAX_UNIQUE_KEY_LEN, QueueConfig, validate_queue_name};
 use crate::error::{Error, Result};
+use crate::events::{Events, JobDiscarded, JobEnqueued, default_events};
 use crate::job::{EnqueueOptions, Job, JobInfo, JobOptions, StoredOptions};
 use crate::process::wakeups;
-use crate::store::{self, AnyConnection, Backend, DatabaseUrl, Driver, NewJob, PoolOptions, Store};
+use crate::store::{
+    self, AnyConnection, Backend, DatabaseUrl, Driver, Inserted, NewJob, PoolOptions, Store,
+};
 
 /// A handle on a solidq database: cheap to clone, safe to share between
 /// threads. Everything a producer needs.
@@ -24,6 +27,7 @@ pub struct Queue {
 struct Inner {
     store: Store,
     config: QueueConfig,
+    events: Arc<dyn Events>,
 }
 
 impl Queue {
@@ -48,8 +52,55 @@ impl Queue {
             },
         )?;
         Ok(Queue {
-            inner: Arc::new(Inner { store, config }),
+            inner: Arc::new(Inner {
+                store,
+                config,
+                events: default_events(),
+            }),
         })
+    }
+
+    /// This queue with `events` as its hooks (see [`crate::events`]): they
+    /// hear of every job it enqueues, and the [`Worker`](crate::Worker),
+    /// [`Dispatcher`](crate::Dispatcher) and [`Scheduler`](crate::Scheduler)
+    /// built from it use them unless given their own. Defaults to
+    /// [`LogEvents`](crate::LogEvents). The returned queue shares the
+    /// connection pool; clones made before keep their hooks.
+    ///
+    /// ```no_run
+    /// use solidq::events::{Events, JobEnqueued};
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    ///
+    /// #[derive(Default)]
+    /// struct Enqueued(AtomicU64);
+    ///
+    /// impl Events for Enqueued {
+    ///     fn job_enqueued(&self, _: &JobEnqueued) {
+    ///         self.0.fetch_add(1, Ordering::Relaxed);
+    ///     }
+    /// }
+    ///
+    /// let queue = solidq::Queue::connect("sqlite://jobs.sqlite3")?
+    ///     .with_events((solidq::LogEvents, Enqueued::default()));
+    /// # Ok::<(), solidq::Error>(())
+    /// ```
+    pub fn with_events(self, events: impl Events) -> Queue {
+        self.with_events_arc(Arc::new(events))
+    }
+
+    pub(crate) fn with_events_arc(self, events: Arc<dyn Events>) -> Queue {
+        Queue {
+            inner: Arc::new(Inner {
+                store: self.inner.store.clone(),
+                config: self.inner.config.clone(),
+                events,
+            }),
+        }
+    }
+
+    /// The hooks of this queue.
+    pub(crate) fn events(&self) -> &Arc<dyn Events> {
+        &self.inner.events
     }
 
     /// Creates or updates solidq's tables. Running it again changes nothing;
@@ -92,9 +143,9 @@ impl Queue {
     /// with that job's id.
     pub fn enqueue_with<J: Job>(&self, job: &J, options: EnqueueOptions) -> Result<i64> {
         let new = self.build(&JobRequest::new(job, options)?)?;
-        let outcome = self.inner.store.jobs_enqueue(std::slice::from_ref(&new))?;
-        self.after_enqueue(std::slice::from_ref(&new));
-        single(&new, outcome)
+        let inserted = self.inner.store.jobs_enqueue(std::slice::from_ref(&new))?;
+        self.after_enqueue(std::slice::from_ref(&new), &inserted);
+        single(&new, inserted.outcome)
     }
 
     /// Enqueues every job of `jobs` in one transaction with multi-row
@@ -105,23 +156,26 @@ impl Queue {
             .iter()
             .map(|job| self.build(&JobRequest::new(job, EnqueueOptions::new())?))
             .collect::<Result<Vec<_>>>()?;
-        let ids = self.inner.store.with_driver("jobs_enqueue", |d| {
+        let inserted = self.inner.store.with_driver("jobs_enqueue", |d| {
             store::in_transaction(d, |d| {
-                let outcome = store::enqueue_on_driver(d, &new, false)?;
-                if outcome.iter().any(|o| o.is_err()) {
-                    return Ok(Err(outcome));
+                let inserted = Store::jobs_enqueue_on(d, &new, false)?;
+                if inserted.outcome.iter().any(|o| o.is_err()) {
+                    // Nothing is enqueued: the caller learns of the first
+                    // duplicate.
+                    return Ok(Err(inserted.outcome));
                 }
-                Ok(Ok(outcome
-                    .into_iter()
-                    .map(|o| o.unwrap_or_default())
-                    .collect()))
+                Ok(Ok(inserted))
             })
         })?;
-        match ids {
-            Ok(ids) => {
+        match inserted {
+            Ok(inserted) => {
                 self.inner.store.notify_ready(&new);
-                self.after_enqueue(&new);
-                Ok(ids)
+                self.after_enqueue(&new, &inserted);
+                Ok(inserted
+                    .outcome
+                    .into_iter()
+                    .map(|o| o.unwrap_or_default())
+                    .collect())
             }
             Err(outcome) => Err(first_duplicate(&new, &outcome)),
         }
@@ -151,9 +205,10 @@ impl Queue {
             .iter()
             .map(|r| self.build(r))
             .collect::<Result<Vec<_>>>()?;
-        let outcome = self.inner.store.jobs_enqueue(&new)?;
-        self.after_enqueue(&new);
-        Ok(outcome
+        let inserted = self.inner.store.jobs_enqueue(&new)?;
+        self.after_enqueue(&new, &inserted);
+        Ok(inserted
+            .outcome
             .into_iter()
             .map(|o| match o {
                 Ok(id) => Enqueued::New(id),
@@ -164,7 +219,9 @@ impl Queue {
 
     /// Enqueues `job` on `conn`, the caller's own diesel connection to the
     /// same database, so it commits or rolls back with the caller's
-    /// transaction: a rollback leaves no job.
+    /// transaction: a rollback leaves no job. The queue's
+    /// [`Events::job_enqueued`] fires when solidq's statements ran, before
+    /// the caller's transaction commits or rolls back.
     ///
     /// ```no_run
     /// # use diesel::Connection;
@@ -193,13 +250,14 @@ impl Queue {
         options: EnqueueOptions,
     ) -> Result<i64> {
         let new = self.build(&JobRequest::new(job, options)?)?;
-        let outcome =
-            store::enqueue_on_driver(conn.solidq_driver().0, std::slice::from_ref(&new), true)
+        let inserted =
+            Store::jobs_enqueue_on(conn.solidq_driver().0, std::slice::from_ref(&new), true)
                 .map_err(Error::db("jobs_enqueue"))?;
         // The caller's transaction may still roll back; a worker woken early
-        // finds nothing and goes back to sleep.
-        self.after_enqueue(std::slice::from_ref(&new));
-        single(&new, outcome)
+        // finds nothing and goes back to sleep, and the hooks were told of
+        // a job that never was (documented above).
+        self.after_enqueue(std::slice::from_ref(&new), &inserted);
+        single(&new, inserted.outcome)
     }
 
     /// Everything known about job `id`.
@@ -297,15 +355,26 @@ impl Queue {
         })
     }
 
-    fn after_enqueue(&self, jobs: &[NewJob]) {
-        log::debug!(
-            "enqueued {} jobs (first kind {:?})",
-            jobs.len(),
-            jobs.first().map(|j| &j.kind)
-        );
+    /// Wakes this process's workers and tells the hooks.
+    fn after_enqueue(&self, jobs: &[NewJob], inserted: &Inserted) {
         if jobs.iter().any(|j| j.run_at.is_none() && j.delay.is_zero()) {
             wakeups::wake(self.inner.store.url().expose());
         }
+        report_enqueued(self.inner.events.as_ref(), jobs, inserted);
+    }
+}
+
+/// Tells `events` of each new job of `jobs` (not of duplicates), then of
+/// those discarded on the way in.
+fn report_enqueued(events: &dyn Events, jobs: &[NewJob], inserted: &Inserted) {
+    let now = chrono::Utc::now();
+    for (job, outcome) in jobs.iter().zip(&inserted.outcome) {
+        if let Ok(id) = outcome {
+            events.job_enqueued(&JobEnqueued::of(job, *id, now));
+        }
+    }
+    for job in &inserted.discarded {
+        events.job_discarded(&JobDiscarded::of(job));
     }
 }
 

@@ -4,11 +4,14 @@
 //! rows are locked with `SKIP LOCKED`, so any number of dispatchers can run;
 //! on SQLite they take turns on the write lock.
 
+use std::sync::Arc;
+
 use crate::client::Queue;
 use crate::config::DispatcherConfig;
 use crossbeam_channel::Receiver;
 
 use crate::error::Result;
+use crate::events::{Events, JobDiscarded};
 use crate::process::{ProcessKind, Registration, Service, wakeups};
 use crate::store::Store;
 
@@ -16,6 +19,7 @@ use crate::store::Store;
 pub struct Dispatcher {
     store: Store,
     config: DispatcherConfig,
+    events: Arc<dyn Events>,
     /// Whether it registers its own process row (standalone) or runs inside
     /// a process that has one (a worker, a supervisor).
     register: bool,
@@ -32,11 +36,13 @@ const TEND_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Dispatcher {
     /// A standalone dispatcher on `queue`'s database: it registers a process
-    /// row of kind `dispatcher` and heartbeats into it.
+    /// row of kind `dispatcher` and heartbeats into it. It reports to the
+    /// queue's hooks unless given its own ([`Dispatcher::events`]).
     pub fn new(queue: Queue) -> Dispatcher {
         Dispatcher {
             store: queue.store().clone(),
             config: DispatcherConfig::default(),
+            events: Arc::clone(queue.events()),
             register: true,
             housekeeping: false,
         }
@@ -63,6 +69,13 @@ impl Dispatcher {
         self
     }
 
+    /// Reports discarded jobs and its registration to `events` instead of
+    /// the queue's hooks.
+    pub fn events(mut self, events: impl Events) -> Dispatcher {
+        self.events = Arc::new(events);
+        self
+    }
+
     /// Moves one batch of due jobs; returns how many moved. Jobs under a
     /// concurrency limit take a slot on the way, or wait blocked, or are
     /// discarded.
@@ -72,13 +85,16 @@ impl Dispatcher {
             .store
             .scheduled_dispatch_limited(self.config.batch_size)?;
         ready += limited.ready.len();
-        let moved = ready + limited.blocked + limited.discarded;
+        let moved = ready + limited.blocked + limited.discarded.len();
         if moved > 0 {
             log::debug!(
                 "dispatched {moved} scheduled jobs: {ready} ready, {} blocked, {} discarded",
                 limited.blocked,
-                limited.discarded
+                limited.discarded.len()
             );
+        }
+        for job in &limited.discarded {
+            self.events.job_discarded(&JobDiscarded::of(job));
         }
         if ready > 0 {
             wakeups::wake(self.store.url().expose());
@@ -156,6 +172,7 @@ impl Dispatcher {
                 ProcessKind::Dispatcher,
                 serde_json::json!({ "batch_size": self.config.batch_size }),
                 self.config.heartbeat_interval,
+                Arc::clone(&self.events),
             )?)
         } else {
             None

@@ -80,13 +80,15 @@ mod worker;
 #[cfg(feature = "cli")]
 pub mod cli;
 
-pub use admin::{FailedFilter, QueueStats};
+pub use admin::{
+    DEFAULT_JOB_LIST_LIMIT, FailedFilter, JobFilter, ProcessInfo, QueueStats, RecurringInfo,
+};
 pub use client::{DriverRef, EnqueueConnection, Enqueued, JobRequest, Queue};
 pub use concurrency::{ConcurrencyLimit, OnConflict};
 pub use config::{DispatcherConfig, QueueConfig, WorkerConfig};
 pub use dispatcher::{Dispatcher, DispatcherHandle};
 pub use error::{Error, Result};
-pub use events::Events;
+pub use events::{Events, LogEvents, NoEvents};
 pub use job::{
     Backoff, Delivery, EnqueueOptions, ErrorInfo, Job, JobContext, JobError, JobInfo, JobOptions,
     JobResult, JobStatus,
@@ -96,7 +98,7 @@ pub use scheduler::{RecurringTask, Schedule, ScheduleError, Scheduler, Scheduler
 pub use store::{AnyConnection, Backend, DatabaseUrl, statements_executed};
 pub use supervisor::{
     CheckReport, RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, SHUTDOWN_MARGIN, Supervisor,
-    YOUNG_DEATH,
+    SupervisorHandle, YOUNG_DEATH,
 };
 pub use worker::{QueuePattern, Worker, WorkerHandle, WorkerStats};
 

@@ -1,16 +1,32 @@
 //! The `solidq` command line. `src/bin/solidq.rs` only calls [`main`].
+//!
+//! Operator commands find the database in `--database-url`, else
+//! `SOLIDQ_DATABASE_URL`, else the `database_url` of `--config` (default
+//! `solidq.toml` when that file exists). Listings print a table sized to
+//! the terminal, or with `--json` one JSON document (its shape is in the
+//! README's CLI section and stays stable). Exit codes: 0 done, 1
+//! operational error (database unreachable, job not found, unique key
+//! taken), 2 usage error (bad arguments or configuration; nothing was
+//! written). Every error is one line on stderr; a database password never
+//! appears in output or logs.
+
+mod jobs;
+mod ops;
+mod output;
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::config::SupervisorConfig;
-use crate::{Error, Queue, Supervisor};
+use crate::config::{ENV_DATABASE_URL, SupervisorConfig};
+use crate::{Error, JobStatus, Queue, QueueConfig, Supervisor};
+use output::Output;
 
 /// Exit code for an operational error (database unreachable, migration
-/// failed).
+/// failed, job not found).
 pub const EXIT_FAILURE: i32 = 1;
-/// Exit code for a usage error (bad arguments); clap uses it too.
+/// Exit code for a usage error (bad arguments or configuration); clap uses
+/// it too.
 pub const EXIT_USAGE: i32 = 2;
 
 #[derive(Parser)]
@@ -24,16 +40,36 @@ struct Cli {
     command: Command,
 }
 
+/// Where an operator command finds the database.
+#[derive(Args, Clone)]
+struct Db {
+    /// postgres://…, sqlite://path or a file path.
+    #[arg(long, env = ENV_DATABASE_URL, hide_env_values = true)]
+    database_url: Option<String>,
+    /// A solidq.toml to take `database_url` from (default ./solidq.toml
+    /// when it exists).
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+/// How a command prints.
+#[derive(Args, Clone, Copy)]
+struct Format {
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Create or update solidq's tables (running it twice changes nothing).
     Migrate {
         /// postgres://…, sqlite://path or a file path.
-        #[arg(long, env = "SOLIDQ_DATABASE_URL")]
+        #[arg(long, env = ENV_DATABASE_URL, hide_env_values = true)]
         database_url: String,
     },
-    /// Run the worker processes of a configuration file, the dispatcher and
-    /// the pruner, until SIGTERM or SIGINT.
+    /// Run the worker processes of a configuration file, the dispatcher,
+    /// the scheduler and the pruner, until SIGTERM or SIGINT.
     Supervisor {
         /// The configuration file.
         #[arg(long, default_value = "solidq.toml")]
@@ -46,36 +82,213 @@ enum Command {
         #[arg(long, default_value = "solidq.toml")]
         config: PathBuf,
     },
+    /// Enqueue a job by kind, with JSON arguments.
+    Enqueue(jobs::EnqueueArgs),
+    /// Every queue: ready, scheduled, claimed, blocked and failed counts,
+    /// latency, paused.
+    Queues {
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        format: Format,
+    },
+    /// Stop workers claiming from a queue (enqueueing goes on).
+    Pause {
+        /// The queue.
+        queue: String,
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        format: Format,
+    },
+    /// Let workers claim from a paused queue again.
+    Resume {
+        /// The queue.
+        queue: String,
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        format: Format,
+    },
+    /// List jobs, newest first.
+    Jobs(jobs::JobsArgs),
+    /// Everything about one job: status, attempts, times, result, every
+    /// error with its backtrace.
+    Job(jobs::JobArgs),
+    /// Retry or discard failed jobs, in batches.
+    Failed {
+        #[command(subcommand)]
+        action: jobs::FailedAction,
+    },
+    /// Registered processes, their heartbeats and the jobs they hold.
+    Processes {
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        format: Format,
+    },
+    /// Recurring tasks with their next and last runs; `recurring run KEY`
+    /// enqueues one now.
+    Recurring(ops::RecurringArgs),
+    /// Delete finished jobs whose keep_result ended, or with --older-than,
+    /// every finished job that finished longer ago than that.
+    ClearFinished {
+        /// e.g. "7d", "12h".
+        #[arg(long, value_parser = humantime::parse_duration)]
+        older_than: Option<std::time::Duration>,
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        format: Format,
+    },
+}
+
+/// A job status, as the CLI spells it.
+#[derive(Clone, Copy, ValueEnum)]
+enum Status {
+    Scheduled,
+    Ready,
+    Blocked,
+    Running,
+    Succeeded,
+    Failed,
+    Retrying,
+    Discarded,
+}
+
+impl From<Status> for JobStatus {
+    fn from(s: Status) -> JobStatus {
+        match s {
+            Status::Scheduled => JobStatus::Scheduled,
+            Status::Ready => JobStatus::Ready,
+            Status::Blocked => JobStatus::Blocked,
+            Status::Running => JobStatus::Running,
+            Status::Succeeded => JobStatus::Succeeded,
+            Status::Failed => JobStatus::Failed,
+            Status::Retrying => JobStatus::Retrying,
+            Status::Discarded => JobStatus::Discarded,
+        }
+    }
 }
 
 /// Parses the command line, runs the command, and returns the exit code.
 pub fn main() -> i32 {
-    let cli = Cli::parse();
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage_failure(error),
+    };
+    let level = match cli.command {
+        Command::Supervisor { .. } | Command::Migrate { .. } | Command::Check { .. } => "info",
+        _ => "warn",
+    };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level)).init();
     match run(cli.command) {
         Ok(()) => 0,
         Err(error) => {
-            // One line, whatever the error's source printed.
-            let message = error
-                .to_string()
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ");
-            eprintln!("solidq: {message}");
+            eprintln!("solidq: {}", one_line(&error.to_string()));
             exit_code(&error)
         }
     }
 }
 
-/// Bad input (a URL, a configuration) is a usage error; the rest is
-/// operational.
-fn exit_code(error: &Error) -> i32 {
-    match error {
-        Error::Config { .. } | Error::InvalidDatabaseUrl { .. } | Error::InvalidOption { .. } => {
+/// `--help` and `--version` print as clap prints them; anything else clap
+/// refuses becomes one line and exit code 2.
+fn usage_failure(error: clap::Error) -> i32 {
+    use clap::error::ErrorKind;
+    match error.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = error.print();
+            if error.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                EXIT_USAGE
+            } else {
+                0
+            }
+        }
+        _ => {
+            let text = error.render().to_string();
+            let parts: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more"))
+                .map(|l| l.trim_start_matches("error: "))
+                .collect();
+            let mut line = String::new();
+            for part in parts {
+                if !line.is_empty() {
+                    line.push_str(if line.ends_with(':') { " " } else { "; " });
+                }
+                line.push_str(part);
+            }
+            eprintln!("solidq: {}", one_line(&line));
             EXIT_USAGE
         }
+    }
+}
+
+/// `text` on one line, whatever its source printed.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Bad input (a URL, a configuration, an argument) is a usage error; the
+/// rest is operational.
+fn exit_code(error: &Error) -> i32 {
+    match error {
+        Error::Config { .. }
+        | Error::InvalidDatabaseUrl { .. }
+        | Error::InvalidOption { .. }
+        | Error::Schedule { .. } => EXIT_USAGE,
         _ => EXIT_FAILURE,
     }
+}
+
+impl Db {
+    /// Connects to the database the arguments name, and checks it is
+    /// migrated.
+    fn queue(&self) -> crate::Result<Queue> {
+        let url = match (&self.database_url, &self.config) {
+            (Some(url), _) if !url.trim().is_empty() => url.clone(),
+            (_, Some(path)) => from_config(path)?,
+            _ => {
+                let default = PathBuf::from("solidq.toml");
+                if default.exists() {
+                    from_config(&default)?
+                } else {
+                    return Err(Error::Config {
+                        origin: "command line".into(),
+                        message: format!(
+                            "no database: give --database-url, set {ENV_DATABASE_URL}, or --config solidq.toml"
+                        ),
+                    });
+                }
+            }
+        };
+        let queue = Queue::connect_with(
+            &url,
+            QueueConfig {
+                pool_size: 2,
+                ..QueueConfig::default()
+            },
+        )?;
+        let pending = queue.store().migrations_pending()?;
+        if !pending.is_empty() {
+            return Err(Error::Config {
+                origin: queue.url().redacted(),
+                message: format!(
+                    "the database is missing migrations {}: run `solidq migrate` first",
+                    pending.join(", ")
+                ),
+            });
+        }
+        Ok(queue)
+    }
+}
+
+fn from_config(path: &std::path::Path) -> crate::Result<String> {
+    let config = SupervisorConfig::load(path)?;
+    Ok(config.database_url()?.expose().to_string())
 }
 
 fn run(command: Command) -> crate::Result<()> {
@@ -104,5 +317,32 @@ fn run(command: Command) -> crate::Result<()> {
             );
             Ok(())
         }
+        Command::Enqueue(args) => jobs::enqueue(args),
+        Command::Queues { db, format } => ops::queues(&db.queue()?, out(format)),
+        Command::Pause { queue, db, format } => ops::pause(&db.queue()?, &queue, true, out(format)),
+        Command::Resume { queue, db, format } => {
+            ops::pause(&db.queue()?, &queue, false, out(format))
+        }
+        Command::Jobs(args) => jobs::list(args),
+        Command::Job(args) => jobs::show(args),
+        Command::Failed { action } => jobs::failed(action),
+        Command::Processes { db, format } => ops::processes(&db.queue()?, out(format)),
+        Command::Recurring(args) => ops::recurring(args),
+        Command::ClearFinished {
+            older_than,
+            db,
+            format,
+        } => {
+            let deleted = db.queue()?.clear_finished(older_than)?;
+            out(format).say(
+                serde_json::json!({ "deleted": deleted }),
+                &format!("deleted {deleted} finished jobs"),
+            );
+            Ok(())
+        }
     }
+}
+
+fn out(format: Format) -> Output {
+    Output { json: format.json }
 }

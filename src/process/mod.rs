@@ -14,6 +14,7 @@ pub(crate) use signals::subscribe as subscribe_signals;
 pub use signals::{install_signal_handlers, signal_received};
 
 use crate::error::Result;
+use crate::events::{Events, ProcessRegistered};
 use crate::store::{NewProcess, Store};
 
 /// The kinds of process rows solidq writes.
@@ -56,18 +57,29 @@ pub(crate) fn describe(
     }
 }
 
-/// Registers `process`; on a name clash (a restarted process reusing an
-/// explicit name whose old row is still there) a random suffix is added.
-pub(crate) fn register(store: &Store, process: &NewProcess) -> Result<i64> {
-    match store.process_register(process) {
-        Ok(id) => Ok(id),
+/// Registers `process` and tells `events`; on a name clash (a restarted
+/// process reusing an explicit name whose old row is still there) a random
+/// suffix is added.
+pub(crate) fn register(store: &Store, process: &NewProcess, events: &dyn Events) -> Result<i64> {
+    let mut row = std::borrow::Cow::Borrowed(process);
+    let id = match store.process_register(process) {
+        Ok(id) => id,
         Err(e) if is_unique_violation(&e) => {
-            let mut renamed = process.clone();
+            let renamed = row.to_mut();
             renamed.name = format!("{}-{:06x}", process.name, fastrand::u32(..) >> 8);
-            store.process_register(&renamed)
+            store.process_register(renamed)?
         }
-        Err(e) => Err(e),
-    }
+        Err(e) => return Err(e),
+    };
+    events.process_registered(&ProcessRegistered {
+        process_id: id,
+        kind: row.kind.clone(),
+        name: row.name.clone(),
+        pid: row.pid,
+        hostname: row.hostname.clone(),
+        supervisor_id: row.supervisor_id,
+    });
+    Ok(id)
 }
 
 fn is_unique_violation(error: &crate::Error) -> bool {

@@ -10,6 +10,7 @@ use super::heartbeat::{Beat, Heartbeat};
 use super::{ProcessKind, describe, register};
 use crate::config::DEFAULT_PROCESS_ALIVE_THRESHOLD;
 use crate::error::Result;
+use crate::events::Events;
 use crate::store::{ReleaseReason, Store};
 
 /// A registered standalone service.
@@ -22,16 +23,18 @@ pub(crate) struct Registration {
 
 impl Registration {
     /// Registers a `kind` row with `metadata` and heartbeats it every
-    /// `interval`.
+    /// `interval`; each registration is reported to `events`.
     pub(crate) fn start(
         store: &Store,
         kind: ProcessKind,
         metadata: serde_json::Value,
         interval: Duration,
+        events: Arc<dyn Events>,
     ) -> Result<Registration> {
         let row = describe(kind, None, None, metadata);
-        let id = Arc::new(AtomicI64::new(register(store, &row)?));
+        let id = Arc::new(AtomicI64::new(register(store, &row, events.as_ref())?));
         let again = store.clone();
+        let current = Arc::clone(&id);
         let heartbeat = Heartbeat::spawn(
             &format!("solidq-{}-heartbeat", kind.as_str()),
             store.clone(),
@@ -45,8 +48,12 @@ impl Registration {
                         kind.as_str(),
                         row.name
                     );
-                    if let Err(e) = register(&again, &row) {
-                        log::warn!("{} cannot register again: {e}", kind.as_str());
+                    // The heartbeat and the deregistration follow the new
+                    // row; otherwise every beat would find the old one gone
+                    // and register yet another.
+                    match register(&again, &row, events.as_ref()) {
+                        Ok(new) => current.store(new, Ordering::SeqCst),
+                        Err(e) => log::warn!("{} cannot register again: {e}", kind.as_str()),
                     }
                 }
             },

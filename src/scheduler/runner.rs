@@ -4,6 +4,7 @@
 //! skipping, and never fires a tick twice.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -14,6 +15,9 @@ use super::task::{Build, build};
 use crate::client::Queue;
 use crate::config::{DEFAULT_HEARTBEAT_INTERVAL, RECURRING_MAX_CATCH_UP as MAX_CATCH_UP};
 use crate::error::{Error, Result};
+use crate::events::{
+    Events, JobDiscarded, JobEnqueued, RecurringFired, RecurringSkipped, SkipReason,
+};
 use crate::job::Job;
 use crate::process::{self, ProcessKind, Registration, Service, wakeups};
 use crate::store::{NewJob, Store};
@@ -27,8 +31,8 @@ const CLOCK_CHECK: Duration = Duration::from_secs(60);
 /// Enqueues recurring tasks at their ticks, each tick once however many
 /// schedulers run, on any hosts: a tick's job and its `(task, run_at)` row
 /// are inserted in one transaction, and the row's primary key makes every
-/// other scheduler's insert of the same tick roll back (logged at debug
-/// level, not an error).
+/// other scheduler's insert of the same tick roll back (reported as
+/// [`Events::recurring_skipped`], not an error).
 ///
 /// Ticks come from the database's clock. A scheduler starts from the first
 /// tick after it starts: ticks missed while no scheduler ran are not fired
@@ -46,13 +50,16 @@ pub struct Scheduler {
     kinds: HashMap<String, Build>,
     register: bool,
     heartbeat_interval: Duration,
+    events: Arc<dyn Events>,
 }
 
 impl Scheduler {
     /// A standalone scheduler on `queue`'s database: it registers a
-    /// process row of its own and heartbeats it.
+    /// process row of its own and heartbeats it. It reports to the queue's
+    /// hooks unless given its own ([`Scheduler::events`]).
     pub fn new(queue: Queue) -> Scheduler {
         Scheduler {
+            events: Arc::clone(queue.events()),
             queue,
             tasks: Vec::new(),
             kinds: HashMap::new(),
@@ -86,6 +93,13 @@ impl Scheduler {
     /// arguments are checked against the type when it starts.
     pub fn register<J: Job>(mut self) -> Scheduler {
         self.kinds.insert(J::KIND.to_string(), build::<J>);
+        self
+    }
+
+    /// Reports fired and skipped ticks, the jobs it enqueues and its
+    /// registration to `events` instead of the queue's hooks.
+    pub fn events(mut self, events: impl Events) -> Scheduler {
+        self.events = Arc::new(events);
         self
     }
 
@@ -139,7 +153,7 @@ impl Scheduler {
         };
         let now = Clock::new(self.queue.store().clone()).now();
         let second = DateTime::from_timestamp(now.timestamp(), 0).unwrap_or(now);
-        fire(self.queue.store(), p, second)
+        fire(self.queue.store(), p, second, now, self.events.as_ref())
     }
 
     /// Syncs the `recurring_tasks` table, then starts the loop on its own
@@ -156,6 +170,7 @@ impl Scheduler {
                     "tasks": prepared.iter().map(|p| p.task.key()).collect::<Vec<_>>(),
                 }),
                 self.heartbeat_interval,
+                Arc::clone(&self.events),
             )?)
         } else {
             None
@@ -169,8 +184,9 @@ impl Scheduler {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+        let events = self.events;
         let service = Service::spawn("solidq-scheduler", registration, move |stopped| {
-            Loop::new(store, prepared).run(&stopped);
+            Loop::new(store, prepared, events).run(&stopped);
         })?;
         Ok(SchedulerHandle { service })
     }
@@ -205,19 +221,44 @@ struct Prepared {
     job: NewJob,
 }
 
-/// Fires the tick `at` of a task: `Some(job id)`, or `None` when another
-/// scheduler had fired it.
-fn fire(store: &Store, p: &Prepared, at: DateTime<Utc>) -> Result<Option<i64>> {
+/// Fires the tick `at` of a task at `now` (the database's clock): `Some(job
+/// id)`, or `None` when another scheduler had fired it. Tells `events`
+/// either way, once the transaction is over.
+fn fire(
+    store: &Store,
+    p: &Prepared,
+    at: DateTime<Utc>,
+    now: DateTime<Utc>,
+    events: &dyn Events,
+) -> Result<Option<i64>> {
     let key = p.task.key();
     let fired = store.recurring_fire(key, at.naive_utc(), &p.job)?;
-    match fired {
-        Some(id) => {
-            log::info!("recurring task {key} fired for {at} as job {id}");
+    match &fired {
+        Some((id, discarded)) => {
+            let id = *id;
             wakeups::wake(store.url().expose());
+            events.job_enqueued(&JobEnqueued::of(&p.job, id, now));
+            if let Some(job) = discarded {
+                events.job_discarded(&JobDiscarded::of(job));
+            }
+            events.recurring_fired(&RecurringFired {
+                task_key: key.to_string(),
+                run_at: at,
+                job_id: id,
+                kind: p.job.kind.clone(),
+                queue: p.job.queue_name.clone(),
+                late_by: (now - at).to_std().unwrap_or_default(),
+            });
         }
-        None => log::debug!("recurring task {key}: its {at} tick was fired by another scheduler"),
+        None => events.recurring_skipped(&RecurringSkipped {
+            task_key: key.to_string(),
+            reason: SkipReason::FiredElsewhere,
+            run_at: at,
+            through: at,
+            ticks: 1,
+        }),
     }
-    Ok(fired)
+    Ok(fired.map(|(id, _)| id))
 }
 
 /// The host's clock corrected to the database's.
@@ -267,10 +308,11 @@ struct Loop {
     /// Overdue ticks fired in a row, per task.
     behind: Vec<u32>,
     clock: Clock,
+    events: Arc<dyn Events>,
 }
 
 impl Loop {
-    fn new(store: Store, tasks: Vec<Prepared>) -> Loop {
+    fn new(store: Store, tasks: Vec<Prepared>, events: Arc<dyn Events>) -> Loop {
         let mut clock = Clock::new(store.clone());
         let now = clock.now();
         let next = tasks
@@ -283,6 +325,7 @@ impl Loop {
             tasks,
             next,
             clock,
+            events,
         }
     }
 
@@ -308,7 +351,7 @@ impl Loop {
                 }
                 continue;
             }
-            match fire(&self.store, &self.tasks[i], at) {
+            match fire(&self.store, &self.tasks[i], at, now, self.events.as_ref()) {
                 Ok(_) => {
                     failures = 0;
                     self.advance(i, at, now);
@@ -335,19 +378,64 @@ impl Loop {
         let mut next = schedule.next_after(fired);
         if next.is_some_and(|n| n <= now) {
             self.behind[i] += 1;
-            if self.behind[i] >= MAX_CATCH_UP {
-                let resumed = schedule.next_after(now);
-                log::warn!(
-                    "recurring task {} fell {MAX_CATCH_UP} ticks behind; skipping the ticks from {} to {now}",
-                    self.tasks[i].task.key(),
-                    next.map_or_else(String::new, |n| n.to_string())
-                );
-                next = resumed;
+            if self.behind[i] >= MAX_CATCH_UP
+                && let Some(first) = next
+            {
+                let (ticks, through) = skipped(schedule, first, now);
+                self.events.recurring_skipped(&RecurringSkipped {
+                    task_key: self.tasks[i].task.key().to_string(),
+                    reason: SkipReason::TooFarBehind,
+                    run_at: first,
+                    through,
+                    ticks,
+                });
+                next = schedule.next_after(now);
                 self.behind[i] = 0;
             }
         } else {
             self.behind[i] = 0;
         }
         self.next[i] = next;
+    }
+}
+
+/// Most ticks counted one by one when a scheduler skips ahead; past it the
+/// count stops (a per-second task paused for days).
+const MAX_SKIPPED_COUNTED: u64 = 100_000;
+
+/// How many ticks of `schedule` from `first` up to `now` are skipped, and
+/// the last of them (counting stops at [`MAX_SKIPPED_COUNTED`]).
+fn skipped(
+    schedule: &super::Schedule,
+    first: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> (u64, DateTime<Utc>) {
+    let (mut ticks, mut last) = (1, first);
+    while ticks < MAX_SKIPPED_COUNTED {
+        match schedule.next_after(last) {
+            Some(tick) if tick <= now => {
+                ticks += 1;
+                last = tick;
+            }
+            _ => break,
+        }
+    }
+    (ticks, last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skipping_ahead_counts_every_tick_up_to_now() {
+        let every_second = super::super::Schedule::parse("* * * * * ?", "UTC").unwrap();
+        let first = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let now = first + chrono::Duration::milliseconds(5_500);
+        assert_eq!(
+            skipped(&every_second, first, now),
+            (6, first + chrono::Duration::seconds(5))
+        );
+        assert_eq!(skipped(&every_second, first, first), (1, first));
     }
 }

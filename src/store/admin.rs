@@ -38,6 +38,22 @@ pub(crate) struct FailedSelection {
     pub queue: Option<String>,
 }
 
+/// A process row with the jobs it holds, as an operator sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ProcessListing {
+    pub id: i64,
+    pub kind: String,
+    pub name: String,
+    pub pid: i32,
+    pub hostname: String,
+    pub supervisor_id: Option<i64>,
+    pub metadata: String,
+    pub last_heartbeat_at: NaiveDateTime,
+    pub created_at: NaiveDateTime,
+    /// Ids of the jobs it has claimed, ascending.
+    pub jobs: Vec<i64>,
+}
+
 /// Failed jobs handled per transaction.
 pub(crate) const FAILED_BATCH: usize = 1_000;
 /// Finished jobs deleted per transaction.
@@ -94,6 +110,80 @@ impl Store {
                 }
                 let now = driver(conn).db_now()?;
                 Ok((map, now))
+            })
+        })
+    }
+
+    /// Every process row with the jobs it holds, and the database's "now",
+    /// in one snapshot.
+    pub(crate) fn processes_list(&self) -> Result<(Vec<ProcessListing>, NaiveDateTime)> {
+        use super::schema::solidq_processes as processes;
+        self.with_read("processes_list", |conn| {
+            conn.transaction(|conn| {
+                type Row = (
+                    i64,
+                    String,
+                    String,
+                    i32,
+                    String,
+                    Option<i64>,
+                    String,
+                    NaiveDateTime,
+                    NaiveDateTime,
+                );
+                let rows: Vec<Row> = processes::table
+                    .select((
+                        processes::id,
+                        processes::kind,
+                        processes::name,
+                        processes::pid,
+                        processes::hostname,
+                        processes::supervisor_id,
+                        processes::metadata,
+                        processes::last_heartbeat_at,
+                        processes::created_at,
+                    ))
+                    .order((processes::kind, processes::id))
+                    .load(conn)?;
+                let held: Vec<(i64, i64)> = claimed::table
+                    .select((claimed::process_id, claimed::job_id))
+                    .order(claimed::job_id)
+                    .load(conn)?;
+                let now = driver(conn).db_now()?;
+                let mut by_process: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+                for (process, job) in held {
+                    by_process.entry(process).or_default().push(job);
+                }
+                let list = rows
+                    .into_iter()
+                    .map(
+                        |(
+                            id,
+                            kind,
+                            name,
+                            pid,
+                            hostname,
+                            supervisor_id,
+                            metadata,
+                            beat,
+                            created,
+                        )| {
+                            ProcessListing {
+                                jobs: by_process.remove(&id).unwrap_or_default(),
+                                id,
+                                kind,
+                                name,
+                                pid,
+                                hostname,
+                                supervisor_id,
+                                metadata,
+                                last_heartbeat_at: beat,
+                                created_at: created,
+                            }
+                        },
+                    )
+                    .collect();
+                Ok((list, now))
             })
         })
     }

@@ -13,14 +13,15 @@ use crate::error::Result;
 use crate::store::info::DISCARDED;
 
 /// Where limited jobs that became due went.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Placement {
     /// The queue of each job that took a slot and is ready.
     pub ready: Vec<String>,
     /// How many wait in blocked.
     pub blocked: usize,
-    /// How many were discarded.
-    pub discarded: usize,
+    /// The jobs discarded, for the caller to report once its transaction
+    /// commits.
+    pub discarded: Vec<LimitedJob>,
 }
 
 /// Places limited jobs that became due: each takes a slot of its key and
@@ -32,23 +33,7 @@ pub(crate) fn place(d: &mut dyn Driver, jobs: Vec<LimitedJob>) -> QueryResult<Pl
         if d.semaphore_acquire(&slot.key, &slot.limit)? {
             ready.push(job);
         } else if slot.limit.on_conflict == OnConflict::Discard {
-            log::info!(
-                "discarding job {}: concurrency limit {} of {:?} reached",
-                job.job_id,
-                slot.limit.limit,
-                slot.key
-            );
-            discarded.push(Discarded {
-                id: job.job_id,
-                keep: job.keep(),
-                error: error_json(
-                    DISCARDED,
-                    &format!(
-                        "concurrency limit {} of key {:?} reached; discard on conflict",
-                        slot.limit.limit, slot.key
-                    ),
-                ),
-            });
+            discarded.push(job);
         } else {
             blocked.push(job);
         }
@@ -60,12 +45,29 @@ pub(crate) fn place(d: &mut dyn Driver, jobs: Vec<LimitedJob>) -> QueryResult<Pl
         d.blocked_insert(&blocked)?;
     }
     if !discarded.is_empty() {
-        d.jobs_discard(&discarded)?;
+        let rows: Vec<Discarded> = discarded
+            .iter()
+            .map(|job| {
+                let slot = job.slot();
+                Discarded {
+                    id: job.job_id,
+                    keep: job.keep(),
+                    error: error_json(
+                        DISCARDED,
+                        &format!(
+                            "concurrency limit {} of key {:?} reached; discard on conflict",
+                            slot.limit.limit, slot.key
+                        ),
+                    ),
+                }
+            })
+            .collect();
+        d.jobs_discard(&rows)?;
     }
     Ok(Placement {
         ready: ready.into_iter().map(|j| j.queue_name).collect(),
         blocked: blocked.len(),
-        discarded: discarded.len(),
+        discarded,
     })
 }
 

@@ -53,6 +53,17 @@ pub(crate) enum JobLookup<'a> {
     UniqueKey(&'a str),
 }
 
+/// Which jobs a listing shows: conditions combine with AND; newest first.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct JobSelection {
+    pub status: Option<JobStatus>,
+    pub queue: Option<String>,
+    pub kind: Option<String>,
+    /// Only jobs enqueued at or after this time.
+    pub since: Option<NaiveDateTime>,
+    pub limit: usize,
+}
+
 impl Store {
     /// Everything known about one job, or `JobNotFound`.
     pub(crate) fn job_info(&self, lookup: JobLookup<'_>) -> Result<JobInfo> {
@@ -65,27 +76,102 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Jobs `selection` names, newest first, at most `selection.limit`.
+    pub(crate) fn jobs_list(&self, selection: &JobSelection) -> Result<Vec<JobInfo>> {
+        // Succeeded and discarded are told apart by the job's last error,
+        // after the rows are read: page until the limit is met.
+        let mut found = Vec::new();
+        let mut before = i64::MAX;
+        while found.len() < selection.limit {
+            let page = self.with_read("jobs_list", |conn| {
+                load_page(conn, selection, before, selection.limit.max(100))
+            })?;
+            let Some((last, _)) = page.last() else { break };
+            before = last.id;
+            let last_page = page.len() < selection.limit.max(100);
+            found.extend(
+                page.into_iter()
+                    .map(to_info)
+                    .filter(|info| selection.status.is_none_or(|s| info.status == s)),
+            );
+            if last_page {
+                break;
+            }
+        }
+        found.truncate(selection.limit);
+        Ok(found)
+    }
+}
+
+/// Jobs with the execution tables they sit in.
+macro_rules! placed_jobs {
+    () => {
+        jobs::table
+            .left_join(failed::table.on(failed::job_id.eq(jobs::id)))
+            .left_join(claimed::table.on(claimed::job_id.eq(jobs::id)))
+            .left_join(ready::table.on(ready::job_id.eq(jobs::id)))
+            .left_join(scheduled::table.on(scheduled::job_id.eq(jobs::id)))
+            .left_join(blocked::table.on(blocked::job_id.eq(jobs::id)))
+            .select((
+                JobRow::as_select(),
+                (
+                    failed::error.nullable(),
+                    claimed::process_id.nullable(),
+                    ready::job_id.nullable(),
+                    scheduled::job_id.nullable(),
+                    blocked::job_id.nullable(),
+                ),
+            ))
+    };
+}
+
+/// Up to `limit` jobs with ids below `before`, newest first, with the
+/// conditions SQL can check (the status's table).
+fn load_page(
+    conn: &mut AnyConnection,
+    selection: &JobSelection,
+    before: i64,
+    limit: usize,
+) -> QueryResult<Vec<(JobRow, Placement)>> {
+    let mut query = placed_jobs!()
+        .filter(jobs::id.lt(before))
+        .order(jobs::id.desc())
+        .limit(limit as i64)
+        .into_boxed();
+    if let Some(queue) = &selection.queue {
+        query = query.filter(jobs::queue_name.eq(queue.clone()));
+    }
+    if let Some(kind) = &selection.kind {
+        query = query.filter(jobs::kind.eq(kind.clone()));
+    }
+    if let Some(since) = selection.since {
+        query = query.filter(jobs::created_at.ge(since));
+    }
+    query = match selection.status {
+        None => query,
+        Some(JobStatus::Ready) => query.filter(ready::job_id.is_not_null()),
+        Some(JobStatus::Scheduled) => query
+            .filter(scheduled::job_id.is_not_null())
+            .filter(jobs::attempts.eq(0)),
+        Some(JobStatus::Retrying) => query
+            .filter(scheduled::job_id.is_not_null())
+            .filter(jobs::attempts.gt(0)),
+        Some(JobStatus::Blocked) => query.filter(blocked::job_id.is_not_null()),
+        Some(JobStatus::Running) => query.filter(claimed::job_id.is_not_null()),
+        Some(JobStatus::Failed) => query.filter(failed::job_id.is_not_null()),
+        Some(JobStatus::Succeeded | JobStatus::Discarded) => {
+            query.filter(jobs::finished_at.is_not_null())
+        }
+    };
+    query.load(conn)
+}
+
 fn load(
     conn: &mut AnyConnection,
     lookup: &JobLookup<'_>,
 ) -> QueryResult<Option<(JobRow, Placement)>> {
-    let query = jobs::table
-        .left_join(failed::table.on(failed::job_id.eq(jobs::id)))
-        .left_join(claimed::table.on(claimed::job_id.eq(jobs::id)))
-        .left_join(ready::table.on(ready::job_id.eq(jobs::id)))
-        .left_join(scheduled::table.on(scheduled::job_id.eq(jobs::id)))
-        .left_join(blocked::table.on(blocked::job_id.eq(jobs::id)))
-        .select((
-            JobRow::as_select(),
-            (
-                failed::error.nullable(),
-                claimed::process_id.nullable(),
-                ready::job_id.nullable(),
-                scheduled::job_id.nullable(),
-                blocked::job_id.nullable(),
-            ),
-        ))
-        .into_boxed();
+    let query = placed_jobs!().into_boxed();
     let query = match lookup {
         JobLookup::Id(id) => query.filter(jobs::id.eq(*id)),
         JobLookup::UniqueKey(key) => query.filter(jobs::unique_key.eq(key.to_string())),

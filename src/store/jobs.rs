@@ -6,21 +6,31 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use diesel::QueryResult;
 
 use super::{
-    ClaimQuery, ClaimedJob, Completion, Driver, Failed, FinishReport, NewJob, Outcome, Released,
-    Retried, Slot, Store, Succeeded, concurrency, in_transaction,
+    ClaimQuery, ClaimedJob, Completion, Driver, Failed, FinishReport, Inserted, NewJob, Outcome,
+    Released, Retried, Slot, Store, Succeeded, concurrency, in_transaction,
 };
 use crate::error::Result;
 
 impl Store {
-    /// Inserts jobs in one transaction. Each entry is the new id, or the id
-    /// of the existing job holding the same unique key (`Err`).
-    pub(crate) fn jobs_enqueue(
-        &self,
-        jobs: &[NewJob],
-    ) -> Result<Vec<std::result::Result<i64, i64>>> {
-        let outcome = self.with_driver("jobs_enqueue", |d| enqueue_on_driver(d, jobs, false))?;
+    /// Inserts jobs in one transaction: each one's new id, or the id of
+    /// the existing job holding the same unique key (`Err`), and the jobs
+    /// discarded at their concurrency limit on the way in.
+    pub(crate) fn jobs_enqueue(&self, jobs: &[NewJob]) -> Result<Inserted> {
+        let inserted = self.with_driver("jobs_enqueue", |d| enqueue_reporting(d, jobs, false))?;
         self.notify_ready(jobs);
-        Ok(outcome)
+        Ok(inserted)
+    }
+
+    /// [`Store::jobs_enqueue`] on a driver the caller holds (its own
+    /// connection, or one inside its transaction), reporting the jobs
+    /// discarded on the way in instead of logging them: the caller reports
+    /// them once they are committed.
+    pub(crate) fn jobs_enqueue_on(
+        d: &mut dyn Driver,
+        jobs: &[NewJob],
+        notify: bool,
+    ) -> QueryResult<Inserted> {
+        enqueue_reporting(d, jobs, notify)
     }
 
     /// Claims up to `limit` jobs for `process_id`.
@@ -78,17 +88,17 @@ impl Store {
 }
 
 /// Inserts `jobs` and resolves duplicates to the existing ids. Shared by
-/// [`Store::jobs_enqueue`] and enqueueing on a caller's connection.
+/// [`Store::jobs_enqueue`], enqueueing on a caller's connection, and
+/// recurring ticks.
 /// Each insert is atomic on its own (one statement on PostgreSQL, a write
 /// transaction or savepoint on SQLite), so a single enqueue is one round
 /// trip; callers that need all-or-nothing wrap this in a transaction.
-pub(crate) fn enqueue_on_driver(
-    d: &mut dyn Driver,
-    jobs: &[NewJob],
-    notify: bool,
-) -> QueryResult<Vec<std::result::Result<i64, i64>>> {
+fn enqueue_reporting(d: &mut dyn Driver, jobs: &[NewJob], notify: bool) -> QueryResult<Inserted> {
     if jobs.iter().all(|j| j.concurrency_key.is_none()) {
-        return insert_resolving_duplicates(d, jobs, notify);
+        return Ok(Inserted {
+            outcome: insert_resolving_duplicates(d, jobs, notify)?,
+            discarded: Vec::new(),
+        });
     }
     // Jobs under a concurrency limit are inserted into scheduled, then
     // placed (a slot, blocked, or discarded) in the same transaction.
@@ -100,14 +110,16 @@ pub(crate) fn enqueue_on_driver(
             .filter(|(job, _)| job.concurrency_key.is_some())
             .filter_map(|(_, o)| o.ok())
             .collect();
+        let mut discarded = Vec::new();
         if !limited.is_empty() {
             let due = d.scheduled_take_limited(Some(&limited), limited.len())?;
             let placement = concurrency::place(d, due)?;
             if notify {
                 concurrency::notify(d, &placement.ready)?;
             }
+            discarded = placement.discarded;
         }
-        Ok(outcome)
+        Ok(Inserted { outcome, discarded })
     })
 }
 

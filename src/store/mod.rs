@@ -43,8 +43,7 @@ use connection::PoolConn;
 pub use connection::{
     AnyConnection, Backend, DEFAULT_SQLITE_BUSY_TIMEOUT, DatabaseUrl, statements_executed,
 };
-pub(crate) use info::JobLookup;
-pub(crate) use jobs::enqueue_on_driver;
+pub(crate) use info::{JobLookup, JobSelection};
 pub(crate) use listener::{Heard, Listener};
 pub(crate) use processes::{PruneTarget, Pruned, ReleaseReason, ReleaseReport};
 pub(crate) use recurring::RecurringTaskRow;

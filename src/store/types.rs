@@ -119,6 +119,13 @@ pub(crate) struct ClaimedJob {
     pub stalled_count: i32,
     #[diesel(sql_type = diesel::sql_types::Timestamp)]
     pub created_at: NaiveDateTime,
+    /// When it last became due (enqueued, its run time, its retry time, or
+    /// its release after a stall), on the same clock as `claimed_at`.
+    #[diesel(sql_type = diesel::sql_types::Timestamp)]
+    pub due_at: NaiveDateTime,
+    /// When the claim was made (the database's clock).
+    #[diesel(sql_type = diesel::sql_types::Timestamp)]
+    pub claimed_at: NaiveDateTime,
     /// The position in the claim order (queue list, then priority, then id).
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub ord: i64,
@@ -275,6 +282,9 @@ pub(crate) struct LimitedJob {
     pub priority: i32,
     #[diesel(sql_type = diesel::sql_types::Text)]
     pub concurrency_key: String,
+    /// Its kind, for the events of discarded jobs.
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub kind: String,
     #[diesel(sql_type = diesel::sql_types::Text)]
     pub options: String,
 }
@@ -288,6 +298,16 @@ impl LimitedJob {
     pub(crate) fn keep(&self) -> Duration {
         Duration::from_millis(crate::job::StoredOptions::parse(&self.options).keep_result_ms)
     }
+}
+
+/// What inserting jobs came to.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Inserted {
+    /// For each job, in order: its new id, or (`Err`) the id of the job
+    /// holding its unique key.
+    pub outcome: Vec<std::result::Result<i64, i64>>,
+    /// New jobs discarded at their concurrency limit on the way in.
+    pub discarded: Vec<LimitedJob>,
 }
 
 /// What a batch of completions came to.

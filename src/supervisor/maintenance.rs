@@ -2,7 +2,9 @@
 //! processes whose heartbeat is older than the alive threshold (on any
 //! host), and releases claims whose process row does not exist at all. And
 //! the one place where pruned processes and released jobs are logged and
-//! reported to the event hooks.
+//! reported to the event hooks: logged here whatever hooks are installed
+//! (every stall is logged and reported), so `LogEvents` does not repeat
+//! them.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -12,7 +14,7 @@ use std::time::Duration;
 use crossbeam_channel::{Sender, bounded};
 
 use crate::error::{Error, Result};
-use crate::events::{Events, JobStalled, ProcessPruned, PruneReason};
+use crate::events::{Events, JobReleased, JobStalled, ProcessPruned, PruneReason, ReleaseCause};
 use crate::store::{PruneTarget, Pruned, ReleaseReason, ReleaseReport, Store};
 
 /// Dead processes pruned per round, at most.
@@ -160,7 +162,7 @@ pub(crate) fn report_pruned(pruned: &[Pruned], reason: PruneReason, events: &dyn
         );
         let cause = format!("process {} ({}) died", row.id, row.name);
         if reason == PruneReason::KilledAtShutdown {
-            report_shutdown_kill(&p.report);
+            report_shutdown_kill(&p.report, events);
         } else {
             report_released(&p.report, &cause, events);
         }
@@ -212,7 +214,9 @@ pub(crate) fn report_released(report: &ReleaseReport, cause: &str, events: &dyn 
     }
 }
 
-fn report_shutdown_kill(report: &ReleaseReport) {
+/// Logs every job of a worker killed at shutdown (released, not a stall;
+/// at-most-once ones failed) and reports it to the hooks.
+fn report_shutdown_kill(report: &ReleaseReport, events: &dyn Events) {
     for entry in &report.entries {
         let job = &entry.job;
         match &entry.failed {
@@ -229,5 +233,13 @@ fn report_shutdown_kill(report: &ReleaseReport) {
                 job.queue_name
             ),
         }
+        events.job_released(&JobReleased {
+            job_id: job.id,
+            kind: job.kind.clone(),
+            queue: job.queue_name.clone(),
+            process_id: job.process_id,
+            cause: ReleaseCause::KilledAtShutdown,
+            failed: entry.failed.clone(),
+        });
     }
 }

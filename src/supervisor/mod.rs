@@ -1,5 +1,6 @@
 //! The supervisor: a separate process (`solidq supervisor --config
-//! solidq.toml`, or [`Supervisor::run`] in your own binary) that keeps the
+//! solidq.toml`, or [`Supervisor::run`] in your own binary, or
+//! [`Supervisor::start`] on a thread of it) that keeps the
 //! configured worker processes running, runs the dispatcher and the
 //! scheduler of its recurring tasks, and prunes dead processes.
 //!
@@ -20,7 +21,8 @@
 //!   `stalled_count + 1`, logged at warn level and reported to
 //!   [`Events::job_stalled`]; past its `max_stalled_count`, or when it is
 //!   at-most-once, it fails instead.
-//! * **Signals.** SIGTERM/SIGINT: forward SIGTERM to every child, wait
+//! * **Stopping.** SIGTERM/SIGINT under [`Supervisor::run`], or
+//!   [`SupervisorHandle::stop`]: forward SIGTERM to every child, wait
 //!   `shutdown_timeout` plus [`SHUTDOWN_MARGIN`] for them to finish their
 //!   jobs and deregister, SIGKILL what is left and release its claims,
 //!   deregister, return. A child notices its supervisor's death (Linux
@@ -29,27 +31,29 @@
 
 mod children;
 pub(crate) mod maintenance;
+mod running;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::bounded;
 
 pub use children::{RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, YOUNG_DEATH};
+pub use running::SupervisorHandle;
 
 use crate::client::Queue;
 use crate::config::{QueueConfig, SupervisorConfig};
 use crate::dispatcher::Dispatcher;
 use crate::error::{Error, Result};
-use crate::events::{Events, NoEvents, PruneReason};
+use crate::events::{Events, default_events};
 use crate::job::Job;
 use crate::process::heartbeat::{Beat, Heartbeat};
 use crate::process::{self, ProcessKind};
 use crate::scheduler::Scheduler;
-use crate::store::{PruneTarget, ReleaseReason, Store};
-use children::Children;
-use maintenance::{Maintenance, MaintenanceConfig, report_pruned};
+use crate::store::{NewProcess, ReleaseReason};
+use maintenance::{Maintenance, MaintenanceConfig};
+use running::Running;
 
 /// Extra time a stopping supervisor gives its children beyond
 /// `shutdown_timeout`: they need it to record their last outcomes and
@@ -85,7 +89,7 @@ impl Supervisor {
     pub fn new(config: SupervisorConfig) -> Supervisor {
         Supervisor {
             config,
-            events: Arc::new(NoEvents),
+            events: default_events(),
             kinds: Vec::new(),
         }
     }
@@ -109,7 +113,11 @@ impl Supervisor {
         Ok(Some(self.kinds.iter().fold(scheduler, |s, teach| teach(s))))
     }
 
-    /// Reports stalled jobs and pruned processes to `events`.
+    /// Reports to `events` (see [`crate::events`]): stalled jobs and
+    /// pruned processes, jobs released when it kills a worker at shutdown,
+    /// its registration, and what its dispatcher and scheduler do (discards,
+    /// recurring ticks fired and skipped, the recurring jobs enqueued).
+    /// Defaults to [`LogEvents`](crate::LogEvents).
     pub fn events(mut self, events: impl Events) -> Supervisor {
         self.events = Arc::new(events);
         self
@@ -139,7 +147,8 @@ impl Supervisor {
                 pool_size: 6,
                 ..QueueConfig::default()
             },
-        )?;
+        )?
+        .with_events_arc(Arc::clone(&self.events));
         let pending = queue.store().migrations_pending()?;
         if !pending.is_empty() {
             return Err(Error::Config {
@@ -161,13 +170,13 @@ impl Supervisor {
         Ok((queue, report))
     }
 
-    /// Installs SIGTERM/SIGINT handlers first, checks everything (nothing is
-    /// started if anything is wrong), then supervises until a signal arrives
-    /// or its own heartbeats fail past the alive threshold (then it stops as
-    /// gracefully and returns the error, so whatever runs it restarts it).
-    pub fn run(self) -> Result<()> {
-        process::install_signal_handlers()?;
-        let signals = process::subscribe_signals();
+    /// Checks everything (nothing is started if anything is wrong), starts
+    /// supervising on its own thread and returns at once; stop it with
+    /// [`SupervisorHandle::stop`]. Does not install signal handlers (see
+    /// [`Supervisor::run`]). It stops itself, as gracefully, when its own
+    /// heartbeats fail past the alive threshold; `stop` then returns that
+    /// error.
+    pub fn start(self) -> Result<SupervisorHandle> {
         let (queue, report) = self.prepare()?;
         for warning in &report.warnings {
             log::warn!("{warning}");
@@ -184,9 +193,8 @@ impl Supervisor {
                 "version": env!("CARGO_PKG_VERSION"),
             }),
         );
-        let id = process::register(&store, &row)?;
+        let id = process::register(&store, &row, self.events.as_ref())?;
         let own_id = Arc::new(AtomicI64::new(id));
-        let hostname = row.hostname.clone();
         log::info!(
             "supervisor {} (process {id}, pid {}) started on {}: {} worker processes",
             row.name,
@@ -194,12 +202,35 @@ impl Supervisor {
             report.database,
             report.processes
         );
+        let started = self.start_loops(&queue, &row, &own_id);
+        let running = match started {
+            Ok(running) => running,
+            Err(error) => {
+                let reason = ReleaseReason::Shutdown {
+                    running_at_most_once: vec![],
+                };
+                let _ = store.process_deregister(own_id.load(Ordering::SeqCst), &reason);
+                return Err(error);
+            }
+        };
+        running.spawn()
+    }
 
-        let (fatal_tx, fatal_rx) = bounded::<Error>(1);
-        let mut heartbeat = {
+    /// Starts the heartbeat, the dispatcher, the scheduler and the
+    /// maintenance loop of a registered supervisor.
+    fn start_loops(
+        self,
+        queue: &Queue,
+        row: &NewProcess,
+        own_id: &Arc<AtomicI64>,
+    ) -> Result<Running> {
+        let store = queue.store().clone();
+        let (fatal_tx, fatal) = bounded::<Error>(1);
+        let heartbeat = {
             let store = store.clone();
-            let own_id = Arc::clone(&own_id);
+            let own_id = Arc::clone(own_id);
             let row = row.clone();
+            let events = Arc::clone(&self.events);
             Heartbeat::spawn(
                 "solidq-supervisor-heartbeat",
                 store.clone(),
@@ -208,7 +239,7 @@ impl Supervisor {
                 Arc::clone(&own_id),
                 move |beat| match beat {
                     Beat::Alive => {}
-                    Beat::RowGone(old) => match process::register(&store, &row) {
+                    Beat::RowGone(old) => match process::register(&store, &row, events.as_ref()) {
                         Ok(new) => {
                             own_id.store(new, Ordering::SeqCst);
                             log::warn!(
@@ -228,13 +259,13 @@ impl Supervisor {
         let dispatcher = Dispatcher::embedded(queue.clone())
             .config(self.config.dispatcher_config())
             .start()?;
-        let scheduler = match self.scheduler(&queue)? {
+        let scheduler = match self.scheduler(queue)? {
             Some(scheduler) => Some(scheduler.start()?),
             None => None,
         };
-        let mut maintenance = Maintenance::start(
+        let maintenance = Maintenance::start(
             store.clone(),
-            Arc::clone(&own_id),
+            Arc::clone(own_id),
             MaintenanceConfig {
                 interval: self.config.heartbeat_interval,
                 alive_threshold: self.config.process_alive_threshold,
@@ -242,83 +273,35 @@ impl Supervisor {
             },
             Arc::clone(&self.events),
         )?;
-        let mut children = Children::new(&self.config, id);
-
-        let mut fatal = None;
-        loop {
-            children.start_due();
-            crossbeam_channel::select! {
-                recv(signals) -> _ => break,
-                recv(fatal_rx) -> error => {
-                    if let Ok(error) = error {
-                        log::error!("{error}");
-                        fatal = Some(error);
-                    }
-                    break;
-                }
-                default(TICK) => {}
-            }
-            for exited in children.reap(true) {
-                self.recover(&store, &hostname, exited.pid, PruneReason::Exited);
-            }
-        }
-
-        let running = children.running();
-        let patience = self.config.shutdown_timeout + SHUTDOWN_MARGIN;
-        log::info!(
-            "supervisor stopping: SIGTERM to {} workers, waiting up to {patience:?}",
-            running.len()
-        );
-        children.signal_all(libc::SIGTERM);
-        let deadline = Instant::now() + patience;
-        while !children.running().is_empty() && Instant::now() < deadline {
-            std::thread::sleep(TICK);
-            for exited in children.reap(false) {
-                self.recover(&store, &hostname, exited.pid, PruneReason::Exited);
-            }
-        }
-        for pid in children.kill_all() {
-            log::warn!("worker pid {pid} was still running {patience:?} after SIGTERM: killed it");
-            self.recover(&store, &hostname, pid, PruneReason::KilledAtShutdown);
-        }
-        if let Some(scheduler) = scheduler {
-            scheduler.stop();
-        }
-        dispatcher.stop();
-        maintenance.stop();
-        heartbeat.stop();
-        let own = own_id.load(Ordering::SeqCst);
-        let reason = ReleaseReason::Shutdown {
-            running_at_most_once: vec![],
-        };
-        if let Err(error) = store.process_deregister(own, &reason) {
-            log::warn!("cannot deregister supervisor process {own}: {error}");
-        }
-        log::info!("supervisor {} stopped", row.name);
-        match fatal {
-            Some(error) => Err(error),
-            None => Ok(()),
-        }
+        Ok(Running {
+            config: self.config,
+            events: self.events,
+            store,
+            name: row.name.clone(),
+            hostname: row.hostname.clone(),
+            own_id: Arc::clone(own_id),
+            heartbeat,
+            dispatcher,
+            scheduler,
+            maintenance,
+            fatal,
+        })
     }
 
-    /// Prunes the rows of exited child `pid` at once, releasing its jobs.
-    fn recover(&self, store: &Store, hostname: &str, pid: u32, reason: PruneReason) {
-        let release = match reason {
-            PruneReason::KilledAtShutdown => ReleaseReason::Killed,
-            _ => ReleaseReason::Died {
-                default_max_stalled: self.config.max_stalled_count,
-            },
-        };
-        let target = PruneTarget::Pid {
-            hostname,
-            pid: pid as i32,
-        };
-        match store.process_prune(target, &release) {
-            Ok(pruned) => report_pruned(&pruned, reason, self.events.as_ref()),
-            Err(error) => log::error!(
-                "cannot release the jobs of exited worker pid {pid} ({error}); they will be released when its heartbeat expires"
-            ),
+    /// Installs SIGTERM/SIGINT handlers first, checks everything (nothing is
+    /// started if anything is wrong), then supervises until a signal arrives
+    /// or its own heartbeats fail past the alive threshold (then it stops as
+    /// gracefully and returns the error, so whatever runs it restarts it).
+    /// What `solidq supervisor` runs.
+    pub fn run(self) -> Result<()> {
+        process::install_signal_handlers()?;
+        let signals = process::subscribe_signals();
+        let handle = self.start()?;
+        crossbeam_channel::select! {
+            recv(signals) -> _ => {},
+            recv(handle.finished()) -> _ => {},
         }
+        handle.stop()
     }
 }
 

@@ -6,7 +6,8 @@
 //! written at once.
 //!
 //! Fencing is per row: a completion whose claim is gone is skipped and
-//! logged; the others in its batch are written. A failed write is retried
+//! logged; the others in its batch are written, and reported to the event
+//! hooks once their transaction committed. A failed write is retried
 //! with backoff, forever, while the jobs stay claimed: a completion is never
 //! dropped unless the worker is stopping past its deadline, and then the
 //! jobs are still claimed, so the supervisor releases them.
@@ -16,18 +17,35 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::stats::Stats;
 use crate::error::{Error, Result};
-use crate::store::{Completion, Store};
+use crate::events::{Events, JobFailed, JobRetried, JobSucceeded};
+use crate::store::{Completion, Outcome, Store};
 
 /// A message to the completer.
+// `Stop` is sent once per worker; boxing `Done` to shrink it would cost an
+// allocation per job.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Message {
     /// Record this outcome.
-    Done(Completion),
+    Done(Completion, Ran),
     /// Write what is pending, then exit.
     Stop,
+}
+
+/// What the events of a finished attempt say beyond its [`Completion`].
+pub(crate) struct Ran {
+    pub kind: String,
+    pub queue: String,
+    /// From 1.
+    pub attempt: u32,
+    pub run_time: Duration,
+    pub enqueued_at: DateTime<Utc>,
+    /// The error's kind and message, when the attempt failed.
+    pub error: Option<(String, String)>,
 }
 
 /// A running completer thread.
@@ -44,6 +62,7 @@ impl Completer {
         batch_size: usize,
         linger: Duration,
         stats: Arc<Stats>,
+        events: Arc<dyn Events>,
     ) -> Result<Completer> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let (exited_tx, exited) = crossbeam_channel::bounded(1);
@@ -53,7 +72,11 @@ impl Completer {
             std::thread::Builder::new()
                 .name("solidq-completer".into())
                 .spawn(move || {
-                    run(&store, &rx, batch_size.max(1), linger, &abandon, &stats);
+                    let settings = Settings {
+                        batch_size: batch_size.max(1),
+                        linger,
+                    };
+                    run(&store, &rx, &settings, &abandon, &stats, events.as_ref());
                     let _ = exited_tx.send(());
                 })
                 .map_err(|source| Error::Thread {
@@ -85,15 +108,24 @@ impl Completer {
     }
 }
 
+/// How the completer batches.
+struct Settings {
+    batch_size: usize,
+    linger: Duration,
+}
+
 fn run(
     store: &Store,
     rx: &Receiver<Message>,
-    batch_size: usize,
-    linger: Duration,
+    settings: &Settings,
     abandon: &AtomicBool,
     stats: &Stats,
+    events: &dyn Events,
 ) {
+    let batch_size = settings.batch_size;
+    // Completions and their facts, in the same order.
     let mut pending: Vec<Completion> = Vec::new();
+    let mut facts: Vec<Ran> = Vec::new();
     let mut stopping = false;
     let mut failures = 0u32;
     loop {
@@ -102,16 +134,22 @@ fn run(
                 return;
             }
             match rx.recv() {
-                Ok(Message::Done(c)) => pending.push(c),
+                Ok(Message::Done(c, r)) => {
+                    pending.push(c);
+                    facts.push(r);
+                }
                 Ok(Message::Stop) | Err(_) => {
                     stopping = true;
                     continue;
                 }
             }
-            let until = Instant::now() + linger;
+            let until = Instant::now() + settings.linger;
             while pending.len() < batch_size && !stopping {
                 match rx.recv_deadline(until) {
-                    Ok(Message::Done(c)) => pending.push(c),
+                    Ok(Message::Done(c, r)) => {
+                        pending.push(c);
+                        facts.push(r);
+                    }
                     Ok(Message::Stop) => stopping = true,
                     Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => break,
                 }
@@ -119,7 +157,10 @@ fn run(
         }
         while pending.len() < batch_size && !stopping {
             match rx.try_recv() {
-                Ok(Message::Done(c)) => pending.push(c),
+                Ok(Message::Done(c, r)) => {
+                    pending.push(c);
+                    facts.push(r);
+                }
                 Ok(Message::Stop) => stopping = true,
                 Err(_) => break,
             }
@@ -136,7 +177,12 @@ fn run(
                     );
                 }
                 log::debug!("recorded {} completions", report.written.len());
-                pending.drain(..take);
+                let lost: std::collections::HashSet<i64> = report.lost.into_iter().collect();
+                for (completion, ran) in pending.drain(..take).zip(facts.drain(..take)) {
+                    if !lost.contains(&completion.job_id) {
+                        report_outcome(events, &completion, ran);
+                    }
+                }
             }
             Err(error) => {
                 failures += 1;
@@ -159,5 +205,42 @@ fn run(
                 }
             }
         }
+    }
+}
+
+/// Tells `events` of a recorded outcome.
+fn report_outcome(events: &dyn Events, completion: &Completion, ran: Ran) {
+    let (error_kind, error) = ran.error.unwrap_or_default();
+    match &completion.outcome {
+        Outcome::Succeeded { .. } => events.job_succeeded(&JobSucceeded {
+            job_id: completion.job_id,
+            kind: ran.kind,
+            queue: ran.queue,
+            attempt: ran.attempt,
+            process_id: completion.process_id,
+            run_time: ran.run_time,
+            enqueued_at: ran.enqueued_at,
+        }),
+        Outcome::Retry { delay, .. } => events.job_retried(&JobRetried {
+            job_id: completion.job_id,
+            kind: ran.kind,
+            queue: ran.queue,
+            attempt: ran.attempt,
+            process_id: completion.process_id,
+            run_time: ran.run_time,
+            delay: *delay,
+            error_kind,
+            error,
+        }),
+        Outcome::Failed { .. } => events.job_failed(&JobFailed {
+            job_id: completion.job_id,
+            kind: ran.kind,
+            queue: ran.queue,
+            attempt: ran.attempt,
+            process_id: completion.process_id,
+            run_time: ran.run_time,
+            error_kind,
+            error,
+        }),
     }
 }

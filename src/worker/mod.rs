@@ -24,6 +24,7 @@ mod runtime;
 mod shutdown;
 mod stats;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use runtime::WorkerHandle;
@@ -32,6 +33,7 @@ pub use stats::WorkerStats;
 use crate::client::Queue;
 use crate::config::{WorkerConfig, validate_queue_name};
 use crate::error::{Error, Result};
+use crate::events::Events;
 use crate::job::Job;
 use registry::Registry;
 
@@ -96,6 +98,8 @@ pub struct Worker {
     queue: Queue,
     config: WorkerConfig,
     registry: Registry,
+    /// Its own hooks; `None`: the queue's.
+    events: Option<Arc<dyn Events>>,
 }
 
 impl Worker {
@@ -105,6 +109,7 @@ impl Worker {
             queue,
             config: WorkerConfig::default(),
             registry: Registry::default(),
+            events: None,
         }
     }
 
@@ -172,6 +177,14 @@ impl Worker {
         self
     }
 
+    /// Reports what this worker does (claims, outcomes, releases at
+    /// shutdown, its registration, its dispatcher's discards) to `events`
+    /// instead of the queue's hooks (see [`crate::events`]).
+    pub fn events(mut self, events: impl Events) -> Worker {
+        self.events = Some(Arc::new(events));
+        self
+    }
+
     /// Teaches the worker a job type.
     pub fn register<J: Job>(mut self) -> Worker {
         self.registry.register::<J>();
@@ -202,7 +215,13 @@ impl Worker {
                 self.config.threads
             );
         }
-        runtime::start(self.queue, self.config, self.registry)
+        // The worker's hooks ride on its queue, so its embedded dispatcher
+        // reports to them too.
+        let queue = match self.events {
+            Some(events) => self.queue.with_events_arc(events),
+            None => self.queue,
+        };
+        runtime::start(queue, self.config, self.registry)
     }
 
     /// Installs SIGTERM/SIGINT handlers (before anything else), starts the

@@ -13,6 +13,7 @@ use super::runtime::{Parts, Shared};
 use super::shutdown;
 use super::stats::claim_ahead;
 use crate::error::Result;
+use crate::events::JobClaimed;
 use crate::process;
 
 /// Runs the claim loop until the worker stops, then the shutdown sequence.
@@ -61,16 +62,10 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
                         failures = 0;
                         backlog = jobs.len() == free;
                         shared.inflight.fetch_add(jobs.len(), Ordering::SeqCst);
-                        if log::log_enabled!(log::Level::Debug) {
-                            for job in &jobs {
-                                log::debug!(
-                                    "claimed job {} ({}) from {} at priority {}",
-                                    job.id,
-                                    job.kind,
-                                    job.queue_name,
-                                    job.priority
-                                );
-                            }
+                        // Before the threads get them, so a job's claim is
+                        // always reported before its outcome.
+                        for job in &jobs {
+                            shared.events.job_claimed(&JobClaimed::of(job, process_id));
                         }
                         for chunk in pool::chunks(jobs, process_id, threads) {
                             parts.work.push(chunk);
@@ -102,7 +97,7 @@ fn reregister(shared: &Shared) {
     if shared.inflight.load(Ordering::SeqCst) > 0 {
         return;
     }
-    match process::register(&shared.store, &shared.process) {
+    match process::register(&shared.store, &shared.process, shared.events.as_ref()) {
         Ok(id) => {
             shared.process_id.store(id, Ordering::SeqCst);
             log::info!(

@@ -18,10 +18,11 @@ use std::time::Instant;
 
 use crossbeam_channel::Sender;
 
-use super::completer::Message;
+use super::completer::{Message, Ran};
 use super::executor;
 use super::runtime::{Shared, lock};
 use crate::error::{Error, Result};
+use crate::events::{JobReleased, ReleaseCause};
 use crate::job::{Delivery, StoredOptions};
 use crate::store::{ClaimedJob, Completion, Slot};
 
@@ -179,27 +180,23 @@ fn run(
     );
     let execution = executor::execute(&job, &options, started, &shared.registry, &shared.shutdown);
     shared.job_time.observe(execution.elapsed);
-    match &execution.error {
-        None => log::debug!(
-            "job {} ({}) succeeded in {:?}",
-            job.id,
-            job.kind,
-            execution.elapsed
-        ),
-        Some((kind, message)) => log::warn!(
-            "job {} ({}) attempt {} failed after {:?}: {kind}: {message}",
-            job.id,
-            job.kind,
-            job.attempts + 1,
-            execution.elapsed
-        ),
-    }
-    let _ = completions.send(Message::Done(Completion {
+    // The outcome is logged and reported by the completer once it is
+    // recorded (LogEvents logs it).
+    let completion = Completion {
         job_id: job.id,
         process_id,
         outcome: execution.outcome,
         slot: Slot::of(job.concurrency_key.as_deref(), &options),
-    }));
+    };
+    let ran = Ran {
+        attempt: u32::try_from(job.attempts).unwrap_or(0).saturating_add(1),
+        kind: job.kind,
+        queue: job.queue_name,
+        run_time: execution.elapsed,
+        enqueued_at: job.created_at.and_utc(),
+        error: execution.error,
+    };
+    let _ = completions.send(Message::Done(completion, ran));
     shared.slots.set(thread, None);
     shared.inflight.fetch_sub(1, Ordering::SeqCst);
     if shared.wake_when_free.load(Ordering::SeqCst) {
@@ -220,10 +217,22 @@ pub(super) fn hand_back(shared: &Shared, jobs: Vec<Assigned>) {
     }
     for (process_id, ids) in by_process {
         match shared.store.claimed_release(process_id, &ids) {
-            Ok(released) => log::info!(
-                "released {} claimed jobs that had not started: {released:?}",
-                released.len()
-            ),
+            Ok(released) => {
+                log::info!(
+                    "released {} claimed jobs that had not started: {released:?}",
+                    released.len()
+                );
+                for (job, _) in jobs.iter().filter(|(j, _)| released.contains(&j.id)) {
+                    shared.events.job_released(&JobReleased {
+                        job_id: job.id,
+                        kind: job.kind.clone(),
+                        queue: job.queue_name.clone(),
+                        process_id,
+                        cause: ReleaseCause::NotStarted,
+                        failed: None,
+                    });
+                }
+            }
             Err(error) => {
                 log::warn!(
                     "cannot release unstarted jobs {ids:?} yet ({error}); deregistration will"
@@ -251,6 +260,8 @@ mod tests {
             attempts: 0,
             stalled_count: 0,
             created_at: chrono::NaiveDateTime::MIN,
+            due_at: chrono::NaiveDateTime::MIN,
+            claimed_at: chrono::NaiveDateTime::MIN,
             ord: 0,
         }
     }

@@ -21,6 +21,7 @@ use crate::client::Queue;
 use crate::config::{EXIT_HARD_TIMEOUT, WorkerConfig};
 use crate::dispatcher::{Dispatcher, DispatcherHandle};
 use crate::error::{Error, Result};
+use crate::events::Events;
 use crate::job::ShutdownSignal;
 use crate::process::heartbeat::{Beat, Heartbeat};
 use crate::process::{self, ProcessKind, wakeups};
@@ -54,6 +55,7 @@ pub(super) struct Shared {
     /// polling is then only a safety net.
     pub listening: AtomicBool,
     pub stats: Arc<Stats>,
+    pub events: Arc<dyn Events>,
     /// How long a job and a claim take, on average: they decide how far
     /// ahead to claim.
     pub job_time: Ewma,
@@ -162,6 +164,7 @@ pub(crate) fn start(
         .map(|q| QueuePattern::parse(q))
         .collect::<Result<Vec<_>>>()?;
     let store = queue.store().clone();
+    let events = Arc::clone(queue.events());
     let process = process::describe(
         ProcessKind::Worker,
         config.name.as_deref(),
@@ -173,7 +176,7 @@ pub(crate) fn start(
             "version": env!("CARGO_PKG_VERSION"),
         }),
     );
-    let id = process::register(&store, &process)?;
+    let id = process::register(&store, &process, events.as_ref())?;
     log::info!(
         "worker {} (process {id}, pid {}) started: queues {:?}, {} threads, kinds {:?}",
         process.name,
@@ -199,6 +202,7 @@ pub(crate) fn start(
         patterns: patterns.clone(),
         listening: AtomicBool::new(false),
         stats: Arc::default(),
+        events,
         job_time: Ewma::default(),
         claim_time: Ewma::default(),
         wake,
@@ -211,6 +215,7 @@ pub(crate) fn start(
             shared.config.completion_batch_size,
             shared.config.completion_flush_interval,
             Arc::clone(&shared.stats),
+            Arc::clone(&shared.events),
         )?;
         let work = Arc::new(WorkQueue::default());
         let (exited_tx, exited_rx) = unbounded::<()>();

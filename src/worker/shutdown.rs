@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use super::pool;
 use super::runtime::{Parts, Shared, lock};
 use crate::error::Result;
+use crate::events::{JobReleased, ReleaseCause};
 use crate::store::ReleaseReason;
 
 pub(super) fn run(shared: &Arc<Shared>, parts: &mut Parts) -> Result<()> {
@@ -63,11 +64,23 @@ pub(super) fn run(shared: &Arc<Shared>, parts: &mut Parts) -> Result<()> {
             running_at_most_once,
         };
         match shared.store.process_deregister(process_id, &reason) {
-            Ok(report) if !report.entries.is_empty() => log::warn!(
-                "shutdown timeout: {still_running} jobs still running; released {:?} to ready, failed at-most-once {:?}",
-                report.released(),
-                report.failed()
-            ),
+            Ok(report) if !report.entries.is_empty() => {
+                log::warn!(
+                    "shutdown timeout: {still_running} jobs still running; released {:?} to ready, failed at-most-once {:?}",
+                    report.released(),
+                    report.failed()
+                );
+                for entry in report.entries {
+                    shared.events.job_released(&JobReleased {
+                        job_id: entry.job.id,
+                        kind: entry.job.kind,
+                        queue: entry.job.queue_name,
+                        process_id: entry.job.process_id,
+                        cause: ReleaseCause::ShutdownTimeout,
+                        failed: entry.failed,
+                    });
+                }
+            }
             Ok(_) => {}
             Err(error) => {
                 log::error!(

@@ -10,7 +10,8 @@ use crate::concurrency::StoredLimit;
 use crate::store::{Cached, Discarded, LimitedJob, micros};
 
 /// The columns of a [`LimitedJob`], from an execution row `x` and its job.
-const LIMITED_COLUMNS: &str = "x.job_id, x.queue_name, x.priority, x.concurrency_key, j.options";
+const LIMITED_COLUMNS: &str =
+    "x.job_id, x.queue_name, x.priority, x.concurrency_key, j.kind, j.options";
 
 fn take_ids_sql() -> String {
     format!(

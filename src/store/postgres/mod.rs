@@ -389,7 +389,9 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
          claimed AS (INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
                      SELECT job_id, $2, LOCALTIMESTAMP FROM deleted RETURNING job_id)
          SELECT j.id, j.queue_name, j.kind, j.arguments, j.concurrency_key, j.priority, j.options, j.delivery,
-                j.max_attempts, j.attempts, j.stalled_count, j.created_at, 0::bigint AS ord
+                j.max_attempts, j.attempts, j.stalled_count, j.created_at,
+                GREATEST(j.scheduled_at, j.updated_at) AS due_at, LOCALTIMESTAMP AS claimed_at,
+                0::bigint AS ord
          FROM solidq_jobs j
          WHERE j.id = ANY (ARRAY(SELECT job_id FROM claimed))"
     )

@@ -9,7 +9,8 @@ use super::{APPEND_ERROR, json_ids, plus};
 use crate::concurrency::StoredLimit;
 use crate::store::{Cached, Discarded, LimitedJob, utc_now};
 
-const LIMITED_COLUMNS: &str = "x.job_id, x.queue_name, x.priority, x.concurrency_key, j.options";
+const LIMITED_COLUMNS: &str =
+    "x.job_id, x.queue_name, x.priority, x.concurrency_key, j.kind, j.options";
 
 fn find_ids_sql() -> String {
     format!(

@@ -89,9 +89,12 @@ WHERE job_id IN (SELECT value FROM json_each(?1))";
 const DELETE_SCHEDULED: &str = "\
 DELETE FROM solidq_scheduled_executions WHERE job_id IN (SELECT value FROM json_each(?1))";
 
+/// `due_at` is when the job last became due: its `scheduled_at` (enqueue,
+/// run time, retry time), or its `updated_at` when that is later (a release
+/// after a stall touches only `updated_at`). `?2` is the claim's time.
 const SELECT_CLAIMED_JOBS: &str = "\
 SELECT id, queue_name, kind, arguments, concurrency_key, priority, options, delivery, max_attempts, attempts,
-       stalled_count, created_at, 0 AS ord
+       stalled_count, created_at, max(scheduled_at, updated_at) AS due_at, ?2 AS claimed_at, 0 AS ord
 FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1))";
 
 /// A claim takes its jobs out of ready…
@@ -288,6 +291,7 @@ impl Driver for SqliteConnection {
         if claim_candidates(self, claim, 1)?.is_empty() {
             return Ok(Vec::new());
         }
+        let claimed_at = utc_now();
         let picked = self.immediate_transaction::<_, diesel::result::Error, _>(|c| {
             // No claims for a process whose row is gone (it was pruned):
             // they would be orphans.
@@ -306,7 +310,7 @@ impl Driver for SqliteConnection {
                 sql_query(INSERT_CLAIMED)
                     .bind::<Text, _>(&ids_json)
                     .bind::<BigInt, _>(process_id)
-                    .bind::<Timestamp, _>(utc_now()),
+                    .bind::<Timestamp, _>(claimed_at),
             )
             .execute(c)?;
             Ok(picked)
@@ -317,8 +321,12 @@ impl Driver for SqliteConnection {
         // The rows are read after the commit, outside the write lock: a
         // claimed job's row changes only through its claim's holder.
         let ids_json = json_ids(&picked.iter().map(|p| p.job_id).collect::<Vec<_>>());
-        let mut jobs: Vec<ClaimedJob> =
-            Cached(sql_query(SELECT_CLAIMED_JOBS).bind::<Text, _>(&ids_json)).load(self)?;
+        let mut jobs: Vec<ClaimedJob> = Cached(
+            sql_query(SELECT_CLAIMED_JOBS)
+                .bind::<Text, _>(&ids_json)
+                .bind::<Timestamp, _>(claimed_at),
+        )
+        .load(self)?;
         claim.sort(&mut jobs);
         Ok(jobs)
     }

@@ -1,6 +1,10 @@
 //! What an operator does through the library (and the CLI): see queues,
 //! pause and resume them, retry or discard failed jobs, clear finished
-//! ones.
+//! ones; list jobs, processes and recurring tasks (`listings.rs`).
+
+mod listings;
+
+pub use listings::{DEFAULT_JOB_LIST_LIMIT, JobFilter, ProcessInfo, RecurringInfo};
 
 use std::time::Duration;
 

@@ -1,0 +1,311 @@
+//! Commands about jobs: enqueue, jobs, job, failed retry|discard.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use clap::{Args, Subcommand};
+
+use super::output::{self, Output, age, clip, maybe_time, time};
+use super::{Db, Format, Status, out};
+use crate::error::{Error, Result};
+use crate::{EnqueueOptions, FailedFilter, JobFilter, JobInfo};
+
+#[derive(Args)]
+pub(super) struct EnqueueArgs {
+    /// The job's kind (its type's KIND).
+    kind: String,
+    /// Its arguments, as JSON.
+    #[arg(long, default_value = "{}")]
+    args: String,
+    /// Its queue (default: the queue's default, "default").
+    #[arg(long)]
+    queue: Option<String>,
+    /// Its priority: smaller runs first.
+    #[arg(long, allow_negative_numbers = true)]
+    priority: Option<i32>,
+    /// Run it no earlier than this from now, e.g. "90s", "2h".
+    #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "at")]
+    delay: Option<Duration>,
+    /// Run it no earlier than this time (RFC 3339, e.g. 2026-12-01T09:00:00Z).
+    #[arg(long, value_parser = parse_time)]
+    at: Option<DateTime<Utc>>,
+    /// Refuse it if a job holds this key.
+    #[arg(long)]
+    unique_key: Option<String>,
+    #[command(flatten)]
+    db: Db,
+    #[command(flatten)]
+    format: Format,
+}
+
+#[derive(Args)]
+pub(super) struct JobsArgs {
+    /// Only jobs in this state.
+    #[arg(long, value_enum)]
+    status: Option<Status>,
+    /// Only jobs of this queue.
+    #[arg(long)]
+    queue: Option<String>,
+    /// Only jobs of this kind.
+    #[arg(long)]
+    kind: Option<String>,
+    /// Only jobs enqueued since: a time (RFC 3339) or how long ago ("1h").
+    #[arg(long, value_parser = parse_since)]
+    since: Option<DateTime<Utc>>,
+    /// At most this many.
+    #[arg(long, default_value_t = crate::DEFAULT_JOB_LIST_LIMIT)]
+    limit: usize,
+    #[command(flatten)]
+    db: Db,
+    #[command(flatten)]
+    format: Format,
+}
+
+#[derive(Args)]
+pub(super) struct JobArgs {
+    /// The job's id.
+    #[arg(required_unless_present = "unique_key")]
+    id: Option<i64>,
+    /// Find it by its unique key instead.
+    #[arg(long, conflicts_with = "id")]
+    unique_key: Option<String>,
+    #[command(flatten)]
+    db: Db,
+    #[command(flatten)]
+    format: Format,
+}
+
+#[derive(Subcommand)]
+pub(super) enum FailedAction {
+    /// Move failed jobs back to ready (one more attempt if they had none).
+    Retry(FailedArgs),
+    /// Delete failed jobs.
+    Discard(FailedArgs),
+}
+
+#[derive(Args)]
+#[command(group = clap::ArgGroup::new("which").required(true).multiple(true).args(["ids", "all", "kind", "queue"]))]
+pub(super) struct FailedArgs {
+    /// These jobs.
+    #[arg(conflicts_with_all = ["all", "kind", "queue"])]
+    ids: Vec<i64>,
+    /// Every failed job.
+    #[arg(long, conflicts_with_all = ["kind", "queue"])]
+    all: bool,
+    /// Failed jobs of this kind.
+    #[arg(long)]
+    kind: Option<String>,
+    /// Failed jobs of this queue.
+    #[arg(long)]
+    queue: Option<String>,
+    #[command(flatten)]
+    db: Db,
+    #[command(flatten)]
+    format: Format,
+}
+
+fn parse_time(s: &str) -> std::result::Result<DateTime<Utc>, String> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| format!("not an RFC 3339 time like 2026-12-01T09:00:00Z ({e})"))
+}
+
+fn parse_since(s: &str) -> std::result::Result<DateTime<Utc>, String> {
+    parse_time(s).or_else(|_| {
+        let ago = humantime::parse_duration(s)
+            .map_err(|_| "not a time (2026-12-01T09:00:00Z) nor a duration (1h)".to_string())?;
+        chrono::Duration::from_std(ago)
+            .ok()
+            .and_then(|d| Utc::now().checked_sub_signed(d))
+            .ok_or_else(|| "too long ago".to_string())
+    })
+}
+
+pub(super) fn enqueue(a: EnqueueArgs) -> Result<()> {
+    // Everything is checked before the database is touched.
+    let arguments: serde_json::Value =
+        serde_json::from_str(&a.args).map_err(|e| Error::InvalidOption {
+            option: "--args",
+            value: a.args.clone(),
+            reason: format!("not JSON: {e}"),
+        })?;
+    let mut options = EnqueueOptions::new();
+    if let Some(queue) = &a.queue {
+        crate::config::validate_queue_name(queue)?;
+        options = options.queue(queue.clone());
+    }
+    if let Some(priority) = a.priority {
+        options = options.priority(priority);
+    }
+    if let Some(delay) = a.delay {
+        options = options.delay(delay);
+    }
+    if let Some(at) = a.at {
+        options = options.run_at(at);
+    }
+    if let Some(key) = &a.unique_key {
+        options = options.unique_key(key.clone());
+    }
+    let queue = a.db.queue()?;
+    let id = queue.enqueue_kind(&a.kind, &arguments, options)?;
+    let info = queue.job(id)?;
+    out(a.format).say(
+        serde_json::json!({ "id": id, "status": info.status }),
+        &format!(
+            "enqueued job {id} ({}) on queue {}: {}",
+            info.kind, info.queue, info.status
+        ),
+    );
+    Ok(())
+}
+
+pub(super) fn list(a: JobsArgs) -> Result<()> {
+    let mut filter = JobFilter::new().limit(a.limit);
+    if let Some(status) = a.status {
+        filter = filter.status(status.into());
+    }
+    if let Some(queue) = a.queue {
+        filter = filter.queue(queue);
+    }
+    if let Some(kind) = a.kind {
+        filter = filter.kind(kind);
+    }
+    if let Some(since) = a.since {
+        filter = filter.since(since);
+    }
+    let jobs = a.db.queue()?.jobs(&filter)?;
+    out(a.format).print(serde_json::json!({ "jobs": jobs }), || {
+        let mut table = output::table(&[
+            "ID", "KIND", "QUEUE", "STATUS", "PRI", "ATTEMPTS", "CREATED", "FINISHED", "ERROR",
+        ]);
+        for j in &jobs {
+            table.add_row(vec![
+                j.id.to_string(),
+                j.kind.clone(),
+                j.queue.clone(),
+                j.status.to_string(),
+                j.priority.to_string(),
+                format!("{}/{}", j.attempts, j.max_attempts),
+                time(j.created_at),
+                maybe_time(j.finished_at),
+                j.error.as_ref().map_or_else(String::new, |e| {
+                    clip(&format!("{}: {}", e.kind, e.message), 80)
+                }),
+            ]);
+        }
+        table
+    });
+    Ok(())
+}
+
+pub(super) fn show(a: JobArgs) -> Result<()> {
+    let queue = a.db.queue()?;
+    let info = match (&a.unique_key, a.id) {
+        (Some(key), _) => queue.job_by_unique_key(key)?,
+        (None, Some(id)) => queue.job(id)?,
+        (None, None) => unreachable!("clap requires one"),
+    };
+    out(a.format).print(
+        serde_json::to_value(&info).expect("JobInfo serializes"),
+        || output::fields(job_fields(&info)),
+    );
+    Ok(())
+}
+
+/// Every field of a job, for `solidq job`.
+fn job_fields(j: &JobInfo) -> Vec<(&'static str, String)> {
+    let json = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
+    let mut rows = vec![
+        ("id", j.id.to_string()),
+        ("kind", j.kind.clone()),
+        ("queue", j.queue.clone()),
+        ("status", j.status.to_string()),
+        ("priority", j.priority.to_string()),
+        ("attempts", format!("{} of {}", j.attempts, j.max_attempts)),
+        ("stalled", j.stalled_count.to_string()),
+        ("delivery", j.delivery.to_string()),
+        (
+            "unique key",
+            j.unique_key.clone().unwrap_or_else(|| "-".into()),
+        ),
+        (
+            "concurrency key",
+            j.concurrency_key.clone().unwrap_or_else(|| "-".into()),
+        ),
+        ("created", time(j.created_at)),
+        ("scheduled", time(j.scheduled_at)),
+        ("finished", maybe_time(j.finished_at)),
+        ("retry at", maybe_time(j.retry_at)),
+        (
+            "process",
+            j.process_id.map_or_else(|| "-".into(), |p| p.to_string()),
+        ),
+        ("arguments", json(&j.arguments)),
+        ("result", j.result.as_ref().map_or_else(|| "-".into(), json)),
+    ];
+    for (n, e) in j.errors.iter().enumerate() {
+        let when = e.at.map(time).unwrap_or_default();
+        let retry = e
+            .retry_in_ms
+            .map(|ms| format!(", retried after {}", age(Duration::from_millis(ms))))
+            .unwrap_or_default();
+        let attempt = e
+            .attempt
+            .map(|a| format!("attempt {a}, "))
+            .unwrap_or_default();
+        rows.push((
+            if n + 1 == j.errors.len() {
+                "error"
+            } else {
+                "earlier error"
+            },
+            format!("{}: {} ({attempt}{when}{retry})", e.kind, e.message),
+        ));
+        if let Some(backtrace) = &e.backtrace {
+            rows.push(("backtrace", backtrace.clone()));
+        }
+    }
+    if j.errors.is_empty()
+        && let Some(e) = &j.error
+    {
+        rows.push(("error", format!("{}: {}", e.kind, e.message)));
+        if let Some(backtrace) = &e.backtrace {
+            rows.push(("backtrace", backtrace.clone()));
+        }
+    }
+    rows
+}
+
+pub(super) fn failed(action: FailedAction) -> Result<()> {
+    let (retry, a) = match action {
+        FailedAction::Retry(a) => (true, a),
+        FailedAction::Discard(a) => (false, a),
+    };
+    let mut filter = if a.ids.is_empty() {
+        FailedFilter::all()
+    } else {
+        FailedFilter::ids(a.ids.iter().copied())
+    };
+    if let Some(kind) = &a.kind {
+        filter = filter.kind(kind.clone());
+    }
+    if let Some(queue) = &a.queue {
+        filter = filter.queue(queue.clone());
+    }
+    let queue = a.db.queue()?;
+    let o: Output = out(a.format);
+    if retry {
+        let n = queue.retry_failed(&filter)?;
+        o.say(
+            serde_json::json!({ "retried": n }),
+            &format!("retried {n} failed jobs"),
+        );
+    } else {
+        let n = queue.discard_failed(&filter)?;
+        o.say(
+            serde_json::json!({ "discarded": n }),
+            &format!("discarded {n} failed jobs"),
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,171 @@
+//! Commands about the system: queues, pause/resume, processes, recurring.
+
+use clap::{Args, Subcommand};
+
+use super::output::{self, Output, age, clip, maybe_time};
+use super::{Db, Format, out};
+use crate::Queue;
+use crate::error::Result;
+
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(super) struct RecurringArgs {
+    #[command(subcommand)]
+    action: Option<RecurringAction>,
+    #[command(flatten)]
+    db: Db,
+    #[command(flatten)]
+    format: Format,
+}
+
+#[derive(Subcommand)]
+enum RecurringAction {
+    /// Enqueue a task now, through the same exactly-once path as its ticks.
+    Run {
+        /// The task's key.
+        key: String,
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        format: Format,
+    },
+}
+
+pub(super) fn queues(queue: &Queue, o: Output) -> Result<()> {
+    let queues = queue.queues()?;
+    let document: Vec<_> = queues
+        .iter()
+        .map(|q| {
+            serde_json::json!({
+                "name": q.name,
+                "ready": q.ready,
+                "scheduled": q.scheduled,
+                "claimed": q.running,
+                "blocked": q.blocked,
+                "failed": q.failed,
+                "latency_ms": q.latency.map(|l| l.as_millis() as u64),
+                "paused": q.paused,
+            })
+        })
+        .collect();
+    o.print(serde_json::json!({ "queues": document }), || {
+        let mut table = output::table(&[
+            "QUEUE",
+            "READY",
+            "SCHEDULED",
+            "CLAIMED",
+            "BLOCKED",
+            "FAILED",
+            "LATENCY",
+            "PAUSED",
+        ]);
+        for q in &queues {
+            table.add_row(vec![
+                q.name.clone(),
+                q.ready.to_string(),
+                q.scheduled.to_string(),
+                q.running.to_string(),
+                q.blocked.to_string(),
+                q.failed.to_string(),
+                q.latency.map_or_else(|| "-".into(), age),
+                if q.paused {
+                    "paused".into()
+                } else {
+                    String::new()
+                },
+            ]);
+        }
+        table
+    });
+    Ok(())
+}
+
+pub(super) fn pause(queue: &Queue, name: &str, paused: bool, o: Output) -> Result<()> {
+    let changed = if paused {
+        queue.pause(name)?
+    } else {
+        queue.resume(name)?
+    };
+    let verb = if paused { "paused" } else { "resumed" };
+    let text = if changed {
+        format!("queue {name} {verb}")
+    } else {
+        format!(
+            "queue {name} was {} already",
+            if paused { "paused" } else { "not paused" }
+        )
+    };
+    o.say(
+        serde_json::json!({ "queue": name, "paused": paused, "changed": changed }),
+        &text,
+    );
+    Ok(())
+}
+
+pub(super) fn processes(queue: &Queue, o: Output) -> Result<()> {
+    let processes = queue.processes()?;
+    o.print(serde_json::json!({ "processes": processes }), || {
+        let mut table = output::table(&[
+            "ID",
+            "KIND",
+            "NAME",
+            "HOST",
+            "PID",
+            "HEARTBEAT",
+            "SUPERVISOR",
+            "JOBS",
+        ]);
+        for p in &processes {
+            let ids: Vec<String> = p.jobs.iter().map(i64::to_string).collect();
+            table.add_row(vec![
+                p.id.to_string(),
+                p.kind.clone(),
+                p.name.clone(),
+                p.hostname.clone(),
+                p.pid.to_string(),
+                format!("{} ago", age(p.heartbeat_age)),
+                p.supervisor_id
+                    .map_or_else(|| "-".into(), |s| s.to_string()),
+                if ids.is_empty() {
+                    "-".into()
+                } else {
+                    clip(&format!("{}: {}", ids.len(), ids.join(" ")), 60)
+                },
+            ]);
+        }
+        table
+    });
+    Ok(())
+}
+
+pub(super) fn recurring(args: RecurringArgs) -> Result<()> {
+    if let Some(RecurringAction::Run { key, db, format }) = args.action {
+        let id = db.queue()?.run_recurring(&key)?;
+        let text = match id {
+            Some(id) => format!("recurring task {key} enqueued as job {id}"),
+            None => format!("recurring task {key} already ran this second"),
+        };
+        out(format).say(serde_json::json!({ "key": key, "job_id": id }), &text);
+        return Ok(());
+    }
+    let tasks = args.db.queue()?.recurring_tasks()?;
+    out(args.format).print(serde_json::json!({ "tasks": tasks }), || {
+        let mut table = output::table(&[
+            "KEY", "SCHEDULE", "TIMEZONE", "KIND", "NEXT RUN", "LAST RUN", "LAST JOB",
+        ]);
+        for t in &tasks {
+            table.add_row(vec![
+                t.key.clone(),
+                t.schedule.clone(),
+                t.timezone.clone(),
+                t.kind.clone(),
+                maybe_time(t.next_run_at),
+                maybe_time(t.last_run_at),
+                t.last_job_id
+                    .map_or_else(|| "-".into(), |id| id.to_string()),
+            ]);
+        }
+        table
+    });
+    Ok(())
+}
