@@ -6,6 +6,12 @@
 //! threads in the user's binary claim and run them; a separate supervisor
 //! process restarts workers and releases the jobs of dead ones.
 //!
+//! Beyond that: per-job options (retries with backoff, timeouts, delivery
+//! modes, unique keys, retention), [`concurrency`] limits keyed by a job's
+//! arguments, recurring tasks on cron schedules fired once per tick across
+//! any number of [`Scheduler`]s, an operator CLI (`solidq`) with the same
+//! operations on [`Queue`], and [`events`] hooks for metrics.
+//!
 //! ## The promises
 //! 1. Nothing is lost: once `enqueue` returns, the job survives any crash.
 //! 2. At least once, and no more than needed: a job runs again only when

@@ -14,6 +14,8 @@ pub use supervisor::*;
 use crate::error::{Error, Result};
 use crate::job::{Backoff, Delivery};
 
+pub use crate::store::DEFAULT_SQLITE_BUSY_TIMEOUT;
+
 /// The queue a job goes to when neither its type nor the enqueue names one.
 pub const DEFAULT_QUEUE: &str = "default";
 /// Attempts a job gets (the first run included): one retry after a failure,
@@ -97,7 +99,7 @@ pub struct QueueConfig {
     /// How long to wait for a pooled connection. Defaults to 30 s.
     pub pool_timeout: Duration,
     /// SQLite only: how long to wait for the write lock. Defaults to
-    /// [`crate::store::DEFAULT_SQLITE_BUSY_TIMEOUT`].
+    /// [`DEFAULT_SQLITE_BUSY_TIMEOUT`].
     pub sqlite_busy_timeout: Duration,
 }
 
@@ -112,7 +114,7 @@ impl Default for QueueConfig {
             keep_result: DEFAULT_KEEP_RESULT,
             pool_size: DEFAULT_POOL_SIZE,
             pool_timeout: Duration::from_secs(30),
-            sqlite_busy_timeout: crate::store::DEFAULT_SQLITE_BUSY_TIMEOUT,
+            sqlite_busy_timeout: DEFAULT_SQLITE_BUSY_TIMEOUT,
         }
     }
 }
