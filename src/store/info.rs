@@ -81,15 +81,24 @@ impl Store {
     pub(crate) fn jobs_list(&self, selection: &JobSelection) -> Result<Vec<JobInfo>> {
         // Succeeded and discarded are told apart by the job's last error,
         // after the rows are read: page until the limit is met.
+        let filtered_later = matches!(
+            selection.status,
+            Some(JobStatus::Succeeded | JobStatus::Discarded)
+        );
+        let page_size = if filtered_later {
+            selection.limit.max(100)
+        } else {
+            selection.limit
+        };
         let mut found = Vec::new();
         let mut before = i64::MAX;
         while found.len() < selection.limit {
             let page = self.with_read("jobs_list", |conn| {
-                load_page(conn, selection, before, selection.limit.max(100))
+                load_page(conn, selection, before, page_size)
             })?;
             let Some((last, _)) = page.last() else { break };
             before = last.id;
-            let last_page = page.len() < selection.limit.max(100);
+            let last_page = page.len() < page_size;
             found.extend(
                 page.into_iter()
                     .map(to_info)
