@@ -330,6 +330,8 @@ fn actions_change_what_they_say_and_report_counts(db: &TestDb) {
         ("cli", -2, Some("cli-1"))
     );
     assert_eq!(info.arguments, json!({ "value": 5 }));
+    let by_key = json_of(db, &["job", "--unique-key", "cli-1"]);
+    assert_eq!(by_key["id"], json!(id), "{by_key}");
     let (code, _, err) = solidq(db, &["enqueue", "echo", "--unique-key", "cli-1"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains(&format!("(job {id})")), "{err}");
@@ -354,6 +356,11 @@ fn actions_change_what_they_say_and_report_counts(db: &TestDb) {
         json!({ "discarded": 1 })
     );
     assert!(queue.job(failed[1]).is_err());
+    assert_eq!(
+        json_of(db, &["failed", "retry", "--queue", "idle"]),
+        json!({ "retried": 0 }),
+        "no failed job on idle"
+    );
     assert!(table_of(db, &["failed", "retry", "--all"]).contains("retried 0 failed jobs"));
 
     // clear-finished
@@ -456,6 +463,16 @@ fn bad_arguments_get_one_line_and_write_nothing(db: &TestDb) {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("postgres://ops:***@127.0.0.1:1/db"), "{err}");
     assert!(!err.contains("hunter2"), "{err}");
+    // A SQLite file that cannot be created: exit 1, one line naming it.
+    let output = Command::new(env!("CARGO_BIN_EXE_solidq"))
+        .args(["queues", "--database-url", "/nonexistent-dir/jobs.db"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("/nonexistent-dir/jobs.db"), "{err}");
     // No database at all: a usage error.
     let output = Command::new(env!("CARGO_BIN_EXE_solidq"))
         .args(["queues"])
