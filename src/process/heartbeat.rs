@@ -6,11 +6,9 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Sender, bounded};
-
+use super::StoppableThread;
 use crate::error::{Error, Result};
 use crate::store::Store;
 
@@ -25,79 +23,50 @@ pub(crate) enum Beat {
 }
 
 /// A running heartbeat thread; stopping it joins it.
-pub(crate) struct Heartbeat {
-    stop: Sender<()>,
-    thread: Option<JoinHandle<()>>,
-}
+pub(crate) type Heartbeat = StoppableThread;
 
-impl Heartbeat {
-    /// Beats for the process whose id `id` holds (0 means "not registered":
-    /// skip) every `interval`, calling `on_beat` after each attempt.
-    pub(crate) fn spawn(
-        name: &str,
-        store: Store,
-        interval: Duration,
-        alive_threshold: Duration,
-        id: Arc<AtomicI64>,
-        on_beat: impl Fn(Beat) + Send + 'static,
-    ) -> Result<Heartbeat> {
-        let (stop, stopped) = bounded::<()>(1);
-        let thread = std::thread::Builder::new()
-            .name(name.to_string())
-            .spawn(move || {
-                let mut last_ok = Instant::now();
-                while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
-                    stopped.recv_timeout(interval)
-                {
-                    let current = id.load(Ordering::SeqCst);
-                    if current == 0 {
-                        last_ok = Instant::now();
-                        continue;
-                    }
-                    match store.process_heartbeat(current) {
-                        Ok(true) => {
-                            last_ok = Instant::now();
-                            on_beat(Beat::Alive);
-                        }
-                        Ok(false) => {
-                            last_ok = Instant::now();
-                            on_beat(Beat::RowGone(current));
-                        }
-                        Err(error) => {
-                            let elapsed = last_ok.elapsed();
-                            log::warn!("heartbeat of process {current} failed ({elapsed:?} since the last good one): {error}");
-                            if elapsed > alive_threshold {
-                                on_beat(Beat::Lost(Error::HeartbeatLost {
-                                    elapsed,
-                                    threshold: alive_threshold,
-                                    source: Box::new(error),
-                                }));
-                            }
-                        }
+/// Beats for the process whose id `id` holds (0 means "not registered":
+/// skip) every `interval`, calling `on_beat` after each attempt.
+pub(crate) fn spawn(
+    name: &str,
+    store: Store,
+    interval: Duration,
+    alive_threshold: Duration,
+    id: Arc<AtomicI64>,
+    on_beat: impl Fn(Beat) + Send + 'static,
+) -> Result<Heartbeat> {
+    StoppableThread::spawn(name, move |stopped| {
+        let mut last_ok = Instant::now();
+        while let Err(crossbeam_channel::RecvTimeoutError::Timeout) = stopped.recv_timeout(interval)
+        {
+            let current = id.load(Ordering::SeqCst);
+            if current == 0 {
+                last_ok = Instant::now();
+                continue;
+            }
+            match store.process_heartbeat(current) {
+                Ok(true) => {
+                    last_ok = Instant::now();
+                    on_beat(Beat::Alive);
+                }
+                Ok(false) => {
+                    last_ok = Instant::now();
+                    on_beat(Beat::RowGone(current));
+                }
+                Err(error) => {
+                    let elapsed = last_ok.elapsed();
+                    log::warn!(
+                        "heartbeat of process {current} failed ({elapsed:?} since the last good one): {error}"
+                    );
+                    if elapsed > alive_threshold {
+                        on_beat(Beat::Lost(Error::HeartbeatLost {
+                            elapsed,
+                            threshold: alive_threshold,
+                            source: Box::new(error),
+                        }));
                     }
                 }
-            })
-            .map_err(|source| Error::Thread {
-                name: name.to_string(),
-                source,
-            })?;
-        Ok(Heartbeat {
-            stop,
-            thread: Some(thread),
-        })
-    }
-
-    /// Stops the thread and waits for it.
-    pub(crate) fn stop(&mut self) {
-        let _ = self.stop.try_send(());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+            }
         }
-    }
-}
-
-impl Drop for Heartbeat {
-    fn drop(&mut self) {
-        self.stop();
-    }
+    })
 }

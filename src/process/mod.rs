@@ -9,7 +9,7 @@ mod signals;
 pub(crate) mod wakeups;
 
 pub(crate) use registration::Registration;
-pub(crate) use service::Service;
+pub(crate) use service::{Service, StoppableThread};
 pub(crate) use signals::subscribe as subscribe_signals;
 pub use signals::{install_signal_handlers, signal_received};
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use super::heartbeat::{Beat, Heartbeat};
+use super::heartbeat::{self, Beat, Heartbeat};
 use super::{ProcessKind, describe, register};
 use crate::config::DEFAULT_PROCESS_ALIVE_THRESHOLD;
 use crate::error::Result;
@@ -35,7 +35,7 @@ impl Registration {
         let id = Arc::new(AtomicI64::new(register(store, &row, events.as_ref())?));
         let again = store.clone();
         let current = Arc::clone(&id);
-        let heartbeat = Heartbeat::spawn(
+        let heartbeat = heartbeat::spawn(
             &format!("solidq-{}-heartbeat", kind.as_str()),
             store.clone(),
             interval,

@@ -1,7 +1,8 @@
-//! A long-running service (dispatcher, scheduler): its loop thread and,
-//! when it runs standalone, its process row. Start returns at once; stop
-//! tells the loop, waits for it, then deregisters; stopping twice, or
-//! dropping, is the same as stopping once.
+//! Background threads that run until told to stop: [`StoppableThread`]
+//! (heartbeat, maintenance) and [`Service`], a stoppable thread with a
+//! process row (dispatcher, scheduler running standalone). Start returns at
+//! once; stop tells the loop, waits for it, then deregisters; stopping
+//! twice, or dropping, is the same as stopping once.
 
 use std::thread::JoinHandle;
 
@@ -10,21 +11,19 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 use super::Registration;
 use crate::error::{Error, Result};
 
-/// A running service.
-pub(crate) struct Service {
+/// A thread whose body returns when its receiver gets a message or is
+/// disconnected; stopping sends that message and joins the thread.
+pub(crate) struct StoppableThread {
     stop: Sender<()>,
     thread: Option<JoinHandle<()>>,
-    registration: Option<Registration>,
 }
 
-impl Service {
-    /// Runs `body` on a thread named `name`; `body` returns when its
-    /// receiver gets a message or is disconnected.
+impl StoppableThread {
+    /// Runs `body` on a thread named `name`.
     pub(crate) fn spawn(
         name: &str,
-        registration: Option<Registration>,
         body: impl FnOnce(Receiver<()>) + Send + 'static,
-    ) -> Result<Service> {
+    ) -> Result<StoppableThread> {
         let (stop, stopped) = bounded::<()>(1);
         let thread = std::thread::Builder::new()
             .name(name.to_string())
@@ -33,19 +32,49 @@ impl Service {
                 name: name.to_string(),
                 source,
             })?;
-        Ok(Service {
+        Ok(StoppableThread {
             stop,
             thread: Some(thread),
+        })
+    }
+
+    /// Tells the body to return and waits for it. Idempotent.
+    pub(crate) fn stop(&mut self) {
+        let _ = self.stop.try_send(());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for StoppableThread {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A running service.
+pub(crate) struct Service {
+    thread: StoppableThread,
+    registration: Option<Registration>,
+}
+
+impl Service {
+    /// Runs `body` on a thread named `name`, as [`StoppableThread::spawn`].
+    pub(crate) fn spawn(
+        name: &str,
+        registration: Option<Registration>,
+        body: impl FnOnce(Receiver<()>) + Send + 'static,
+    ) -> Result<Service> {
+        Ok(Service {
+            thread: StoppableThread::spawn(name, body)?,
             registration,
         })
     }
 
     /// Stops the loop, waits for it, and deregisters. Idempotent.
     pub(crate) fn stop(&mut self) {
-        let _ = self.stop.try_send(());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.thread.stop();
         if let Some(mut registration) = self.registration.take() {
             registration.stop();
         }

@@ -8,13 +8,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_channel::{Sender, bounded};
-
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::events::{Events, JobReleased, JobStalled, ProcessPruned, PruneReason, ReleaseCause};
+use crate::process::StoppableThread;
 use crate::store::{PruneTarget, Pruned, ReleaseReason, ReleaseReport, Store};
 
 /// Dead processes pruned per round, at most.
@@ -30,57 +28,30 @@ pub(crate) struct MaintenanceConfig {
     pub default_max_stalled: u32,
 }
 
-/// A running maintenance thread.
-pub(crate) struct Maintenance {
-    stop: Sender<()>,
-    thread: Option<JoinHandle<()>>,
-}
+/// A running maintenance thread; stopping it joins it.
+pub(crate) type Maintenance = StoppableThread;
 
-impl Maintenance {
-    pub(crate) fn start(
-        store: Store,
-        own_id: Arc<AtomicI64>,
-        config: MaintenanceConfig,
-        events: Arc<dyn Events>,
-    ) -> Result<Maintenance> {
-        let (stop, stopped) = bounded::<()>(1);
-        let thread = std::thread::Builder::new()
-            .name("solidq-maintenance".into())
-            .spawn(move || {
-                loop {
-                    run_once(
-                        &store,
-                        own_id.load(Ordering::SeqCst),
-                        &config,
-                        events.as_ref(),
-                    );
-                    if stopped.recv_timeout(config.interval).is_ok() {
-                        break;
-                    }
-                }
-            })
-            .map_err(|source| Error::Thread {
-                name: "solidq-maintenance".into(),
-                source,
-            })?;
-        Ok(Maintenance {
-            stop,
-            thread: Some(thread),
-        })
-    }
-
-    pub(crate) fn stop(&mut self) {
-        let _ = self.stop.try_send(());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+/// Runs a maintenance round at once and then every `config.interval` on
+/// its own thread, as the supervisor whose row id `own_id` holds.
+pub(crate) fn spawn(
+    store: Store,
+    own_id: Arc<AtomicI64>,
+    config: MaintenanceConfig,
+    events: Arc<dyn Events>,
+) -> Result<Maintenance> {
+    StoppableThread::spawn("solidq-maintenance", move |stopped| {
+        loop {
+            run_once(
+                &store,
+                own_id.load(Ordering::SeqCst),
+                &config,
+                events.as_ref(),
+            );
+            if stopped.recv_timeout(config.interval).is_ok() {
+                break;
+            }
         }
-    }
-}
-
-impl Drop for Maintenance {
-    fn drop(&mut self) {
-        self.stop();
-    }
+    })
 }
 
 /// One round: prune expired processes, then release orphaned claims.

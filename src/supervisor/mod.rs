@@ -48,11 +48,11 @@ use crate::dispatcher::Dispatcher;
 use crate::error::{Error, Result};
 use crate::events::{Events, default_events};
 use crate::job::Job;
-use crate::process::heartbeat::{Beat, Heartbeat};
+use crate::process::heartbeat::{self, Beat};
 use crate::process::{self, ProcessKind};
 use crate::scheduler::Scheduler;
 use crate::store::{NewProcess, ReleaseReason};
-use maintenance::{Maintenance, MaintenanceConfig};
+use maintenance::MaintenanceConfig;
 use running::Running;
 
 /// Extra time a stopping supervisor gives its children beyond
@@ -231,7 +231,7 @@ impl Supervisor {
             let own_id = Arc::clone(own_id);
             let row = row.clone();
             let events = Arc::clone(&self.events);
-            Heartbeat::spawn(
+            heartbeat::spawn(
                 "solidq-supervisor-heartbeat",
                 store.clone(),
                 self.config.heartbeat_interval,
@@ -263,7 +263,7 @@ impl Supervisor {
             Some(scheduler) => Some(scheduler.start()?),
             None => None,
         };
-        let maintenance = Maintenance::start(
+        let maintenance = maintenance::spawn(
             store.clone(),
             Arc::clone(own_id),
             MaintenanceConfig {

@@ -23,7 +23,7 @@ use crate::dispatcher::{Dispatcher, DispatcherHandle};
 use crate::error::{Error, Result};
 use crate::events::Events;
 use crate::job::ShutdownSignal;
-use crate::process::heartbeat::{Beat, Heartbeat};
+use crate::process::heartbeat::{self, Beat, Heartbeat};
 use crate::process::{self, ProcessKind, wakeups};
 use crate::store::{ClaimQuery, NewProcess, ReleaseReason, Store};
 
@@ -304,7 +304,7 @@ fn spawn_heartbeat(shared: &Arc<Shared>) -> Result<Heartbeat> {
             }
         }
     };
-    Heartbeat::spawn(
+    heartbeat::spawn(
         "solidq-heartbeat",
         shared.store.clone(),
         shared.config.heartbeat_interval,
