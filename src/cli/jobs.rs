@@ -6,9 +6,9 @@ use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 
 use super::output::{self, Output, age, clip, maybe_time, time};
-use super::{Db, Format, Status, out};
+use super::{Db, Format, out};
 use crate::error::{Error, Result};
-use crate::{EnqueueOptions, FailedFilter, JobFilter, JobInfo};
+use crate::{EnqueueOptions, FailedFilter, JobFilter, JobInfo, JobStatus};
 
 #[derive(Args)]
 pub(super) struct EnqueueArgs {
@@ -42,7 +42,7 @@ pub(super) struct EnqueueArgs {
 pub(super) struct JobsArgs {
     /// Only jobs in this state.
     #[arg(long, value_enum)]
-    status: Option<Status>,
+    status: Option<JobStatus>,
     /// Only jobs of this queue.
     #[arg(long)]
     queue: Option<String>,
@@ -162,7 +162,7 @@ pub(super) fn enqueue(a: EnqueueArgs) -> Result<()> {
 pub(super) fn list(a: JobsArgs) -> Result<()> {
     let mut filter = JobFilter::new().limit(a.limit);
     if let Some(status) = a.status {
-        filter = filter.status(status.into());
+        filter = filter.status(status);
     }
     if let Some(queue) = a.queue {
         filter = filter.queue(queue);

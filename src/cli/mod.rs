@@ -143,31 +143,14 @@ enum Command {
     },
 }
 
-/// A job status, as the CLI spells it.
-#[derive(Clone, Copy, ValueEnum)]
-enum Status {
-    Scheduled,
-    Ready,
-    Blocked,
-    Running,
-    Succeeded,
-    Failed,
-    Retrying,
-    Discarded,
-}
+/// A job status on the command line, spelled as [`JobStatus::as_str`].
+impl ValueEnum for JobStatus {
+    fn value_variants<'a>() -> &'a [Self] {
+        &JobStatus::ALL
+    }
 
-impl From<Status> for JobStatus {
-    fn from(s: Status) -> JobStatus {
-        match s {
-            Status::Scheduled => JobStatus::Scheduled,
-            Status::Ready => JobStatus::Ready,
-            Status::Blocked => JobStatus::Blocked,
-            Status::Running => JobStatus::Running,
-            Status::Succeeded => JobStatus::Succeeded,
-            Status::Failed => JobStatus::Failed,
-            Status::Retrying => JobStatus::Retrying,
-            Status::Discarded => JobStatus::Discarded,
-        }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.as_str()))
     }
 }
 

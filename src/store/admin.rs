@@ -74,36 +74,42 @@ impl Store {
                     entry.ready = n;
                     entry.oldest_ready = oldest;
                 }
-                let rows: Vec<(String, i64)> = scheduled::table
-                    .group_by(scheduled::queue_name)
-                    .select((scheduled::queue_name, count_star()))
-                    .load(conn)?;
-                for (queue, n) in rows {
-                    map.entry(queue).or_default().scheduled = n;
-                }
-                let rows: Vec<(String, i64)> = blocked::table
-                    .group_by(blocked::queue_name)
-                    .select((blocked::queue_name, count_star()))
-                    .load(conn)?;
-                for (queue, n) in rows {
-                    map.entry(queue).or_default().blocked = n;
-                }
-                let rows: Vec<(String, i64)> = claimed::table
-                    .inner_join(jobs::table.on(jobs::id.eq(claimed::job_id)))
-                    .group_by(jobs::queue_name)
-                    .select((jobs::queue_name, count_star()))
-                    .load(conn)?;
-                for (queue, n) in rows {
-                    map.entry(queue).or_default().running = n;
-                }
-                let rows: Vec<(String, i64)> = failed::table
-                    .inner_join(jobs::table.on(jobs::id.eq(failed::job_id)))
-                    .group_by(jobs::queue_name)
-                    .select((jobs::queue_name, count_star()))
-                    .load(conn)?;
-                for (queue, n) in rows {
-                    map.entry(queue).or_default().failed = n;
-                }
+                let mut add =
+                    |rows: Vec<(String, i64)>, field: fn(&mut QueueCounts) -> &mut i64| {
+                        for (queue, n) in rows {
+                            *field(map.entry(queue).or_default()) = n;
+                        }
+                    };
+                add(
+                    scheduled::table
+                        .group_by(scheduled::queue_name)
+                        .select((scheduled::queue_name, count_star()))
+                        .load(conn)?,
+                    |c| &mut c.scheduled,
+                );
+                add(
+                    blocked::table
+                        .group_by(blocked::queue_name)
+                        .select((blocked::queue_name, count_star()))
+                        .load(conn)?,
+                    |c| &mut c.blocked,
+                );
+                add(
+                    claimed::table
+                        .inner_join(jobs::table.on(jobs::id.eq(claimed::job_id)))
+                        .group_by(jobs::queue_name)
+                        .select((jobs::queue_name, count_star()))
+                        .load(conn)?,
+                    |c| &mut c.running,
+                );
+                add(
+                    failed::table
+                        .inner_join(jobs::table.on(jobs::id.eq(failed::job_id)))
+                        .group_by(jobs::queue_name)
+                        .select((jobs::queue_name, count_star()))
+                        .load(conn)?,
+                    |c| &mut c.failed,
+                );
                 let paused: Vec<String> = pauses::table.select(pauses::queue_name).load(conn)?;
                 for queue in paused {
                     map.entry(queue).or_default().paused = true;
