@@ -7,14 +7,16 @@ use std::time::Duration;
 
 use diesel::{PgConnection, SqliteConnection};
 
-use crate::concurrency::{ConcurrencyLimit, StoredLimit};
-use crate::config::{MAX_UNIQUE_KEY_LEN, QueueConfig, validate_queue_name};
-use crate::error::{Error, Result};
+use crate::concurrency::ConcurrencyLimit;
+use crate::config::{MAX_UNIQUE_KEY_LEN, QueueConfig};
 use crate::events::{Events, JobDiscarded, JobEnqueued, default_events};
-use crate::job::{EnqueueOptions, Job, JobInfo, JobOptions, StoredOptions};
+use crate::job::{EnqueueOptions, Job, JobOptions};
 use crate::process::wakeups;
 use crate::store::{
-    self, AnyConnection, Backend, DatabaseUrl, Driver, Inserted, NewJob, PoolOptions, Store,
+    self, AnyConnection, Driver, Inserted, NewJob, PoolOptions, Store, StoredOptions,
+};
+use crate::types::{
+    Backend, DatabaseUrl, Error, JobInfo, Result, StoredLimit, validate_queue_name,
 };
 
 /// A handle on a solidq database: cheap to clone, safe to share between

@@ -10,10 +10,10 @@ use crate::client::Queue;
 use crate::config::DispatcherConfig;
 use crossbeam_channel::Receiver;
 
-use crate::error::Result;
 use crate::events::{Events, JobDiscarded};
 use crate::process::{ProcessKind, Registration, Service, wakeups};
 use crate::store::Store;
+use crate::types::Result;
 
 /// Moves due scheduled jobs to ready.
 pub struct Dispatcher {
@@ -136,11 +136,11 @@ impl Dispatcher {
                 swept = std::time::Instant::now();
             }
             if self.housekeeping && cleaned.elapsed() >= CLEAN_INTERVAL {
-                crate::supervisor::maintenance::clean(&self.store);
+                crate::maintenance::clean(&self.store);
                 cleaned = std::time::Instant::now();
             }
             if self.housekeeping && tended.elapsed() >= TEND_INTERVAL {
-                crate::supervisor::maintenance::tend(&self.store);
+                crate::maintenance::tend(&self.store);
                 tended = std::time::Instant::now();
             }
             let wait = match self.run_once() {

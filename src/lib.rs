@@ -38,6 +38,28 @@
 //! claiming process; if none matched, the claim was lost (the process was
 //! pruned meanwhile) and nothing is written over the new claim.
 //!
+//! ## Layers
+//!
+//! Modules stand on each other in one order, low to high; a module uses
+//! only modules below it (`tests/layers.rs` checks every `crate::` path):
+//!
+//! | layer | modules | what |
+//! | --- | --- | --- |
+//! | 0 | `types` | plain data every layer shares: [`Error`], [`JobStatus`], [`Delivery`], [`Backoff`], [`ErrorInfo`], [`JobInfo`], [`QueuePattern`], stored limits, [`Schedule`], [`DatabaseUrl`]; imports nothing of solidq |
+//! | 1 | [`config`], [`concurrency`] | settings and their defaults; the limit builder |
+//! | 2 | `job` | the [`Job`] trait, its options and context |
+//! | 3 | `store` | all SQL, one implementation per backend |
+//! | 4 | [`events`] | the hooks and their event types |
+//! | 5 | `process` | registration, heartbeats, signals, in-process wake-ups |
+//! | 6 | `client` | [`Queue`]: enqueue and queries |
+//! | 7 | `maintenance` | pruning dead processes, releasing orphans, cleaning, tending |
+//! | 8 | `dispatcher` | scheduled → ready |
+//! | 9 | `scheduler` | recurring tasks |
+//! | 10 | `worker` | claiming and running jobs |
+//! | 11 | `supervisor` | worker processes, and the loops above them |
+//! | 12 | `admin` | operator queries and actions |
+//! | 13 | `cli` | the `solidq` binary |
+//!
 //! ## Example
 //!
 //! ```no_run
@@ -74,13 +96,14 @@ mod client;
 pub mod concurrency;
 pub mod config;
 mod dispatcher;
-mod error;
 pub mod events;
 mod job;
+mod maintenance;
 mod process;
 mod scheduler;
 mod store;
 mod supervisor;
+mod types;
 mod worker;
 
 #[cfg(feature = "cli")]
@@ -93,20 +116,20 @@ pub use client::{DriverRef, EnqueueConnection, Enqueued, JobRequest, Queue};
 pub use concurrency::{ConcurrencyLimit, OnConflict};
 pub use config::{DispatcherConfig, QueueConfig, WorkerConfig};
 pub use dispatcher::{Dispatcher, DispatcherHandle};
-pub use error::{Error, Result};
 pub use events::{Events, LogEvents, NoEvents};
-pub use job::{
-    Backoff, Delivery, EnqueueOptions, ErrorInfo, Job, JobContext, JobError, JobInfo, JobOptions,
-    JobResult, JobStatus,
-};
+pub use job::{EnqueueOptions, Job, JobContext, JobError, JobOptions, JobResult};
 pub use process::{install_signal_handlers, signal_received};
-pub use scheduler::{RecurringTask, Schedule, ScheduleError, Scheduler, SchedulerHandle};
-pub use store::{AnyConnection, Backend, DatabaseUrl, statements_executed};
+pub use scheduler::{RecurringTask, Scheduler, SchedulerHandle};
+pub use store::{AnyConnection, statements_executed};
 pub use supervisor::{
     CheckReport, RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, SHUTDOWN_MARGIN, Supervisor,
     SupervisorHandle, YOUNG_DEATH,
 };
-pub use worker::{QueuePattern, Worker, WorkerHandle, WorkerStats};
+pub use types::{
+    Backend, Backoff, DatabaseUrl, Delivery, Error, ErrorInfo, JobInfo, JobStatus, QueuePattern,
+    Result, Schedule, ScheduleError,
+};
+pub use worker::{Worker, WorkerHandle, WorkerStats};
 
 /// The migration versions embedded in this build for `backend`, oldest
 /// first; both backends carry the same versions.

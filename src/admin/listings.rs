@@ -8,10 +8,10 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::client::{Enqueued, JobRequest, Queue};
-use crate::error::{Error, Result};
-use crate::job::{EnqueueOptions, JobInfo, JobStatus};
-use crate::scheduler::{RecurringTask, Schedule, Scheduler};
+use crate::job::EnqueueOptions;
+use crate::scheduler::{RecurringTask, Scheduler};
 use crate::store::JobSelection;
+use crate::types::{Error, JobInfo, JobStatus, Result, Schedule};
 
 /// How many jobs [`Queue::jobs`] lists unless told otherwise.
 pub const DEFAULT_JOB_LIST_LIMIT: usize = 50;

@@ -11,10 +11,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::client::Queue;
-use crate::config::validate_queue_name;
-use crate::error::Result;
 use crate::process::wakeups;
 use crate::store::FailedSelection;
+use crate::types::{Result, validate_queue_name};
 
 /// One queue's state, as [`Queue::queues`] reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 
 use super::output::{self, Output, age, clip, maybe_time, time};
 use super::{Db, Format, out};
-use crate::error::{Error, Result};
+use crate::types::{Error, Result};
 use crate::{EnqueueOptions, FailedFilter, JobFilter, JobInfo, JobStatus};
 
 #[derive(Args)]
@@ -131,7 +131,7 @@ pub(super) fn enqueue(a: EnqueueArgs) -> Result<()> {
         })?;
     let mut options = EnqueueOptions::new();
     if let Some(queue) = &a.queue {
-        crate::config::validate_queue_name(queue)?;
+        crate::types::validate_queue_name(queue)?;
         options = options.queue(queue.clone());
     }
     if let Some(priority) = a.priority {

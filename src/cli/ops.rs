@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use super::output::{self, Output, age, clip, maybe_time};
 use super::{Db, Format, out};
 use crate::Queue;
-use crate::error::Result;
+use crate::types::Result;
 
 #[derive(Args)]
 #[command(args_conflicts_with_subcommands = true)]

@@ -11,10 +11,12 @@ use std::time::Duration;
 
 pub use supervisor::*;
 
-use crate::error::{Error, Result};
-use crate::job::{Backoff, Delivery};
+pub use crate::types::MAX_QUEUE_NAME_LEN;
+use crate::types::{Backoff, Delivery, Error, Result, validate_queue_name};
 
-pub use crate::store::DEFAULT_SQLITE_BUSY_TIMEOUT;
+/// How long an SQLite connection waits for the write lock before reporting
+/// `database is locked` (which solidq retries up to this long too).
+pub const DEFAULT_SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The queue a job goes to when neither its type nor the enqueue names one.
 pub const DEFAULT_QUEUE: &str = "default";
@@ -73,8 +75,6 @@ pub const DEFAULT_COMPLETION_FLUSH_INTERVAL: Duration = Duration::from_millis(2)
 pub const DEFAULT_POOL_SIZE: u32 = 10;
 /// The longest a `unique_key` may be, in bytes.
 pub const MAX_UNIQUE_KEY_LEN: usize = 255;
-/// The longest a queue name may be, in bytes.
-pub const MAX_QUEUE_NAME_LEN: usize = 128;
 
 /// Client-side settings: the defaults applied at enqueue, and the pool.
 #[derive(Debug, Clone, PartialEq)]
@@ -228,7 +228,7 @@ impl WorkerConfig {
             });
         }
         for queue in &self.queues {
-            crate::worker::QueuePattern::parse(queue)?;
+            crate::types::QueuePattern::parse(queue)?;
         }
         positive("threads", self.threads as u64)?;
         positive("completion_batch_size", self.completion_batch_size as u64)?;
@@ -286,29 +286,6 @@ impl DispatcherConfig {
     }
 }
 
-/// Queue names are short and plain so they can be inlined in prepared SQL
-/// and typed in a shell: letters, digits, `_ - . :`.
-pub(crate) fn validate_queue_name(name: &str) -> Result<()> {
-    let bad = |reason: &str| Error::InvalidOption {
-        option: "queue name",
-        value: name.to_string(),
-        reason: reason.to_string(),
-    };
-    if name.is_empty() {
-        return Err(bad("empty"));
-    }
-    if name.len() > MAX_QUEUE_NAME_LEN {
-        return Err(bad(&format!("longer than {MAX_QUEUE_NAME_LEN} bytes")));
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b))
-    {
-        return Err(bad("only letters, digits and _ - . : are allowed"));
-    }
-    Ok(())
-}
-
 fn positive(option: &'static str, value: u64) -> Result<()> {
     if value == 0 {
         return Err(Error::InvalidOption {
@@ -334,16 +311,6 @@ fn nonzero_duration(option: &'static str, value: Duration) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn queue_names_are_plain() {
-        for ok in ["default", "mail", "critical-1", "a.b:c_d"] {
-            validate_queue_name(ok).unwrap();
-        }
-        for bad in ["", "has space", "quote'", "star*", &"x".repeat(200)] {
-            assert!(validate_queue_name(bad).is_err(), "{bad:?}");
-        }
-    }
 
     #[test]
     fn worker_config_reports_errors_and_warnings_apart() {

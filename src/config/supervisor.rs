@@ -43,12 +43,9 @@ use super::{
     DEFAULT_CONCURRENCY_MAINTENANCE_INTERVAL, DEFAULT_DISPATCHER_BATCH_SIZE,
     DEFAULT_DISPATCHER_POLLING_INTERVAL, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_POLLING_INTERVAL,
     DEFAULT_PROCESS_ALIVE_THRESHOLD, DEFAULT_SHUTDOWN_TIMEOUT, DEFAULT_THREADS, DispatcherConfig,
-    Warnings, WorkerConfig,
+    MAX_UNIQUE_KEY_LEN, Warnings, WorkerConfig,
 };
-use crate::error::{Error, Result};
-use crate::scheduler::RecurringTask;
-use crate::store::DatabaseUrl;
-use crate::worker::QueuePattern;
+use crate::types::{DatabaseUrl, Error, QueuePattern, Result, Schedule, validate_queue_name};
 
 /// How many times a job may be released after its process died before it
 /// fails instead, unless its type says otherwise. Bull's default.
@@ -137,6 +134,45 @@ pub struct RecurringSection {
     /// What it is for.
     #[serde(default)]
     pub description: Option<String>,
+}
+
+/// A `[recurring.<key>]` section checked by
+/// [`SupervisorConfig::recurring_resolved`].
+#[derive(Debug, Clone)]
+pub struct ResolvedRecurring<'a> {
+    /// The task's key.
+    pub key: &'a str,
+    /// The section as written.
+    pub section: &'a RecurringSection,
+    /// Its `args` as JSON.
+    pub arguments: serde_json::Value,
+    /// Its schedule, read in its time zone.
+    pub schedule: Schedule,
+}
+
+/// A recurring task's key: 1 to [`MAX_UNIQUE_KEY_LEN`] bytes, no control
+/// characters.
+pub(crate) fn validate_task_key(key: &str) -> Result<()> {
+    if key.is_empty() || key.len() > MAX_UNIQUE_KEY_LEN || key.chars().any(char::is_control) {
+        return Err(Error::InvalidOption {
+            option: "recurring task key",
+            value: key.to_string(),
+            reason: format!("must be 1 to {MAX_UNIQUE_KEY_LEN} bytes, without control characters"),
+        });
+    }
+    Ok(())
+}
+
+/// A recurring task's job kind: not blank.
+pub(crate) fn validate_task_kind(key: &str, kind: &str) -> Result<()> {
+    if kind.trim().is_empty() {
+        return Err(Error::InvalidOption {
+            option: "recurring task kind",
+            value: kind.to_string(),
+            reason: format!("task {key:?} needs the kind of job to enqueue"),
+        });
+    }
+    Ok(())
 }
 
 fn utc() -> String {
@@ -343,7 +379,7 @@ impl SupervisorConfig {
                 "dispatcher.polling_interval must be longer than zero".into()
             ));
         }
-        self.recurring_tasks(origin)?;
+        self.recurring_resolved(origin)?;
         for (i, group) in self.workers.iter().enumerate() {
             if group
                 .command
@@ -385,10 +421,13 @@ impl SupervisorConfig {
         Ok(Warnings(warnings))
     }
 
-    /// The recurring tasks of `[recurring.*]`; `origin` names the file in
-    /// errors, which name the task and what is wrong with it (for a bad
-    /// schedule: the expression and its bad field).
-    pub fn recurring_tasks(&self, origin: &str) -> Result<Vec<RecurringTask>> {
+    /// Each `[recurring.*]` task checked and resolved: its arguments as
+    /// JSON and its schedule parsed in its time zone. `origin` names the
+    /// file in errors, which name the task and what is wrong with it (for a
+    /// bad schedule: the expression and its bad field). The supervisor
+    /// builds its scheduler's tasks from these (see
+    /// `SupervisorConfig::recurring_tasks`).
+    pub fn recurring_resolved(&self, origin: &str) -> Result<Vec<ResolvedRecurring<'_>>> {
         self.recurring
             .iter()
             .map(|(key, section)| {
@@ -401,29 +440,28 @@ impl SupervisorConfig {
                         .map_err(|e| bad(format!("recurring task {key:?}: args: {e}")))?,
                     None => serde_json::json!({}),
                 };
-                let build = || -> Result<RecurringTask> {
-                    let mut task = RecurringTask::untyped(
-                        key.clone(),
-                        &section.schedule,
-                        section.kind.clone(),
-                        arguments.clone(),
-                    )?
-                    .timezone(&section.timezone)?;
+                let resolve = || -> Result<Schedule> {
+                    validate_task_key(key)?;
+                    validate_task_kind(key, &section.kind)?;
                     if let Some(queue) = &section.queue {
-                        crate::config::validate_queue_name(queue)?;
-                        task = task.queue(queue.clone());
+                        validate_queue_name(queue)?;
                     }
-                    if let Some(priority) = section.priority {
-                        task = task.priority(priority);
-                    }
-                    if let Some(description) = &section.description {
-                        task = task.description(description.clone());
-                    }
-                    Ok(task)
+                    Schedule::parse(&section.schedule, &section.timezone).map_err(|source| {
+                        Error::Schedule {
+                            task: key.clone(),
+                            source,
+                        }
+                    })
                 };
-                build().map_err(|e| match e {
+                let schedule = resolve().map_err(|e| match e {
                     Error::Schedule { .. } => bad(e.to_string()),
                     other => bad(format!("recurring task {key:?}: {other}")),
+                })?;
+                Ok(ResolvedRecurring {
+                    key,
+                    section,
+                    arguments,
+                    schedule,
                 })
             })
             .collect()

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::StoppableThread;
-use crate::error::{Error, Result};
 use crate::store::Store;
+use crate::types::{Error, Result};
 
 /// What one heartbeat tick found.
 pub(crate) enum Beat {

@@ -13,9 +13,9 @@ pub(crate) use service::{Service, StoppableThread};
 pub(crate) use signals::subscribe as subscribe_signals;
 pub use signals::{install_signal_handlers, signal_received};
 
-use crate::error::Result;
 use crate::events::{Events, ProcessRegistered};
 use crate::store::{NewProcess, Store};
+use crate::types::Result;
 
 /// The kinds of process rows solidq writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,9 +9,9 @@ use std::time::Duration;
 use super::heartbeat::{self, Beat, Heartbeat};
 use super::{ProcessKind, describe, register};
 use crate::config::DEFAULT_PROCESS_ALIVE_THRESHOLD;
-use crate::error::Result;
 use crate::events::Events;
 use crate::store::{ReleaseReason, Store};
+use crate::types::Result;
 
 /// A registered standalone service.
 pub(crate) struct Registration {

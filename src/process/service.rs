@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::Registration;
-use crate::error::{Error, Result};
+use crate::types::{Error, Result};
 
 /// A thread whose body returns when its receiver gets a message or is
 /// disconnected; stopping sends that message and joins the thread.

@@ -8,7 +8,7 @@ use std::sync::{Mutex, OnceLock};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use crate::error::Result;
+use crate::types::Result;
 
 static RECEIVED: AtomicBool = AtomicBool::new(false);
 static SUBSCRIBERS: Mutex<Vec<Sender<()>>> = Mutex::new(Vec::new());

@@ -14,13 +14,13 @@ use super::RecurringTask;
 use super::task::{Build, build};
 use crate::client::Queue;
 use crate::config::{DEFAULT_HEARTBEAT_INTERVAL, RECURRING_MAX_CATCH_UP as MAX_CATCH_UP};
-use crate::error::{Error, Result};
 use crate::events::{
     Events, JobDiscarded, JobEnqueued, RecurringFired, RecurringSkipped, SkipReason,
 };
 use crate::job::Job;
 use crate::process::{self, ProcessKind, Registration, Service, wakeups};
 use crate::store::{NewJob, Store};
+use crate::types::{Error, Result};
 
 /// The longest the loop sleeps before looking at the clock again.
 const MAX_SLEEP: Duration = Duration::from_secs(60);
@@ -406,7 +406,7 @@ const MAX_SKIPPED_COUNTED: u64 = 100_000;
 /// How many ticks of `schedule` from `first` up to `now` are skipped, and
 /// the last of them (counting stops at [`MAX_SKIPPED_COUNTED`]).
 fn skipped(
-    schedule: &super::Schedule,
+    schedule: &crate::types::Schedule,
     first: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> (u64, DateTime<Utc>) {
@@ -429,7 +429,7 @@ mod tests {
 
     #[test]
     fn skipping_ahead_counts_every_tick_up_to_now() {
-        let every_second = super::super::Schedule::parse("* * * * * ?", "UTC").unwrap();
+        let every_second = crate::types::Schedule::parse("* * * * * ?", "UTC").unwrap();
         let first = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
         let now = first + chrono::Duration::milliseconds(5_500);
         assert_eq!(

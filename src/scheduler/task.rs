@@ -3,12 +3,10 @@
 use std::fmt;
 
 use crate::client::JobRequest;
-use crate::config::{MAX_UNIQUE_KEY_LEN, validate_queue_name};
-use crate::error::{Error, Result};
+use crate::config::{ResolvedRecurring, SupervisorConfig, validate_task_key, validate_task_kind};
 use crate::job::{EnqueueOptions, Job};
 use crate::store::RecurringTaskRow;
-
-use super::Schedule;
+use crate::types::{Error, Result, Schedule, validate_queue_name};
 
 /// Builds a typed job's request from its JSON arguments: the type's
 /// defaults and concurrency key apply, and bad arguments are caught when
@@ -87,23 +85,9 @@ impl RecurringTask {
         arguments: serde_json::Value,
     ) -> Result<RecurringTask> {
         let key = key.into();
-        if key.is_empty() || key.len() > MAX_UNIQUE_KEY_LEN || key.chars().any(char::is_control) {
-            return Err(Error::InvalidOption {
-                option: "recurring task key",
-                value: key,
-                reason: format!(
-                    "must be 1 to {MAX_UNIQUE_KEY_LEN} bytes, without control characters"
-                ),
-            });
-        }
+        validate_task_key(&key)?;
         let kind = kind.into();
-        if kind.trim().is_empty() {
-            return Err(Error::InvalidOption {
-                option: "recurring task kind",
-                value: kind,
-                reason: format!("task {key:?} needs the kind of job to enqueue"),
-            });
-        }
+        validate_task_kind(&key, &kind)?;
         let schedule = Schedule::parse(schedule, "UTC").map_err(|source| Error::Schedule {
             task: key.clone(),
             source,
@@ -203,6 +187,36 @@ impl RecurringTask {
             priority: self.priority,
             description: self.description.clone(),
         }
+    }
+}
+
+impl RecurringTask {
+    /// A task from a checked `[recurring.<key>]` section.
+    fn from_resolved(resolved: ResolvedRecurring<'_>) -> RecurringTask {
+        let section = resolved.section;
+        RecurringTask {
+            key: resolved.key.to_string(),
+            schedule: resolved.schedule,
+            kind: section.kind.clone(),
+            arguments: resolved.arguments,
+            queue: section.queue.clone(),
+            priority: section.priority,
+            description: section.description.clone(),
+            build: None,
+        }
+    }
+}
+
+impl SupervisorConfig {
+    /// The recurring tasks of `[recurring.*]`; `origin` names the file in
+    /// errors, which name the task and what is wrong with it (for a bad
+    /// schedule: the expression and its bad field).
+    pub fn recurring_tasks(&self, origin: &str) -> Result<Vec<RecurringTask>> {
+        Ok(self
+            .recurring_resolved(origin)?
+            .into_iter()
+            .map(RecurringTask::from_resolved)
+            .collect())
     }
 }
 

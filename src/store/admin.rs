@@ -16,7 +16,7 @@ use super::schema::{
     solidq_ready_executions as ready, solidq_scheduled_executions as scheduled,
 };
 use super::{AnyConnection, Store, driver};
-use crate::error::Result;
+use crate::types::Result;
 
 /// Counts per queue, read in one transaction.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

@@ -8,9 +8,8 @@
 use diesel::QueryResult;
 
 use super::{Discarded, Driver, LimitedJob, Slot, Store, error_json, in_transaction};
-use crate::concurrency::OnConflict;
-use crate::error::Result;
 use crate::store::info::DISCARDED;
+use crate::types::{OnConflict, Result};
 
 /// Where limited jobs that became due went.
 #[derive(Debug, Default, Clone)]

@@ -11,8 +11,7 @@ use super::schema::{
     solidq_scheduled_executions as scheduled,
 };
 use super::{AnyConnection, Store};
-use crate::error::{Error, Result};
-use crate::job::{Delivery, ErrorInfo, JobInfo, JobStatus};
+use crate::types::{Delivery, Error, ErrorInfo, JobInfo, JobStatus, Result};
 
 /// The error kind a discarded job's last error carries.
 pub(crate) const DISCARDED: &str = "discarded";

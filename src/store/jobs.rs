@@ -9,7 +9,7 @@ use super::{
     ClaimQuery, ClaimedJob, Completion, Driver, Failed, FinishReport, Inserted, NewJob, Outcome,
     Released, Retried, Slot, Store, Succeeded, concurrency, in_transaction,
 };
-use crate::error::Result;
+use crate::types::Result;
 
 impl Store {
     /// Inserts jobs in one transaction: each one's new id, or the id of

@@ -22,7 +22,7 @@ use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
 
 use super::{Backend, DatabaseUrl, Store};
-use crate::error::{Error, Result};
+use crate::types::{Error, Result};
 
 /// The PostgreSQL notification channel (the payload says which schema and
 /// queue).

@@ -22,12 +22,13 @@ mod info;
 mod jobs;
 mod listener;
 mod notifier;
+mod options;
+mod params;
 mod postgres;
 mod processes;
 mod recurring;
 pub(crate) mod schema;
 mod sqlite;
-mod types;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -40,17 +41,16 @@ use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 
 pub(crate) use admin::FailedSelection;
 use connection::PoolConn;
-pub use connection::{
-    AnyConnection, Backend, DEFAULT_SQLITE_BUSY_TIMEOUT, DatabaseUrl, statements_executed,
-};
+pub use connection::{AnyConnection, statements_executed};
 pub(crate) use info::{JobLookup, JobSelection};
 pub(crate) use listener::{Heard, Listener};
+pub(crate) use options::StoredOptions;
+pub(crate) use params::*;
 pub(crate) use processes::{PruneTarget, Pruned, ReleaseReason, ReleaseReport};
 pub(crate) use recurring::RecurringTaskRow;
-pub(crate) use types::*;
 
-use crate::concurrency::StoredLimit;
-use crate::error::{Error, Result};
+use crate::config::DEFAULT_SQLITE_BUSY_TIMEOUT;
+use crate::types::{Backend, DatabaseUrl, Error, Result, StoredLimit};
 
 const POSTGRES_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/postgres");
 const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/sqlite");

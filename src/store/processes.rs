@@ -15,8 +15,7 @@ use super::{
     Driver, Failed, NewProcess, ProcessRow, Released, ReleasedJob, Store, concurrency, error_json,
     in_transaction,
 };
-use crate::error::Result;
-use crate::job::Delivery;
+use crate::types::{Delivery, Result};
 
 /// Why a process's claims are being handed back, which decides each job's
 /// fate.

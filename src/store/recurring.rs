@@ -6,7 +6,7 @@
 use chrono::NaiveDateTime;
 
 use super::{LimitedJob, NewJob, Store, in_transaction};
-use crate::error::Result;
+use crate::types::Result;
 
 /// A recurring task as the `recurring_tasks` table stores it.
 #[derive(Debug, Clone, PartialEq, Eq)]

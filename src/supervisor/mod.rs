@@ -30,7 +30,6 @@
 //!   gracefully.
 
 mod children;
-pub(crate) mod maintenance;
 mod running;
 
 use std::sync::Arc;
@@ -45,14 +44,14 @@ pub use running::SupervisorHandle;
 use crate::client::Queue;
 use crate::config::{QueueConfig, SupervisorConfig};
 use crate::dispatcher::Dispatcher;
-use crate::error::{Error, Result};
 use crate::events::{Events, default_events};
 use crate::job::Job;
+use crate::maintenance::{self, MaintenanceConfig};
 use crate::process::heartbeat::{self, Beat};
 use crate::process::{self, ProcessKind};
 use crate::scheduler::Scheduler;
 use crate::store::{NewProcess, ReleaseReason};
-use maintenance::MaintenanceConfig;
+use crate::types::{Error, Result};
 use running::Running;
 
 /// Extra time a stopping supervisor gives its children beyond

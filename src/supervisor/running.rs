@@ -13,15 +13,15 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::children::Children;
-use super::maintenance::{Maintenance, report_pruned};
 use super::{SHUTDOWN_MARGIN, TICK};
 use crate::config::SupervisorConfig;
 use crate::dispatcher::DispatcherHandle;
-use crate::error::{Error, Result};
 use crate::events::{Events, PruneReason};
+use crate::maintenance::{Maintenance, report_pruned};
 use crate::process::heartbeat::Heartbeat;
 use crate::scheduler::SchedulerHandle;
 use crate::store::{PruneTarget, ReleaseReason, Store};
+use crate::types::{Error, Result};
 
 /// What the supervising thread owns.
 pub(super) struct Running {

@@ -21,9 +21,9 @@ use chrono::{DateTime, Utc};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::stats::Stats;
-use crate::error::{Error, Result};
 use crate::events::{Events, JobFailed, JobRetried, JobSucceeded};
 use crate::store::{Completion, Outcome, Store};
+use crate::types::{Error, Result};
 
 /// A message to the completer.
 // `Stop` is sent once per worker; boxing `Done` to shrink it would cost an

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 use super::registry::Registry;
-use crate::job::{Delivery, ErrorInfo, JobContext, JobError, ShutdownSignal, StoredOptions};
-use crate::store::{ClaimedJob, Outcome};
+use crate::job::{JobContext, JobError, ShutdownSignal};
+use crate::store::{ClaimedJob, Outcome, StoredOptions};
+use crate::types::{Delivery, ErrorInfo};
 
 thread_local! {
     /// `Some` on executor threads: the panic hook leaves the panic's

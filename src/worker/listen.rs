@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use super::poller::backoff;
 use super::runtime::Shared;
-use crate::error::{Error, Result};
 use crate::store::{Heard, Listener};
+use crate::types::{Error, Result};
 
 /// How long a listener waits before checking whether the worker stops.
 const LISTEN_SLICE: Duration = Duration::from_millis(200);

@@ -31,53 +31,11 @@ pub use runtime::WorkerHandle;
 pub use stats::WorkerStats;
 
 use crate::client::Queue;
-use crate::config::{WorkerConfig, validate_queue_name};
-use crate::error::{Error, Result};
+use crate::config::WorkerConfig;
 use crate::events::Events;
 use crate::job::Job;
+use crate::types::{Error, Result};
 use registry::Registry;
-
-/// One entry of a worker's queue list.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum QueuePattern {
-    /// `mail`: exactly this queue.
-    Exact(String),
-    /// `mail*`: every queue whose name starts with `mail`, merged and taken
-    /// in priority then id order.
-    Prefix(String),
-    /// `*`: every queue.
-    All,
-}
-
-impl QueuePattern {
-    /// Whether jobs of `queue` are claimed by this pattern.
-    pub fn matches(&self, queue: &str) -> bool {
-        match self {
-            QueuePattern::Exact(name) => name == queue,
-            QueuePattern::Prefix(prefix) => queue.starts_with(prefix.as_str()),
-            QueuePattern::All => true,
-        }
-    }
-
-    /// Parses `name`, `prefix*` or `*`.
-    pub fn parse(pattern: &str) -> Result<QueuePattern> {
-        if pattern == "*" {
-            return Ok(QueuePattern::All);
-        }
-        if let Some(prefix) = pattern.strip_suffix('*') {
-            validate_queue_name(prefix).map_err(|_| Error::InvalidOption {
-                option: "queues",
-                value: pattern.to_string(),
-                reason:
-                    "a wildcard is `*` or `prefix*` with a plain prefix (letters, digits, _ - . :)"
-                        .into(),
-            })?;
-            return Ok(QueuePattern::Prefix(prefix.to_string()));
-        }
-        validate_queue_name(pattern)?;
-        Ok(QueuePattern::Exact(pattern.to_string()))
-    }
-}
 
 /// Builds and runs a worker.
 ///
@@ -236,26 +194,5 @@ impl Worker {
             recv(handle.finished()) -> _ => {},
         }
         handle.stop()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn patterns_parse_and_reject_junk() {
-        assert_eq!(QueuePattern::parse("*").unwrap(), QueuePattern::All);
-        assert_eq!(
-            QueuePattern::parse("mail*").unwrap(),
-            QueuePattern::Prefix("mail".into())
-        );
-        assert_eq!(
-            QueuePattern::parse("mail").unwrap(),
-            QueuePattern::Exact("mail".into())
-        );
-        for bad in ["", "**", "a*b", "x'y", "m a*"] {
-            assert!(QueuePattern::parse(bad).is_err(), "{bad:?}");
-        }
     }
 }

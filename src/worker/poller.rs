@@ -12,9 +12,9 @@ use super::pool;
 use super::runtime::{Parts, Shared};
 use super::shutdown;
 use super::stats::claim_ahead;
-use crate::error::Result;
 use crate::events::JobClaimed;
 use crate::process;
+use crate::types::Result;
 
 /// Runs the claim loop until the worker stops, then the shutdown sequence.
 pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {

@@ -21,10 +21,9 @@ use crossbeam_channel::Sender;
 use super::completer::{Message, Ran};
 use super::executor;
 use super::runtime::{Shared, lock};
-use crate::error::{Error, Result};
 use crate::events::{JobReleased, ReleaseCause};
-use crate::job::{Delivery, StoredOptions};
-use crate::store::{ClaimedJob, Completion, Slot};
+use crate::store::{ClaimedJob, Completion, Slot, StoredOptions};
+use crate::types::{Delivery, Error, Result};
 
 /// A claimed job and the registration (process id) it was claimed under.
 pub(super) type Assigned = (ClaimedJob, i64);

@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::job::{Backoff, ErrorInfo, Job, JobContext, JobResult};
+use crate::types::{Backoff, ErrorInfo};
+
+use crate::job::{Job, JobContext, JobResult};
 
 type Run = Box<dyn Fn(&str, &JobContext) -> Result<JobResult, serde_json::Error> + Send + Sync>;
 

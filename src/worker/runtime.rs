@@ -10,7 +10,6 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 
-use super::QueuePattern;
 use super::completer::Completer;
 use super::executor;
 use super::pool::{self, Slots, WorkQueue};
@@ -20,12 +19,12 @@ use super::{listen, poller};
 use crate::client::Queue;
 use crate::config::{EXIT_HARD_TIMEOUT, WorkerConfig};
 use crate::dispatcher::{Dispatcher, DispatcherHandle};
-use crate::error::{Error, Result};
 use crate::events::Events;
 use crate::job::ShutdownSignal;
 use crate::process::heartbeat::{self, Beat, Heartbeat};
 use crate::process::{self, ProcessKind, wakeups};
 use crate::store::{ClaimQuery, NewProcess, ReleaseReason, Store};
+use crate::types::{Error, QueuePattern, Result};
 
 /// Connections a worker's own loops use (poller, completer, heartbeat,
 /// dispatcher) plus one per thread for jobs that enqueue.

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use super::pool;
 use super::runtime::{Parts, Shared, lock};
-use crate::error::Result;
 use crate::events::{JobReleased, ReleaseCause};
 use crate::store::ReleaseReason;
+use crate::types::Result;
 
 pub(super) fn run(shared: &Arc<Shared>, parts: &mut Parts) -> Result<()> {
     let grace_end = Instant::now() + shared.config.shutdown_timeout;

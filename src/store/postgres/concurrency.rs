@@ -6,8 +6,8 @@ use diesel::sql_types::{Array, BigInt, Integer, Text};
 use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
 use super::APPEND_ERROR;
-use crate::concurrency::StoredLimit;
 use crate::store::{Cached, Discarded, LimitedJob, micros};
+use crate::types::StoredLimit;
 
 /// The columns of a [`LimitedJob`], from an execution row `x` and its job.
 const LIMITED_COLUMNS: &str =

@@ -13,7 +13,7 @@ struct PlanLine {
 /// our statements are cached, and cached statements end up on generic
 /// plans). EXPLAIN without ANALYZE runs nothing.
 pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(String, String)>> {
-    use crate::worker::QueuePattern::{All, Exact, Prefix};
+    use crate::types::QueuePattern::{All, Exact, Prefix};
     let claim = |patterns| claim_sql(&ClaimQuery::new(patterns));
     let one_job = InsertShape {
         many: false,

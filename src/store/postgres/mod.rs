@@ -20,7 +20,7 @@ use super::{
     Cached, ClaimQuery, ClaimedJob, Discarded, Driver, Failed, LimitedJob, NewJob, NewProcess,
     ProcessRow, RecurringTaskRow, Released, ReleasedJob, Retried, Succeeded, micros,
 };
-use crate::concurrency::StoredLimit;
+use crate::types::StoredLimit;
 
 #[derive(QueryableByName)]
 struct IdRow {

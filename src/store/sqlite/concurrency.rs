@@ -6,8 +6,8 @@ use diesel::sql_types::{BigInt, Integer, Text, Timestamp};
 use diesel::{QueryResult, QueryableByName, RunQueryDsl, SqliteConnection, sql_query};
 
 use super::{APPEND_ERROR, json_ids, plus};
-use crate::concurrency::StoredLimit;
 use crate::store::{Cached, Discarded, LimitedJob, utc_now};
+use crate::types::StoredLimit;
 
 const LIMITED_COLUMNS: &str =
     "x.job_id, x.queue_name, x.priority, x.concurrency_key, j.kind, j.options";

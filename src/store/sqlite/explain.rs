@@ -11,7 +11,7 @@ struct PlanRow {
 /// The plans of the hot statements (`EXPLAIN QUERY PLAN`, parameters
 /// unbound). Runs nothing.
 pub(in crate::store) fn explain(conn: &mut SqliteConnection) -> QueryResult<Vec<(String, String)>> {
-    use crate::worker::QueuePattern::{All, Exact, Prefix};
+    use crate::types::QueuePattern::{All, Exact, Prefix};
     let candidates = |patterns| ClaimQuery::new(patterns).candidates_sql("?1", "");
     let statements: Vec<(&str, String)> = vec![
         ("enqueue one job", INSERT_JOB.into()),

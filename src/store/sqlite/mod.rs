@@ -28,7 +28,7 @@ use super::{
     Cached, ClaimQuery, ClaimedJob, Discarded, Driver, Failed, LimitedJob, NewJob, NewProcess,
     ProcessRow, RecurringTaskRow, Released, ReleasedJob, Retried, Succeeded, utc_now,
 };
-use crate::concurrency::StoredLimit;
+use crate::types::StoredLimit;
 
 #[derive(QueryableByName)]
 struct IdRow {

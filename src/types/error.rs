@@ -104,7 +104,7 @@ pub enum Error {
         task: String,
         /// What is wrong with its schedule.
         #[source]
-        source: crate::ScheduleError,
+        source: super::ScheduleError,
     },
 
     /// A job with the same `unique_key` already exists (waiting, running, or

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use crate::error::Result;
 use crate::events::{Events, JobReleased, JobStalled, ProcessPruned, PruneReason, ReleaseCause};
 use crate::process::StoppableThread;
 use crate::store::{PruneTarget, Pruned, ReleaseReason, ReleaseReport, Store};
+use crate::types::Result;
 
 /// Dead processes pruned per round, at most.
 const PRUNE_BATCH: usize = 100;

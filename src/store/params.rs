@@ -7,8 +7,7 @@ use std::time::Duration;
 use chrono::NaiveDateTime;
 
 use super::postgres;
-use crate::concurrency::StoredLimit;
-use crate::job::Delivery;
+use crate::types::{Delivery, StoredLimit};
 
 /// A job to insert, with every option resolved.
 #[derive(Debug, Clone)]
@@ -29,16 +28,16 @@ pub(crate) struct NewJob {
 }
 
 /// A worker's queue list, compiled once into the SQL that selects claim
-/// candidates (see [`crate::worker::QueuePattern`]).
+/// candidates (see [`crate::types::QueuePattern`]).
 #[derive(Debug)]
 pub(crate) struct ClaimQuery {
-    pub(crate) patterns: Vec<crate::worker::QueuePattern>,
+    pub(crate) patterns: Vec<crate::types::QueuePattern>,
     postgres_sql: std::sync::OnceLock<String>,
     pub(super) sqlite_sql: std::sync::OnceLock<String>,
 }
 
 impl ClaimQuery {
-    pub(crate) fn new(patterns: Vec<crate::worker::QueuePattern>) -> ClaimQuery {
+    pub(crate) fn new(patterns: Vec<crate::types::QueuePattern>) -> ClaimQuery {
         ClaimQuery {
             patterns,
             postgres_sql: Default::default(),
@@ -57,7 +56,7 @@ impl ClaimQuery {
     /// (letters, digits, `_-.:`) so inlining them is safe, and inlining makes
     /// the statement text fixed per worker: prepared once, planned per queue.
     pub(crate) fn candidates_sql(&self, limit: &str, lock: &str) -> String {
-        use crate::worker::QueuePattern;
+        use crate::types::QueuePattern;
         let mut parts = Vec::with_capacity(self.patterns.len());
         for (ord, pattern) in self.patterns.iter().enumerate() {
             let condition = match pattern {
@@ -158,7 +157,7 @@ pub(crate) struct ReleasedJob {
 impl ReleasedJob {
     /// The concurrency slot it holds, if its type has a limit.
     pub(crate) fn slot(&self) -> Option<Slot> {
-        let options = crate::job::StoredOptions::parse(&self.options);
+        let options = crate::store::StoredOptions::parse(&self.options);
         Slot::of(self.concurrency_key.as_deref(), &options)
     }
 }
@@ -244,7 +243,7 @@ pub(crate) struct Slot {
 
 impl Slot {
     /// The slot a job with this key and these stored options holds, if any.
-    pub(crate) fn of(key: Option<&str>, options: &crate::job::StoredOptions) -> Option<Slot> {
+    pub(crate) fn of(key: Option<&str>, options: &crate::store::StoredOptions) -> Option<Slot> {
         Some(Slot {
             key: key?.to_string(),
             limit: options.concurrency.unwrap_or(DEFAULT_LIMIT),
@@ -256,8 +255,8 @@ impl Slot {
 /// limit in its options (written by hand or by another version).
 const DEFAULT_LIMIT: StoredLimit = StoredLimit {
     limit: 1,
-    duration_ms: crate::concurrency::DEFAULT_CONCURRENCY_DURATION.as_millis() as u64,
-    on_conflict: crate::concurrency::OnConflict::Block,
+    duration_ms: crate::types::DEFAULT_CONCURRENCY_DURATION.as_millis() as u64,
+    on_conflict: crate::types::OnConflict::Block,
 };
 
 /// A job discarded at its concurrency limit: finished without running.
@@ -291,12 +290,12 @@ pub(crate) struct LimitedJob {
 
 impl LimitedJob {
     pub(crate) fn slot(&self) -> Slot {
-        let options = crate::job::StoredOptions::parse(&self.options);
+        let options = crate::store::StoredOptions::parse(&self.options);
         Slot::of(Some(&self.concurrency_key), &options).expect("a key was given")
     }
 
     pub(crate) fn keep(&self) -> Duration {
-        Duration::from_millis(crate::job::StoredOptions::parse(&self.options).keep_result_ms)
+        Duration::from_millis(crate::store::StoredOptions::parse(&self.options).keep_result_ms)
     }
 }
 

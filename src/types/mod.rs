@@ -1,0 +1,22 @@
+//! The bottom layer: the plain data every other module shares — errors,
+//! job statuses, delivery modes, backoff policies, recorded errors, queue
+//! patterns, stored concurrency limits, cron schedules and database URLs.
+//! It imports nothing of solidq, so config, store, worker, scheduler and
+//! supervisor all stand on it without loops (see the layering in the crate
+//! docs).
+
+mod cron;
+mod error;
+mod job;
+mod limit;
+mod queue;
+mod url;
+
+pub use cron::{Schedule, ScheduleError};
+pub use error::{Error, Result};
+pub use job::{Backoff, Delivery, ErrorInfo, JobInfo, JobStatus};
+pub(crate) use limit::StoredLimit;
+pub use limit::{DEFAULT_CONCURRENCY_DURATION, OnConflict};
+pub(crate) use queue::validate_queue_name;
+pub use queue::{MAX_QUEUE_NAME_LEN, QueuePattern};
+pub use url::{Backend, DatabaseUrl};

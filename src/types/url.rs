@@ -1,0 +1,225 @@
+//! Database URLs: which backend a URL names, decided by its scheme, and
+//! how it is shown without its password.
+//!
+//! diesel's own `MultiConnection::establish` tries every backend in turn, so
+//! a mistyped `postgres://` URL would silently open an SQLite file of that
+//! name. [`DatabaseUrl`] decides the backend from the scheme instead.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::{Error, Result};
+
+/// The backend a [`DatabaseUrl`] names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// PostgreSQL, the fleet backend.
+    Postgres,
+    /// SQLite, the embedded default.
+    Sqlite,
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Postgres => "postgres",
+            Backend::Sqlite => "sqlite",
+        })
+    }
+}
+
+/// A parsed database URL.
+///
+/// * `postgres://…` or `postgresql://…`: PostgreSQL; passed to libpq as is, so
+///   every libpq parameter works (`?options=-csearch_path%3Dmyschema` puts the
+///   tables in another schema).
+/// * `sqlite://path`, `sqlite:path`, or a plain file path: SQLite. The file
+///   is created if missing. `sqlite:///abs/path` is an absolute path.
+///
+/// `Display` and `Debug` never show the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DatabaseUrl {
+    raw: String,
+    target: Target,
+}
+
+#[derive(Clone, PartialEq, Eq)]
+enum Target {
+    Postgres,
+    Sqlite(PathBuf),
+}
+
+impl DatabaseUrl {
+    /// Parses `url`, deciding its backend from the scheme.
+    pub fn parse(url: &str) -> Result<DatabaseUrl> {
+        let trimmed = url.trim();
+        let invalid = |reason: &str| Error::InvalidDatabaseUrl {
+            url: redact(trimmed),
+            reason: reason.to_string(),
+        };
+        if trimmed.is_empty() {
+            return Err(invalid("empty"));
+        }
+        let target = if let Some(rest) = trimmed
+            .strip_prefix("postgres://")
+            .or_else(|| trimmed.strip_prefix("postgresql://"))
+        {
+            if rest.is_empty() {
+                return Err(invalid("no host or database after the scheme"));
+            }
+            Target::Postgres
+        } else if let Some(path) = trimmed
+            .strip_prefix("sqlite://")
+            .or_else(|| trimmed.strip_prefix("sqlite:"))
+        {
+            sqlite_target(path).map_err(|reason| invalid(&reason))?
+        } else if let Some((scheme, _)) = trimmed.split_once("://") {
+            return Err(invalid(&format!(
+                "unsupported scheme {scheme:?}; use postgres://…, sqlite://path or a file path"
+            )));
+        } else {
+            sqlite_target(trimmed).map_err(|reason| invalid(&reason))?
+        };
+        Ok(DatabaseUrl {
+            raw: trimmed.to_string(),
+            target,
+        })
+    }
+
+    /// The backend this URL names.
+    pub fn backend(&self) -> Backend {
+        match self.target {
+            Target::Postgres => Backend::Postgres,
+            Target::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+
+    /// The URL exactly as given, password included: pass it to child
+    /// processes, never to logs.
+    pub fn expose(&self) -> &str {
+        &self.raw
+    }
+
+    /// The URL with any password replaced by `***`.
+    pub fn redacted(&self) -> String {
+        redact(&self.raw)
+    }
+
+    /// The SQLite file, for an SQLite URL.
+    pub(crate) fn sqlite_path(&self) -> Option<&Path> {
+        match &self.target {
+            Target::Sqlite(path) => Some(path),
+            Target::Postgres => None,
+        }
+    }
+}
+
+fn sqlite_target(path: &str) -> std::result::Result<Target, String> {
+    if path.is_empty() {
+        return Err("no file path".into());
+    }
+    if path == ":memory:" || path.contains("mode=memory") {
+        return Err(
+            "in-memory SQLite cannot be shared by a pool or by several processes; use a file"
+                .into(),
+        );
+    }
+    Ok(Target::Sqlite(PathBuf::from(path)))
+}
+
+/// Replaces the password of a `scheme://user:password@host` URL (and any
+/// `password=` query parameter) with `***`.
+pub(crate) fn redact(url: &str) -> String {
+    let mut out = match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, tail) = match rest.find(['/', '?']) {
+                Some(i) => rest.split_at(i),
+                None => (rest, ""),
+            };
+            match authority.rsplit_once('@') {
+                Some((userinfo, host)) => match userinfo.split_once(':') {
+                    Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
+                    None => url.to_string(),
+                },
+                None => url.to_string(),
+            }
+        }
+        None => url.to_string(),
+    };
+    if let Some(start) = out.find("password=") {
+        let value_start = start + "password=".len();
+        let value_end = out[value_start..]
+            .find(['&', ' '])
+            .map_or(out.len(), |i| value_start + i);
+        out.replace_range(value_start..value_end, "***");
+    }
+    out
+}
+
+impl fmt::Display for DatabaseUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+impl fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DatabaseUrl({:?})", self.redacted())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scheme_decides_the_backend() {
+        let pg = DatabaseUrl::parse("postgres://u:secret@localhost/db").unwrap();
+        assert_eq!(pg.backend(), Backend::Postgres);
+        assert_eq!(pg.to_string(), "postgres://u:***@localhost/db");
+        assert!(!format!("{pg:?}").contains("secret"));
+        for url in [
+            "sqlite://jobs.sqlite3",
+            "sqlite:jobs.sqlite3",
+            "jobs.sqlite3",
+        ] {
+            assert_eq!(
+                DatabaseUrl::parse(url).unwrap().backend(),
+                Backend::Sqlite,
+                "{url}"
+            );
+        }
+        match DatabaseUrl::parse("sqlite:///tmp/x.db").unwrap().target {
+            Target::Sqlite(p) => assert_eq!(p, PathBuf::from("/tmp/x.db")),
+            Target::Postgres => panic!("wrong backend"),
+        }
+    }
+
+    #[test]
+    fn bad_urls_are_rejected_with_the_url_redacted() {
+        for url in [
+            "",
+            "mysql://u:pw@h/db",
+            "sqlite://",
+            ":memory:",
+            "postgres://",
+        ] {
+            let err = DatabaseUrl::parse(url).unwrap_err();
+            assert!(
+                matches!(err, Error::InvalidDatabaseUrl { .. }),
+                "{url}: {err}"
+            );
+            assert!(!err.to_string().contains(":pw@"), "{err}");
+        }
+    }
+
+    #[test]
+    fn redact_handles_query_passwords_and_urls_without_userinfo() {
+        assert_eq!(
+            redact("postgres://h/db?password=x&a=b"),
+            "postgres://h/db?password=***&a=b"
+        );
+        assert_eq!(redact("postgres://user@h/db"), "postgres://user@h/db");
+        assert_eq!(redact("jobs.sqlite3"), "jobs.sqlite3");
+    }
+}
