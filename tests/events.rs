@@ -6,8 +6,6 @@
 
 #[macro_use]
 mod common;
-#[path = "events/recorder.rs"]
-mod recorder;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -16,7 +14,7 @@ use chrono::{DateTime, Utc};
 use common::child::Child;
 use common::jobs::{self, Echo, Fail, Flaky, LimitedDiscard, LimitedOne};
 use common::{TestDb, wait_for};
-use recorder::{Event, Recorder};
+use common::recorder::{Event, Recorder};
 use serde_json::json;
 use solidq::config::SupervisorConfig;
 use solidq::events::{JobClaimed, PruneReason, RecurringFired, SkipReason};

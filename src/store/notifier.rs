@@ -8,36 +8,136 @@
 //! never wait for it, and under load one notification covers many jobs.
 //! Enqueues on the caller's own connection (`enqueue_on`) still notify in
 //! their transaction, the only way to fire at the caller's commit.
+//!
+//! **Flushed before the process ends.** A program that enqueues and returns
+//! from `main` at once must neither lose the notification (its job would
+//! wait for a worker's fallback poll) nor tear libpq down while this thread
+//! is inside it (a crash at exit, status 139, after the job committed). So
+//! the thread is flushed and joined when the last clone of its queue is
+//! dropped, and, for queues that are never dropped (kept in a `static`, or
+//! a `std::process::exit` before their drop), from an `atexit` handler that
+//! runs before the C libraries' own destructors. A flush waits up to
+//! [`FLUSH_TIMEOUT`] (a notification that cannot be sent by then is only
+//! late: workers poll as a fallback).
 
 use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, Weak};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
 
-use super::{AnyConnection, DEFAULT_SQLITE_BUSY_TIMEOUT, DatabaseUrl, driver};
+use super::{AnyConnection, driver};
+use crate::config::DEFAULT_SQLITE_BUSY_TIMEOUT;
+use crate::types::DatabaseUrl;
 
-/// A running notifier thread; it ends when the last sender is dropped.
+/// The longest a flush waits for pending notifications to be sent.
+pub(crate) const FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A running notifier thread, flushed and joined on drop.
 pub(crate) struct Notifier {
-    tx: Sender<Vec<String>>,
+    inner: Arc<Inner>,
 }
+
+/// What a flush needs: the sender to close and the thread to wait for.
+struct Inner {
+    tx: Mutex<Option<Sender<Vec<String>>>>,
+    done: Receiver<()>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Every live notifier, for the `atexit` flush.
+static LIVE: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
 
 impl Notifier {
     pub(crate) fn start(url: DatabaseUrl) -> Notifier {
         let (tx, rx) = unbounded();
+        let (done_tx, done) = crossbeam_channel::bounded::<()>(1);
         let spawned = std::thread::Builder::new()
             .name("solidq-notifier".into())
-            .spawn(move || run(&url, &rx));
-        if let Err(error) = spawned {
-            log::warn!(
-                "cannot start the notifier thread ({error}); workers will find new jobs by polling"
-            );
-        }
-        Notifier { tx }
+            .spawn(move || {
+                run(&url, &rx);
+                drop(done_tx);
+            });
+        let thread = match spawned {
+            Ok(thread) => Some(thread),
+            Err(error) => {
+                log::warn!(
+                    "cannot start the notifier thread ({error}); workers will find new jobs by polling"
+                );
+                None
+            }
+        };
+        let inner = Arc::new(Inner {
+            tx: Mutex::new(thread.is_some().then_some(tx)),
+            done,
+            thread: Mutex::new(thread),
+        });
+        register_at_exit(&inner);
+        Notifier { inner }
     }
 
     /// Asks for listeners of `queues` to be told, soon.
     pub(crate) fn ready(&self, queues: Vec<String>) {
-        let _ = self.tx.send(queues);
+        if let Some(tx) = lock(&self.inner.tx).as_ref() {
+            let _ = tx.send(queues);
+        }
+    }
+}
+
+impl Drop for Notifier {
+    fn drop(&mut self) {
+        self.inner.flush();
+    }
+}
+
+impl Inner {
+    /// Closes the channel, so the thread sends what is pending and ends,
+    /// and waits for that up to [`FLUSH_TIMEOUT`]. Idempotent.
+    fn flush(&self) {
+        let Some(tx) = lock(&self.tx).take() else {
+            return;
+        };
+        drop(tx);
+        match self.done.recv_timeout(FLUSH_TIMEOUT) {
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                if let Some(thread) = lock(&self.thread).take() {
+                    let _ = thread.join();
+                }
+            }
+            _ => log::warn!(
+                "the notifier did not finish within {FLUSH_TIMEOUT:?}; workers will find the last jobs by polling"
+            ),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Adds `inner` to the notifiers flushed at exit, installing the handler
+/// once per process.
+fn register_at_exit(inner: &Arc<Inner>) {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    let mut live = lock(&LIVE);
+    live.retain(|n| n.strong_count() > 0);
+    live.push(Arc::downgrade(inner));
+    drop(live);
+    INSTALLED.call_once(|| {
+        // SAFETY: registers a plain `extern "C" fn` that takes no arguments.
+        if unsafe { libc::atexit(flush_all_at_exit) } != 0 {
+            log::debug!("cannot register the notifier's exit flush");
+        }
+    });
+}
+
+/// Runs at `exit()`, before the C libraries' destructors: flushes every
+/// notifier still alive, so none is inside libpq when libpq is torn down.
+extern "C" fn flush_all_at_exit() {
+    let live: Vec<Arc<Inner>> = lock(&LIVE).iter().filter_map(Weak::upgrade).collect();
+    for inner in live {
+        inner.flush();
     }
 }
 
@@ -77,4 +177,7 @@ fn run(url: &DatabaseUrl, rx: &Receiver<Vec<String>>) {
             }
         }
     }
+    // The connection is closed here, on this thread, before the flush
+    // that waits for it returns.
+    drop(conn);
 }

@@ -6,6 +6,7 @@
 
 pub mod child;
 pub mod jobs;
+pub mod recorder;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
