@@ -8,7 +8,7 @@ use std::time::Duration;
 use diesel::{PgConnection, SqliteConnection};
 
 use crate::concurrency::ConcurrencyLimit;
-use crate::config::{MAX_UNIQUE_KEY_LEN, QueueConfig};
+use crate::config::{MAX_KIND_LEN, MAX_UNIQUE_KEY_LEN, QueueConfig};
 use crate::events::{Events, JobDiscarded, JobEnqueued, default_events};
 use crate::job::{EnqueueOptions, Job, JobOptions};
 use crate::process::wakeups;
@@ -87,7 +87,7 @@ impl Queue {
     /// # Ok::<(), solidq::Error>(())
     /// ```
     pub fn with_events(self, events: impl Events) -> Queue {
-        self.with_events_arc(Arc::new(events))
+        self.with_events_arc(crate::events::guarded(events))
     }
 
     pub(crate) fn with_events_arc(self, events: Arc<dyn Events>) -> Queue {
@@ -278,6 +278,7 @@ impl Queue {
     /// queue's config, checking each value.
     pub(crate) fn build(&self, request: &JobRequest) -> Result<NewJob> {
         let config = &self.inner.config;
+        check_kind(&request.kind)?;
         let defaults = &request.defaults;
         let options = &request.options;
         let o = &options.job;
@@ -322,14 +323,15 @@ impl Queue {
         if let Some(delay) = options.delay {
             check_duration("delay", delay)?;
         }
-        if let Some(key) = &options.unique_key
-            && (key.is_empty() || key.len() > MAX_UNIQUE_KEY_LEN)
-        {
-            return Err(Error::InvalidOption {
-                option: "unique_key",
-                value: key.clone(),
-                reason: format!("must be 1 to {MAX_UNIQUE_KEY_LEN} bytes"),
-            });
+        if let Some(key) = &options.unique_key {
+            if key.is_empty() || key.len() > MAX_UNIQUE_KEY_LEN {
+                return Err(Error::InvalidOption {
+                    option: "unique_key",
+                    value: key.clone(),
+                    reason: format!("must be 1 to {MAX_UNIQUE_KEY_LEN} bytes"),
+                });
+            }
+            check_no_nul("unique_key", key)?;
         }
         let concurrency = match o.concurrency.as_ref().or(defaults.concurrency.as_ref()) {
             Some(limit) => Some(check_limit(limit, request.concurrency_key.as_deref())?),
@@ -496,20 +498,46 @@ fn check_limit(limit: &ConcurrencyLimit, key: Option<&str>) -> Result<StoredLimi
             reason: "must be at least 1 ms".into(),
         });
     }
-    if let Some(key) = key
-        && (key.is_empty() || key.len() > MAX_UNIQUE_KEY_LEN)
-    {
-        return Err(Error::InvalidOption {
-            option: "concurrency_key",
-            value: key.to_string(),
-            reason: format!("must be 1 to {MAX_UNIQUE_KEY_LEN} bytes, group included"),
-        });
+    if let Some(key) = key {
+        if key.is_empty() || key.len() > MAX_UNIQUE_KEY_LEN {
+            return Err(Error::InvalidOption {
+                option: "concurrency_key",
+                value: key.to_string(),
+                reason: format!("must be 1 to {MAX_UNIQUE_KEY_LEN} bytes, group included"),
+            });
+        }
+        check_no_nul("concurrency_key", key)?;
     }
     Ok(StoredLimit {
         limit: limit.limit,
         duration_ms: limit.duration.as_millis() as u64,
         on_conflict: limit.on_conflict,
     })
+}
+
+/// A job's kind: 1 to [`MAX_KIND_LEN`] bytes, no control characters (a
+/// NUL cannot be stored at all on PostgreSQL).
+fn check_kind(kind: &str) -> Result<()> {
+    if kind.trim().is_empty() || kind.len() > MAX_KIND_LEN || kind.chars().any(char::is_control) {
+        return Err(Error::InvalidOption {
+            option: "kind",
+            value: kind.to_string(),
+            reason: format!("must be 1 to {MAX_KIND_LEN} bytes, without control characters"),
+        });
+    }
+    Ok(())
+}
+
+/// Text stored as is (a key) cannot hold NUL: PostgreSQL refuses it.
+fn check_no_nul(option: &'static str, value: &str) -> Result<()> {
+    if value.contains('\0') {
+        return Err(Error::InvalidOption {
+            option,
+            value: value.to_string(),
+            reason: "contains a NUL character, which the database cannot store".into(),
+        });
+    }
+    Ok(())
 }
 
 fn single(job: &NewJob, mut outcome: Vec<std::result::Result<i64, i64>>) -> Result<i64> {

@@ -72,7 +72,7 @@ impl Dispatcher {
     /// Reports discarded jobs and its registration to `events` instead of
     /// the queue's hooks.
     pub fn events(mut self, events: impl Events) -> Dispatcher {
-        self.events = Arc::new(events);
+        self.events = crate::events::guarded(events);
         self
     }
 

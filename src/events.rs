@@ -43,8 +43,9 @@
 //!
 //! Hooks are called on solidq's own threads (the completer, the poller,
 //! the maintenance loop…) while those threads wait: keep them quick (update
-//! counters, send on a channel) and never block. A panic in a hook is not
-//! caught.
+//! counters, send on a channel) and never block. A panic in a hook is
+//! caught and logged at error level, and the thread that called it carries
+//! on (the event is then lost for that hook only).
 //!
 //! ## Logging
 //!
@@ -223,6 +224,52 @@ impl<A: Events, B: Events> Events for (A, B) {
 pub(crate) fn default_events() -> Arc<dyn Events> {
     Arc::new(LogEvents)
 }
+
+/// `events` installed behind a guard: a panic in any of its hooks is caught
+/// and logged, and the solidq thread that called it carries on (a panicking
+/// hook once killed the completer, and every later outcome was lost).
+pub(crate) fn guarded(events: impl Events) -> Arc<dyn Events> {
+    Arc::new(Guarded(events))
+}
+
+struct Guarded<E>(E);
+
+/// Calls one hook, catching its panic.
+fn guard(hook: &str, call: impl FnOnce()) {
+    if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
+        ::log::error!(
+            "the {hook} event hook panicked ({}); solidq carries on without it for this event",
+            crate::types::panic_message(payload.as_ref())
+        );
+    }
+}
+
+macro_rules! guarded_hooks {
+    ($($hook:ident($event:ty)),* $(,)?) => {
+        impl<E: Events> Events for Guarded<E> {
+            $(
+                fn $hook(&self, event: &$event) {
+                    guard(stringify!($hook), || self.0.$hook(event));
+                }
+            )*
+        }
+    };
+}
+
+guarded_hooks!(
+    job_enqueued(JobEnqueued),
+    job_claimed(JobClaimed),
+    job_succeeded(JobSucceeded),
+    job_retried(JobRetried),
+    job_failed(JobFailed),
+    job_stalled(JobStalled),
+    job_released(JobReleased),
+    job_discarded(JobDiscarded),
+    process_registered(ProcessRegistered),
+    process_pruned(ProcessPruned),
+    recurring_fired(RecurringFired),
+    recurring_skipped(RecurringSkipped),
+);
 
 /// The time from `from` to `to` (both on the same clock), zero if `to` is
 /// earlier (a clock stepped back, or rows written by hosts whose clocks

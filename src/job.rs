@@ -60,6 +60,7 @@ pub trait Job: Serialize + DeserializeOwned + Send + 'static {
     /// (1-based) ended with `error`. The default follows `policy`, the job's
     /// [`Backoff`] (from its options); override it for a backoff of your own,
     /// for example a longer wait when `error.kind` says "rate limited".
+    /// A panic here is caught and logged; the job then waits by `policy`.
     fn retry_delay(attempt: u32, error: &ErrorInfo, policy: &Backoff) -> Duration {
         let _ = error;
         policy.delay(attempt, fastrand::f64())

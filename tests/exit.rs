@@ -11,8 +11,8 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{TestDb, jobs, wait_for};
 use common::recorder::{Event, Recorder};
+use common::{TestDb, jobs, wait_for};
 
 backend_tests!(a_process_that_enqueues_and_exits_at_once_exits_0_and_wakes_an_idle_worker);
 
@@ -60,7 +60,11 @@ fn a_process_that_enqueues_and_exits_at_once_exits_0_and_wakes_an_idle_worker(db
         "{} of {PROCESSES} enqueuing processes exited badly: {bad:#?}",
         bad.len()
     );
-    assert_eq!(db.count("solidq_jobs"), PROCESSES as i64, "every job committed");
+    assert_eq!(
+        db.count("solidq_jobs"),
+        PROCESSES as i64,
+        "every job committed"
+    );
     wait_for("every job to succeed", Duration::from_secs(30), || {
         db.scalar("SELECT count(*) AS v FROM solidq_jobs WHERE finished_at IS NOT NULL")
             == PROCESSES as i64

@@ -221,13 +221,6 @@ impl Queue {
         arguments: &serde_json::Value,
         options: EnqueueOptions,
     ) -> Result<i64> {
-        if kind.trim().is_empty() {
-            return Err(Error::InvalidOption {
-                option: "kind",
-                value: kind.to_string(),
-                reason: "must not be empty".into(),
-            });
-        }
         let unique_key = options.unique_key.clone();
         let request = JobRequest::untyped(kind.to_string(), arguments, options);
         match self.enqueue_batch(std::slice::from_ref(&request))?.pop() {

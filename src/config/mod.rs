@@ -73,6 +73,8 @@ pub const DEFAULT_COMPLETION_FLUSH_INTERVAL: Duration = Duration::from_millis(2)
 /// Most connections in a queue's pool: enough for a worker of
 /// [`DEFAULT_THREADS`] threads.
 pub const DEFAULT_POOL_SIZE: u32 = 10;
+/// The longest a job's kind may be, in bytes.
+pub const MAX_KIND_LEN: usize = 255;
 /// The longest a `unique_key` may be, in bytes.
 pub const MAX_UNIQUE_KEY_LEN: usize = 255;
 

@@ -73,9 +73,7 @@ impl Registration {
         };
         heartbeat.stop();
         let id = self.id.load(Ordering::SeqCst);
-        let reason = ReleaseReason::Shutdown {
-            running_at_most_once: vec![],
-        };
+        let reason = ReleaseReason::Shutdown { started: vec![] };
         if let Err(e) = self.store.process_deregister(id, &reason) {
             log::warn!("{} cannot deregister process {id}: {e}", self.kind.as_str());
         }

@@ -99,7 +99,7 @@ impl Scheduler {
     /// Reports fired and skipped ticks, the jobs it enqueues and its
     /// registration to `events` instead of the queue's hooks.
     pub fn events(mut self, events: impl Events) -> Scheduler {
-        self.events = Arc::new(events);
+        self.events = crate::events::guarded(events);
         self
     }
 

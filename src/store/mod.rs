@@ -50,7 +50,7 @@ pub(crate) use processes::{PruneTarget, Pruned, ReleaseReason, ReleaseReport};
 pub(crate) use recurring::RecurringTaskRow;
 
 use crate::config::DEFAULT_SQLITE_BUSY_TIMEOUT;
-use crate::types::{Backend, DatabaseUrl, Error, Result, StoredLimit};
+use crate::types::{Backend, DatabaseUrl, Error, ErrorInfo, Result, StoredLimit};
 
 const POSTGRES_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/postgres");
 const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
@@ -637,14 +637,18 @@ impl<Q: QueryFragment<DB>, DB: DieselBackend> QueryFragment<DB> for Cached<Q> {
 impl<Q, C> RunQueryDsl<C> for Cached<Q> {}
 
 /// The JSON stored for an error (in `failed_executions.error` and the job's
-/// `errors` history).
+/// `errors` history). Its `at` is the host's clock here; PostgreSQL
+/// replaces it with the database's as it writes it.
 pub(crate) fn error_json(kind: &str, message: &str) -> String {
-    serde_json::json!({
-        "kind": kind,
-        "message": message,
-        "at": chrono::Utc::now(),
-    })
-    .to_string()
+    ErrorInfo {
+        kind: kind.to_string(),
+        message: message.to_string(),
+        backtrace: None,
+        attempt: None,
+        at: Some(chrono::Utc::now()),
+        retry_in_ms: None,
+    }
+    .to_stored_json()
 }
 
 /// The host clock as the naive UTC timestamps the tables store.

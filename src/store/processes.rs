@@ -22,9 +22,9 @@ use crate::types::{Delivery, Result};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ReleaseReason {
     /// The process stops in order. Jobs go back to ready, not counted as
-    /// stalls, except at-most-once jobs in `running_at_most_once` (they had
-    /// started), which fail.
-    Shutdown { running_at_most_once: Vec<i64> },
+    /// stalls, except at-most-once jobs in `started` (still running, or run
+    /// with their outcome unwritten), which fail.
+    Shutdown { started: Vec<i64> },
     /// Its supervisor killed it after the shutdown grace period: as an
     /// orderly stop, except every at-most-once job fails (it may have
     /// started).
@@ -196,9 +196,9 @@ fn release_claims(
         let at_most_once = Delivery::from_column(&job.delivery) == Delivery::AtMostOnce;
         let stalled_before = u32::try_from(job.stalled_count).unwrap_or(0);
         let (stalled, failure) = match reason {
-            ReleaseReason::Shutdown { running_at_most_once } => (
+            ReleaseReason::Shutdown { started } => (
                 false,
-                (at_most_once && running_at_most_once.contains(&job.id)).then(|| {
+                (at_most_once && started.contains(&job.id)).then(|| {
                     (
                         "shutdown",
                         "the worker stopped while the job was running; at_most_once delivery, not retried".to_string(),

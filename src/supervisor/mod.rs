@@ -118,7 +118,7 @@ impl Supervisor {
     /// recurring ticks fired and skipped, the recurring jobs enqueued).
     /// Defaults to [`LogEvents`](crate::LogEvents).
     pub fn events(mut self, events: impl Events) -> Supervisor {
-        self.events = Arc::new(events);
+        self.events = crate::events::guarded(events);
         self
     }
 
@@ -205,9 +205,7 @@ impl Supervisor {
         let running = match started {
             Ok(running) => running,
             Err(error) => {
-                let reason = ReleaseReason::Shutdown {
-                    running_at_most_once: vec![],
-                };
+                let reason = ReleaseReason::Shutdown { started: vec![] };
                 let _ = store.process_deregister(own_id.load(Ordering::SeqCst), &reason);
                 return Err(error);
             }

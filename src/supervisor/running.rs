@@ -134,9 +134,7 @@ impl Running {
         maintenance.stop();
         heartbeat.stop();
         let own = own_id.load(Ordering::SeqCst);
-        let reason = ReleaseReason::Shutdown {
-            running_at_most_once: vec![],
-        };
+        let reason = ReleaseReason::Shutdown { started: vec![] };
         if let Err(error) = store.process_deregister(own, &reason) {
             log::warn!("cannot deregister supervisor process {own}: {error}");
         }

@@ -136,6 +136,10 @@ fn millis(d: Duration) -> u64 {
 }
 
 /// A recorded error: what a failed attempt left behind.
+///
+/// Its text is stored as JSON. A NUL character (`\0`) in the kind, message
+/// or backtrace is stored as U+FFFD (`�`): PostgreSQL cannot keep `\u0000`
+/// in JSON, and one such error must not stop others from being recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorInfo {
     /// A short class: the Rust error type, `"panic"`, `"timeout"`,
@@ -155,6 +159,25 @@ pub struct ErrorInfo {
     /// The wait chosen before the retry that followed, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_in_ms: Option<u64>,
+}
+
+impl ErrorInfo {
+    /// The JSON stored for this error, NUL characters replaced (see the
+    /// type's docs).
+    pub(crate) fn to_stored_json(&self) -> String {
+        let clean = ErrorInfo {
+            kind: without_nul(&self.kind),
+            message: without_nul(&self.message),
+            backtrace: self.backtrace.as_deref().map(without_nul),
+            ..self.clone()
+        };
+        serde_json::to_string(&clean).expect("error info serializes")
+    }
+}
+
+/// `text` with every NUL character replaced by U+FFFD.
+fn without_nul(text: &str) -> String {
+    text.replace('\0', "\u{FFFD}")
 }
 
 /// Where a job is in its lifecycle (ordered as listed).

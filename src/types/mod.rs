@@ -13,6 +13,7 @@ mod queue;
 mod url;
 
 pub use cron::{Schedule, ScheduleError};
+pub(crate) use error::panic_message;
 pub use error::{Error, Result};
 pub use job::{Backoff, Delivery, ErrorInfo, JobInfo, JobStatus};
 pub(crate) use limit::StoredLimit;

@@ -7,13 +7,23 @@
 //!
 //! Fencing is per row: a completion whose claim is gone is skipped and
 //! logged; the others in its batch are written, and reported to the event
-//! hooks once their transaction committed. A failed write is retried
-//! with backoff, forever, while the jobs stay claimed: a completion is never
-//! dropped unless the worker is stopping past its deadline, and then the
-//! jobs are still claimed, so the supervisor releases them.
+//! hooks once their transaction committed.
+//!
+//! A batch that fails with a transient error (the database is unreachable,
+//! a lock conflict) is retried with backoff, the jobs staying claimed. One
+//! that fails otherwise is written again row by row, so one bad row cannot
+//! hold the others: a row that still cannot be written is recorded as a
+//! failure of its job ("outcome_not_recorded", with the database's error),
+//! and if even that cannot be written its job stays claimed until its
+//! process stops or is pruned.
+//!
+//! The poller claims nothing while more than [`Backlog`]'s limit of
+//! outcomes wait here, so a completer that cannot write does not let the
+//! worker run ever more jobs whose outcomes it cannot record.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -22,8 +32,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::stats::Stats;
 use crate::events::{Events, JobFailed, JobRetried, JobSucceeded};
-use crate::store::{Completion, Outcome, Store};
-use crate::types::{Error, Result};
+use crate::store::{Completion, FinishReport, Outcome, Store};
+use crate::types::{Error, ErrorInfo, Result};
 
 /// A message to the completer.
 // `Stop` is sent once per worker; boxing `Done` to shrink it would cost an
@@ -48,11 +58,50 @@ pub(crate) struct Ran {
     pub error: Option<(String, String)>,
 }
 
+/// Outcomes handed to the completer and not yet written (nor given up
+/// on). Above `limit` the poller stops claiming; the completer wakes it
+/// when the count falls back.
+pub(crate) struct Backlog {
+    count: AtomicUsize,
+    limit: usize,
+    wake: Sender<()>,
+}
+
+impl Backlog {
+    pub(crate) fn new(limit: usize, wake: Sender<()>) -> Backlog {
+        Backlog {
+            count: AtomicUsize::new(0),
+            limit: limit.max(1),
+            wake,
+        }
+    }
+
+    /// One more outcome on its way to the completer.
+    pub(crate) fn add(&self) {
+        self.count.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// `n` outcomes written or given up on.
+    fn remove(&self, n: usize) {
+        let before = self.count.fetch_sub(n, Ordering::SeqCst);
+        if before > self.limit && before - n <= self.limit {
+            let _ = self.wake.try_send(());
+        }
+    }
+
+    /// Whether so many outcomes wait that claiming more work must wait.
+    pub(crate) fn is_full(&self) -> bool {
+        self.count.load(Ordering::SeqCst) > self.limit
+    }
+}
+
 /// A running completer thread.
 pub(crate) struct Completer {
     pub(crate) tx: Sender<Message>,
     exited: Receiver<()>,
     abandon: Arc<AtomicBool>,
+    /// Jobs whose outcome was never written (given up on): they ran.
+    given_up: Arc<Mutex<Vec<i64>>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -63,20 +112,32 @@ impl Completer {
         linger: Duration,
         stats: Arc<Stats>,
         events: Arc<dyn Events>,
+        backlog: Arc<Backlog>,
     ) -> Result<Completer> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let (exited_tx, exited) = crossbeam_channel::bounded(1);
         let abandon = Arc::new(AtomicBool::new(false));
+        let given_up = Arc::new(Mutex::new(Vec::new()));
         let thread = {
             let abandon = Arc::clone(&abandon);
+            let given_up = Arc::clone(&given_up);
             std::thread::Builder::new()
                 .name("solidq-completer".into())
                 .spawn(move || {
-                    let settings = Settings {
+                    let mut completer = Run {
+                        store,
                         batch_size: batch_size.max(1),
                         linger,
+                        abandon,
+                        stats,
+                        events,
+                        backlog,
+                        given_up,
+                        pending: Vec::new(),
+                        facts: Vec::new(),
+                        failures: 0,
                     };
-                    run(&store, &rx, &settings, &abandon, &stats, events.as_ref());
+                    completer.run(&rx);
                     let _ = exited_tx.send(());
                 })
                 .map_err(|source| Error::Thread {
@@ -88,13 +149,15 @@ impl Completer {
             tx,
             exited,
             abandon,
+            given_up,
             thread: Some(thread),
         })
     }
 
     /// Asks the completer to write what it has and exit; waits until
     /// `deadline`, then tells it to give up on writes still failing.
-    pub(crate) fn stop(&mut self, deadline: Instant) {
+    /// Returns the jobs whose outcome it never wrote: they ran.
+    pub(crate) fn stop(&mut self, deadline: Instant) -> Vec<i64> {
         let _ = self.tx.send(Message::Stop);
         if self.exited.recv_deadline(deadline).is_err() {
             self.abandon.store(true, Ordering::SeqCst);
@@ -105,105 +168,186 @@ impl Completer {
         {
             let _ = thread.join();
         }
+        std::mem::take(&mut *self.given_up.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
 
-/// How the completer batches.
-struct Settings {
+/// The completer thread's state.
+struct Run {
+    store: Store,
     batch_size: usize,
     linger: Duration,
+    abandon: Arc<AtomicBool>,
+    stats: Arc<Stats>,
+    events: Arc<dyn Events>,
+    backlog: Arc<Backlog>,
+    given_up: Arc<Mutex<Vec<i64>>>,
+    /// Completions and their facts, in the same order.
+    pending: Vec<Completion>,
+    facts: Vec<Ran>,
+    /// Transient failures in a row.
+    failures: u32,
 }
 
-fn run(
-    store: &Store,
-    rx: &Receiver<Message>,
-    settings: &Settings,
-    abandon: &AtomicBool,
-    stats: &Stats,
-    events: &dyn Events,
-) {
-    let batch_size = settings.batch_size;
-    // Completions and their facts, in the same order.
-    let mut pending: Vec<Completion> = Vec::new();
-    let mut facts: Vec<Ran> = Vec::new();
-    let mut stopping = false;
-    let mut failures = 0u32;
-    loop {
-        if pending.is_empty() {
-            if stopping {
-                return;
-            }
-            match rx.recv() {
-                Ok(Message::Done(c, r)) => {
-                    pending.push(c);
-                    facts.push(r);
-                }
-                Ok(Message::Stop) | Err(_) => {
-                    stopping = true;
-                    continue;
-                }
-            }
-            let until = Instant::now() + settings.linger;
-            while pending.len() < batch_size && !stopping {
-                match rx.recv_deadline(until) {
-                    Ok(Message::Done(c, r)) => {
-                        pending.push(c);
-                        facts.push(r);
-                    }
-                    Ok(Message::Stop) => stopping = true,
-                    Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => break,
-                }
-            }
-        }
-        while pending.len() < batch_size && !stopping {
-            match rx.try_recv() {
-                Ok(Message::Done(c, r)) => {
-                    pending.push(c);
-                    facts.push(r);
-                }
-                Ok(Message::Stop) => stopping = true,
-                Err(_) => break,
-            }
-        }
-        let take = pending.len().min(batch_size);
-        let started = Instant::now();
-        match store.claimed_finish(&pending[..take]) {
-            Ok(report) => {
-                stats.write(take, started.elapsed());
-                failures = 0;
-                for id in &report.lost {
-                    log::warn!(
-                        "claim on job {id} was lost (this process was pruned meanwhile): its outcome was not recorded over the new claim"
-                    );
-                }
-                log::debug!("recorded {} completions", report.written.len());
-                let lost: std::collections::HashSet<i64> = report.lost.into_iter().collect();
-                for (completion, ran) in pending.drain(..take).zip(facts.drain(..take)) {
-                    if !lost.contains(&completion.job_id) {
-                        report_outcome(events, &completion, ran);
-                    }
-                }
-            }
-            Err(error) => {
-                failures += 1;
-                if abandon.load(Ordering::SeqCst) {
-                    log::error!(
-                        "giving up on {} completions at shutdown ({error}); those jobs stay claimed until this process's row is pruned and they are released",
-                        pending.len()
-                    );
+impl Run {
+    fn run(&mut self, rx: &Receiver<Message>) {
+        let mut stopping = false;
+        loop {
+            if self.pending.is_empty() {
+                if stopping {
                     return;
                 }
-                let pause = Duration::from_millis(50 * 2u64.pow(failures.min(7)))
-                    .min(Duration::from_secs(5));
-                log::warn!(
-                    "cannot record {} completions ({error}); retrying in {pause:?}, the jobs stay claimed meanwhile",
-                    pending.len()
-                );
-                let until = Instant::now() + pause;
-                while Instant::now() < until && !abandon.load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(20).min(pause));
+                match rx.recv() {
+                    Ok(Message::Done(c, r)) => self.push(c, r),
+                    Ok(Message::Stop) | Err(_) => {
+                        stopping = true;
+                        continue;
+                    }
+                }
+                let until = Instant::now() + self.linger;
+                while self.pending.len() < self.batch_size && !stopping {
+                    match rx.recv_deadline(until) {
+                        Ok(Message::Done(c, r)) => self.push(c, r),
+                        Ok(Message::Stop) => stopping = true,
+                        Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {
+                            break;
+                        }
+                    }
                 }
             }
+            while self.pending.len() < self.batch_size && !stopping {
+                match rx.try_recv() {
+                    Ok(Message::Done(c, r)) => self.push(c, r),
+                    Ok(Message::Stop) => stopping = true,
+                    Err(_) => break,
+                }
+            }
+            let take = self.pending.len().min(self.batch_size);
+            let written = self.write(take);
+            if let Err(error) = written {
+                if self.abandon.load(Ordering::SeqCst) {
+                    log::error!(
+                        "giving up on {} completions at shutdown ({error}); those jobs stay claimed until this process deregisters or is pruned (at-most-once ones then fail)",
+                        self.pending.len()
+                    );
+                    let ids: Vec<i64> = self.pending.drain(..).map(|c| c.job_id).collect();
+                    self.facts.clear();
+                    self.give_up(ids);
+                    return;
+                }
+                self.back_off(&error);
+            }
+        }
+    }
+
+    fn push(&mut self, completion: Completion, ran: Ran) {
+        self.pending.push(completion);
+        self.facts.push(ran);
+    }
+
+    /// Writes the first `take` pending completions, in one transaction or,
+    /// after a non-transient error, row by row. Returns the transient
+    /// error that stopped it, if one did (what is unwritten stays pending).
+    fn write(&mut self, take: usize) -> std::result::Result<(), Error> {
+        let started = Instant::now();
+        match self.store.claimed_finish(&self.pending[..take]) {
+            Ok(report) => {
+                self.stats.write(take, started.elapsed());
+                self.failures = 0;
+                self.written(take, &report);
+                Ok(())
+            }
+            Err(error) if error.is_transient() => Err(error),
+            Err(error) => {
+                log::warn!(
+                    "a batch of {take} outcomes could not be written ({error}); writing them one by one"
+                );
+                for _ in 0..take {
+                    self.write_alone()?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes the first pending completion on its own; one that cannot be
+    /// written is recorded as a failure of its job instead.
+    fn write_alone(&mut self) -> std::result::Result<(), Error> {
+        let error = match self.store.claimed_finish(&self.pending[..1]) {
+            Ok(report) => {
+                self.written(1, &report);
+                return Ok(());
+            }
+            Err(error) if error.is_transient() => return Err(error),
+            Err(error) => error,
+        };
+        let job_id = self.pending[0].job_id;
+        log::error!(
+            "the outcome of job {job_id} cannot be written ({error}); recording it as failed"
+        );
+        let info = ErrorInfo {
+            kind: "outcome_not_recorded".into(),
+            message: format!("the job's outcome could not be written to the database: {error}"),
+            backtrace: None,
+            attempt: Some(self.facts[0].attempt),
+            at: Some(Utc::now()),
+            retry_in_ms: None,
+        };
+        self.facts[0].error = Some((info.kind.clone(), info.message.clone()));
+        self.pending[0].outcome = Outcome::Failed {
+            error: info.to_stored_json(),
+        };
+        match self.store.claimed_finish(&self.pending[..1]) {
+            Ok(report) => self.written(1, &report),
+            Err(error) if error.is_transient() => return Err(error),
+            Err(error) => {
+                log::error!(
+                    "job {job_id}: not even its failure can be written ({error}); it stays claimed until this process stops or is pruned"
+                );
+                self.pending.remove(0);
+                self.facts.remove(0);
+                self.give_up(vec![job_id]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reports the first `n` pending completions, written per `report`,
+    /// and drops them.
+    fn written(&mut self, n: usize, report: &FinishReport) {
+        for id in &report.lost {
+            log::warn!(
+                "claim on job {id} was lost (this process was pruned meanwhile): its outcome was not recorded over the new claim"
+            );
+        }
+        log::debug!("recorded {} completions", report.written.len());
+        for (completion, ran) in self.pending.drain(..n).zip(self.facts.drain(..n)) {
+            if !report.lost.contains(&completion.job_id) {
+                report_outcome(self.events.as_ref(), &completion, ran);
+            }
+        }
+        self.backlog.remove(n);
+    }
+
+    fn give_up(&self, ids: Vec<i64>) {
+        self.backlog.remove(ids.len());
+        self.given_up
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(ids);
+    }
+
+    fn back_off(&mut self, error: &Error) {
+        self.failures += 1;
+        let pause =
+            Duration::from_millis(50 * 2u64.pow(self.failures.min(7))).min(Duration::from_secs(5));
+        log::warn!(
+            "cannot record {} completions ({error}); retrying in {pause:?}, the jobs stay claimed meanwhile",
+            self.pending.len()
+        );
+        let until = Instant::now() + pause;
+        while Instant::now() < until && !self.abandon.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(20).min(pause));
         }
     }
 }

@@ -100,7 +100,7 @@ pub(crate) fn execute(
 
     let failure: Result<serde_json::Value, (ErrorInfo, bool)> = match ran {
         Err(payload) => {
-            let message = panic_message(payload.as_ref());
+            let message = crate::types::panic_message(payload.as_ref());
             let backtrace =
                 PANIC_CAPTURE.with(|slot| slot.borrow_mut().as_mut().and_then(Option::take));
             Err((info("panic", message, backtrace, attempt), true))
@@ -169,19 +169,35 @@ pub(crate) fn execute(
             let at_most_once_timeout = error.kind == "timeout"
                 && Delivery::from_column(&job.delivery) == Delivery::AtMostOnce;
             let outcome = if retryable && attempt < max_attempts && !at_most_once_timeout {
+                let by_policy = || options.backoff.delay(attempt, fastrand::f64());
                 let delay = match registry.retry_delay(&job.kind) {
-                    Some(retry_delay) => retry_delay(attempt, &error, &options.backoff),
-                    None => options.backoff.delay(attempt, fastrand::f64()),
+                    // User code: a panic in it must not take the thread.
+                    Some(retry_delay) => catch_unwind(AssertUnwindSafe(|| {
+                        retry_delay(attempt, &error, &options.backoff)
+                    }))
+                    .unwrap_or_else(|payload| {
+                        let location = PANIC_CAPTURE
+                            .with(|slot| slot.borrow_mut().as_mut().and_then(Option::take));
+                        log::error!(
+                            "retry_delay of job kind {:?} panicked ({}{}); job {} waits by its backoff policy instead",
+                            job.kind,
+                            crate::types::panic_message(payload.as_ref()),
+                            location.map(|l| format!(", {}", l.lines().next().unwrap_or(""))).unwrap_or_default(),
+                            job.id
+                        );
+                        by_policy()
+                    }),
+                    None => by_policy(),
                 };
                 let mut error = error;
                 error.retry_in_ms = Some(delay.as_millis() as u64);
                 Outcome::Retry {
-                    error: serde_json::to_string(&error).expect("error info serializes"),
+                    error: error.to_stored_json(),
                     delay,
                 }
             } else {
                 Outcome::Failed {
-                    error: serde_json::to_string(&error).expect("error info serializes"),
+                    error: error.to_stored_json(),
                 }
             };
             Execution {
@@ -222,14 +238,4 @@ fn timeout_info(timeout_ms: Option<u64>, elapsed: Duration, attempt: u32) -> Err
         None,
         attempt,
     )
-}
-
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "panic with a non-string payload".to_string()
-    }
 }

@@ -139,7 +139,7 @@ impl Worker {
     /// shutdown, its registration, its dispatcher's discards) to `events`
     /// instead of the queue's hooks (see [`crate::events`]).
     pub fn events(mut self, events: impl Events) -> Worker {
-        self.events = Some(Arc::new(events));
+        self.events = Some(crate::events::guarded(events));
         self
     }
 

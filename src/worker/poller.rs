@@ -51,7 +51,10 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
             let free = capacity.saturating_sub(shared.inflight.load(Ordering::SeqCst));
             let worth_it =
                 |free: usize, waiting: usize| free > 0 && (free * 2 >= capacity || waiting == 0);
-            if free > 0 && (!backlog || worth_it(free, parts.work.len())) {
+            // Outcomes the completer cannot write yet: claim nothing more
+            // until it catches up (it wakes us).
+            let blocked = shared.backlog.is_full();
+            if free > 0 && !blocked && (!backlog || worth_it(free, parts.work.len())) {
                 let started = Instant::now();
                 match shared.store.ready_claim(&parts.claim, process_id, free) {
                     Ok(jobs) => {

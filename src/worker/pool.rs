@@ -23,7 +23,7 @@ use super::executor;
 use super::runtime::{Shared, lock};
 use crate::events::{JobReleased, ReleaseCause};
 use crate::store::{ClaimedJob, Completion, Slot, StoredOptions};
-use crate::types::{Delivery, Error, Result};
+use crate::types::{Error, Result};
 
 /// A claimed job and the registration (process id) it was claimed under.
 pub(super) type Assigned = (ClaimedJob, i64);
@@ -99,7 +99,6 @@ pub(super) struct Running {
     pub kind: String,
     pub started: Instant,
     pub deadline: Option<Instant>,
-    pub at_most_once: bool,
 }
 
 /// One slot per thread: what it is running. Each thread writes only its
@@ -174,7 +173,6 @@ fn run(
             kind: job.kind.clone(),
             started,
             deadline: executor::deadline(&options, started),
-            at_most_once: Delivery::from_column(&job.delivery) == Delivery::AtMostOnce,
         }),
     );
     let execution = executor::execute(&job, &options, started, &shared.registry, &shared.shutdown);
@@ -195,6 +193,7 @@ fn run(
         enqueued_at: job.created_at.and_utc(),
         error: execution.error,
     };
+    shared.backlog.add();
     let _ = completions.send(Message::Done(completion, ran));
     shared.slots.set(thread, None);
     shared.inflight.fetch_sub(1, Ordering::SeqCst);

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 
-use super::completer::Completer;
+use super::completer::{Backlog, Completer};
 use super::executor;
 use super::pool::{self, Slots, WorkQueue};
 use super::registry::Registry;
@@ -60,6 +60,8 @@ pub(super) struct Shared {
     pub job_time: Ewma,
     pub claim_time: Ewma,
     pub wake: Sender<()>,
+    /// Outcomes not yet written: past its limit the poller waits.
+    pub backlog: Arc<Backlog>,
     /// Why the worker stopped itself, if it did.
     pub fatal: Mutex<Option<Error>>,
 }
@@ -187,6 +189,7 @@ pub(crate) fn start(
 
     let (wake, wake_rx) = bounded(1);
     wakeups::subscribe(store.url().expose(), wake.clone());
+    let backlog = Arc::new(Backlog::new(2 * config.completion_batch_size, wake.clone()));
     let shared = Arc::new(Shared {
         store: store.clone(),
         slots: Slots::new(config.threads),
@@ -204,6 +207,7 @@ pub(crate) fn start(
         events,
         job_time: Ewma::default(),
         claim_time: Ewma::default(),
+        backlog,
         wake,
         fatal: Mutex::new(None),
     });
@@ -215,6 +219,7 @@ pub(crate) fn start(
             shared.config.completion_flush_interval,
             Arc::clone(&shared.stats),
             Arc::clone(&shared.events),
+            Arc::clone(&shared.backlog),
         )?;
         let work = Arc::new(WorkQueue::default());
         let (exited_tx, exited_rx) = unbounded::<()>();
@@ -249,9 +254,7 @@ pub(crate) fn start(
         Ok(parts) => parts,
         Err(error) => {
             shared.request_stop();
-            let reason = ReleaseReason::Shutdown {
-                running_at_most_once: vec![],
-            };
+            let reason = ReleaseReason::Shutdown { started: vec![] };
             let _ = store.process_deregister(id, &reason);
             return Err(error);
         }

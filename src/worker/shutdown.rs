@@ -44,25 +44,22 @@ pub(super) fn run(shared: &Arc<Shared>, parts: &mut Parts) -> Result<()> {
         }
         exited += 1;
     }
-    parts
+    // Jobs whose outcome the completer never wrote ran: at-most-once ones
+    // among them fail below instead of going back to ready.
+    let unwritten = parts
         .completer
         .stop(grace_end.max(Instant::now() + Duration::from_secs(2)));
 
     // Release what is still claimed and deregister, in one transaction.
     let mut result = Ok(());
-    let (mut still_running, mut running_at_most_once, mut longest) =
-        (0, Vec::new(), Duration::ZERO);
+    let (mut still_running, mut started, mut longest) = (0, unwritten, Duration::ZERO);
     shared.slots.each(|job| {
         still_running += 1;
         longest = longest.max(job.started.elapsed());
-        if job.at_most_once {
-            running_at_most_once.push(job.job_id);
-        }
+        started.push(job.job_id);
     });
     if process_id != 0 {
-        let reason = ReleaseReason::Shutdown {
-            running_at_most_once,
-        };
+        let reason = ReleaseReason::Shutdown { started };
         match shared.store.process_deregister(process_id, &reason) {
             Ok(report) if !report.entries.is_empty() => {
                 log::warn!(

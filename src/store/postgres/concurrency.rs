@@ -5,7 +5,7 @@
 use diesel::sql_types::{Array, BigInt, Integer, Text};
 use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
-use super::APPEND_ERROR;
+use super::{APPEND_ERROR, stamped};
 use crate::store::{Cached, Discarded, LimitedJob, micros};
 use crate::types::StoredLimit;
 
@@ -188,8 +188,10 @@ fn discard_sql() -> String {
         "UPDATE solidq_jobs j SET finished_at = LOCALTIMESTAMP,
                 expires_at = LOCALTIMESTAMP + u.keep_us * INTERVAL '1 microsecond',
                 errors = {APPEND_ERROR}, updated_at = LOCALTIMESTAMP
-         FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS u(id, error, keep_us)
-         WHERE j.id = u.id"
+         FROM (SELECT id, {error} AS error, keep_us
+               FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS r(id, error, keep_us)) AS u
+         WHERE j.id = u.id",
+        error = stamped("r.error")
     )
 }
 

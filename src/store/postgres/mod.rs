@@ -280,13 +280,27 @@ RETURNING j.id";
 
 const DELETE_JOBS: &str = "DELETE FROM solidq_jobs WHERE id = ANY($1)";
 
-/// Appends one error object to the job's `errors` JSON array.
-pub(super) const APPEND_ERROR: &str =
-    "(COALESCE(j.errors, '[]')::jsonb || jsonb_build_array(u.error::jsonb))::text";
+/// Appends one error object (`u.error`) to the job's `errors` JSON array
+/// by text, without parsing what is there: a row whose history was edited
+/// into invalid JSON still gets its new error, and nothing stored needs to
+/// be valid `jsonb`.
+pub(super) const APPEND_ERROR: &str = "CASE WHEN j.errors IS NULL OR j.errors = '[]' \
+     THEN '[' || u.error || ']' ELSE left(j.errors, -1) || ',' || u.error || ']' END";
+
+/// The error JSON in column `error` with its `at` set to the database's
+/// clock (the worker's host clock may be off). The JSON was made by
+/// solidq, with NUL characters replaced, so it is valid `jsonb`.
+pub(super) fn stamped(error: &str) -> String {
+    format!(
+        "jsonb_set({error}::jsonb, '{{at}}', \
+         to_jsonb(to_char(LOCALTIMESTAMP, 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')))::text"
+    )
+}
 
 fn retry_sql() -> String {
     format!(
-        "WITH u AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS u(id, error, delay_us)),
+        "WITH u AS (SELECT id, {error} AS error, delay_us
+                    FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS r(id, error, delay_us)),
          upd AS (
              UPDATE solidq_jobs j SET attempts = j.attempts + 1, errors = {APPEND_ERROR},
                     scheduled_at = LOCALTIMESTAMP + u.delay_us * INTERVAL '1 microsecond',
@@ -295,21 +309,24 @@ fn retry_sql() -> String {
              RETURNING j.id, j.queue_name, j.priority, j.scheduled_at, j.concurrency_key)
          INSERT INTO solidq_scheduled_executions
              (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
-         SELECT id, queue_name, priority, scheduled_at, LOCALTIMESTAMP, concurrency_key FROM upd"
+         SELECT id, queue_name, priority, scheduled_at, LOCALTIMESTAMP, concurrency_key FROM upd",
+        error = stamped("r.error")
     )
 }
 
 fn fail_sql() -> String {
     format!(
-        "WITH u AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::int[])
-                    AS u(id, error, attempt_inc, stall_inc)),
+        "WITH u AS (SELECT id, {error} AS error, attempt_inc, stall_inc
+                    FROM unnest($1::bigint[], $2::text[], $3::int[], $4::int[])
+                    AS r(id, error, attempt_inc, stall_inc)),
          upd AS (
              UPDATE solidq_jobs j SET attempts = j.attempts + u.attempt_inc,
                     stalled_count = j.stalled_count + u.stall_inc,
                     errors = {APPEND_ERROR}, updated_at = LOCALTIMESTAMP
              FROM u WHERE j.id = u.id RETURNING j.id)
          INSERT INTO solidq_failed_executions (job_id, error, created_at)
-         SELECT u.id, u.error, LOCALTIMESTAMP FROM u JOIN upd ON upd.id = u.id"
+         SELECT u.id, u.error, LOCALTIMESTAMP FROM u JOIN upd ON upd.id = u.id",
+        error = stamped("r.error")
     )
 }
 

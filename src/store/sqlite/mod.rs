@@ -145,7 +145,10 @@ struct Scalar {
     v: i64,
 }
 
-pub(super) const APPEND_ERROR: &str = "json_insert(COALESCE(errors, '[]'), '$[#]', json(?1))";
+/// Appends one error object (`?1`) to the job's `errors` JSON array by
+/// text, without parsing what is there (see PostgreSQL's).
+pub(super) const APPEND_ERROR: &str = "CASE WHEN errors IS NULL OR errors = '[]' \
+     THEN '[' || ?1 || ']' ELSE substr(errors, 1, length(errors) - 1) || ',' || ?1 || ']' END";
 
 pub(super) fn json_ids(ids: &[i64]) -> String {
     serde_json::to_string(ids).expect("integers serialize")
