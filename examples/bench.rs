@@ -245,7 +245,7 @@ fn run_worker(url: &str, threads: usize, prefetch: usize, standalone: bool) {
     let config = WorkerConfig {
         threads,
         prefetch,
-        dispatch_scheduled: standalone,
+        standalone,
         ..WorkerConfig::default()
     };
     solidq::install_signal_handlers().expect("signals");
@@ -1088,7 +1088,7 @@ fn bench_latency(backend: &'static str, args: &Args, table: &mut Table) {
                 let config = WorkerConfig {
                     threads: args.threads,
                     prefetch: args.prefetch,
-                    dispatch_scheduled: false,
+                    standalone: false,
                     ..WorkerConfig::default()
                 };
                 let handle = Worker::new(queue.clone())
@@ -1150,7 +1150,7 @@ fn bench_idle(backend: &'static str, args: &Args, table: &mut Table) {
         let queue = db.queue();
         let config = WorkerConfig {
             threads: args.threads,
-            dispatch_scheduled: false,
+            standalone: false,
             ..WorkerConfig::default()
         };
         let handle = Worker::new(queue)

@@ -3,6 +3,12 @@
 //! next; otherwise the loop sleeps `polling_interval`. On PostgreSQL the due
 //! rows are locked with `SKIP LOCKED`, so any number of dispatchers can run;
 //! on SQLite they take turns on the write lock.
+//!
+//! A standalone dispatcher ([`Dispatcher::new`]) registers a process row,
+//! runs maintenance (pruning dead processes and releasing their jobs,
+//! cleaning, tending; see `maintenance`) so a deployment without a
+//! supervisor still recovers, and stops itself when its heartbeats fail past
+//! the alive threshold.
 
 use std::sync::Arc;
 
@@ -11,7 +17,8 @@ use crate::config::DispatcherConfig;
 use crossbeam_channel::Receiver;
 
 use crate::events::{Events, JobDiscarded};
-use crate::process::{ProcessKind, Registration, Service, wakeups};
+use crate::maintenance::{self, Maintenance, MaintenanceConfig, Pruner};
+use crate::process::{self, ProcessKind, RegistrationSpec, Service, wakeups};
 use crate::store::Store;
 use crate::types::Result;
 
@@ -20,19 +27,11 @@ pub struct Dispatcher {
     store: Store,
     config: DispatcherConfig,
     events: Arc<dyn Events>,
-    /// Whether it registers its own process row (standalone) or runs inside
-    /// a process that has one (a worker, a supervisor).
+    /// Whether it registers its own process row and runs maintenance
+    /// (standalone), or runs inside a process that does both (a worker, a
+    /// supervisor).
     register: bool,
-    /// Whether it also keeps house: deletes finished jobs past their
-    /// `keep_result` and tends the tables (inside a standalone worker, which
-    /// has no supervisor to do it).
-    housekeeping: bool,
 }
-
-/// How often a housekeeping dispatcher deletes expired finished jobs.
-const CLEAN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
-/// How often a housekeeping dispatcher tends the tables.
-const TEND_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Dispatcher {
     /// A standalone dispatcher on `queue`'s database: it registers a process
@@ -44,7 +43,6 @@ impl Dispatcher {
             config: DispatcherConfig::default(),
             events: Arc::clone(queue.events()),
             register: true,
-            housekeeping: false,
         }
     }
 
@@ -54,13 +52,6 @@ impl Dispatcher {
             register: false,
             ..Dispatcher::new(queue)
         }
-    }
-
-    /// Also deletes finished jobs past their `keep_result` (every minute)
-    /// and vacuums the tables where due (every 10 s).
-    pub(crate) fn housekeeping(mut self) -> Dispatcher {
-        self.housekeeping = true;
-        self
     }
 
     /// Replaces the configuration.
@@ -126,7 +117,6 @@ impl Dispatcher {
     /// intervals; back off on errors.
     fn run_loop(&self, stopped: &Receiver<()>) {
         let mut failures = 0u32;
-        let (mut cleaned, mut tended) = (std::time::Instant::now(), std::time::Instant::now());
         let mut swept = std::time::Instant::now();
         loop {
             if swept.elapsed() >= self.config.concurrency_maintenance_interval {
@@ -134,14 +124,6 @@ impl Dispatcher {
                     log::warn!("concurrency maintenance failed ({error}); retrying later");
                 }
                 swept = std::time::Instant::now();
-            }
-            if self.housekeeping && cleaned.elapsed() >= CLEAN_INTERVAL {
-                crate::maintenance::clean(&self.store);
-                cleaned = std::time::Instant::now();
-            }
-            if self.housekeeping && tended.elapsed() >= TEND_INTERVAL {
-                crate::maintenance::tend(&self.store);
-                tended = std::time::Instant::now();
             }
             let wait = match self.run_once() {
                 Ok(moved) if moved >= self.config.batch_size => continue,
@@ -163,35 +145,79 @@ impl Dispatcher {
         }
     }
 
-    /// Starts the loop on its own thread and returns at once.
+    /// Starts the loop on its own thread and returns at once (standalone:
+    /// after registering, with its maintenance thread).
     pub fn start(self) -> Result<DispatcherHandle> {
         self.config.validate()?;
-        let registration = if self.register {
-            Some(Registration::start(
-                &self.store,
+        let registration = self.register.then(|| RegistrationSpec {
+            store: self.store.clone(),
+            row: process::describe(
                 ProcessKind::Dispatcher,
+                None,
+                None,
                 serde_json::json!({ "batch_size": self.config.batch_size }),
-                self.config.heartbeat_interval,
-                Arc::clone(&self.events),
-            )?)
-        } else {
-            None
+            ),
+            interval: self.config.heartbeat_interval,
+            threshold: self.config.process_alive_threshold,
+            events: Arc::clone(&self.events),
+        });
+        let (store, events) = (self.store.clone(), Arc::clone(&self.events));
+        let maintenance_config = MaintenanceConfig {
+            interval: self.config.heartbeat_interval,
+            alive_threshold: self.config.process_alive_threshold,
+            default_max_stalled: self.config.max_stalled_count,
         };
         let service = Service::spawn("solidq-dispatcher", registration, move |stopped| {
             self.run_loop(&stopped);
         })?;
-        Ok(DispatcherHandle { service })
+        let maintenance = match service.registration() {
+            Some(registration) => Some(maintenance::spawn(
+                store,
+                Pruner {
+                    own_id: Arc::clone(registration.id()),
+                    lease: Arc::clone(registration.lease()),
+                    spare: None,
+                },
+                maintenance_config,
+                events,
+            )?),
+            None => None,
+        };
+        Ok(DispatcherHandle {
+            service,
+            maintenance,
+        })
+    }
+
+    /// Installs SIGTERM/SIGINT handlers, starts standalone, and runs until a
+    /// signal arrives or its heartbeats fail past the alive threshold
+    /// (then it returns that error, so whatever runs it restarts it).
+    pub fn run(self) -> Result<()> {
+        process::install_signal_handlers()?;
+        let signals = process::subscribe_signals();
+        let handle = self.start()?;
+        crossbeam_channel::select! {
+            recv(signals) -> _ => {},
+            recv(handle.service.done()) -> _ => {},
+        }
+        handle.stop()
     }
 }
 
 /// A running dispatcher.
 pub struct DispatcherHandle {
     service: Service,
+    maintenance: Option<Maintenance>,
 }
 
 impl DispatcherHandle {
-    /// Stops the loop, waits for it, and deregisters. Idempotent.
-    pub fn stop(mut self) {
-        self.service.stop();
+    /// Stops the loop, waits for it, and deregisters. Idempotent. Returns
+    /// the error that made it stop itself, if one did (its heartbeats failed
+    /// past the alive threshold).
+    pub fn stop(mut self) -> Result<()> {
+        if let Some(mut maintenance) = self.maintenance.take() {
+            maintenance.stop();
+        }
+        self.service.stop()
     }
 }

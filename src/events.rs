@@ -95,9 +95,10 @@ pub trait Events: Send + Sync + 'static {
     /// failed because it stalled too often (or is at-most-once).
     fn job_stalled(&self, _event: &JobStalled) {}
 
-    /// A stopping process handed a claimed job back to ready (not a stall):
-    /// it had not started, or was still running when the grace period
-    /// ended.
+    /// A claimed job went back to ready without counting a stall: its
+    /// stopping process handed it back (not started, or still running when
+    /// the grace period ended), or its process died or was pruned while
+    /// holding it claimed ahead, unstarted.
     fn job_released(&self, _event: &JobReleased) {}
 
     /// A job under a concurrency limit with

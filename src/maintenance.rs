@@ -1,10 +1,24 @@
-//! The supervisor's maintenance loop: every heartbeat interval it prunes
-//! processes whose heartbeat is older than the alive threshold (on any
-//! host), and releases claims whose process row does not exist at all. And
-//! the one place where pruned processes and released jobs are logged and
-//! reported to the event hooks: logged here whatever hooks are installed
-//! (every stall is logged and reported), so `LogEvents` does not repeat
-//! them.
+//! Maintenance, for every process that may be the only one left to do it:
+//! a supervisor, and standalone workers and dispatchers (a deployment
+//! without a supervisor must still recover a crashed worker's jobs). Every
+//! heartbeat interval a round prunes processes whose heartbeat is older
+//! than the alive threshold (on any host), releases claims whose process
+//! row does not exist at all, deletes finished jobs past their retention
+//! and tends the tables. Any number of processes can run it at once: each
+//! dead process is pruned in one transaction by exactly one of them.
+//!
+//! A process judges others dead by heartbeat age only once its own
+//! heartbeats have succeeded for a whole threshold ([`Lease::healthy_for`]):
+//! after a database outage everybody's heartbeat is old, and the first
+//! process back must give the others the same chance to write. A
+//! supervisor spares its own children, whose pids it knows are alive; it
+//! kills one whose heartbeat is stale instead (a frozen process), and then
+//! prunes it by pid.
+//!
+//! And the one place where pruned processes and released jobs are logged
+//! and reported to the event hooks: logged here whatever hooks are
+//! installed (every stall is logged and reported), so `LogEvents` does not
+//! repeat them.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -12,7 +26,8 @@ use std::time::Duration;
 
 use crate::events::{Events, JobReleased, JobStalled, ProcessPruned, PruneReason, ReleaseCause};
 use crate::process::StoppableThread;
-use crate::store::{PruneTarget, Pruned, ReleaseReason, ReleaseReport, Store};
+use crate::process::heartbeat::Lease;
+use crate::store::{ProcessRow, PruneTarget, Pruned, ReleaseReason, ReleaseReport, Store};
 use crate::types::Result;
 
 /// Dead processes pruned per round, at most.
@@ -28,25 +43,33 @@ pub(crate) struct MaintenanceConfig {
     pub default_max_stalled: u32,
 }
 
+/// Rows the caller knows are alive (a supervisor's running children): they
+/// are not pruned by heartbeat age; `true` spares the row.
+pub(crate) type Spare = Arc<dyn Fn(&ProcessRow) -> bool + Send + Sync>;
+
+/// Who runs maintenance: its own row (never pruned by itself), what its
+/// heartbeats prove, and the rows it knows are alive.
+#[derive(Clone)]
+pub(crate) struct Pruner {
+    pub own_id: Arc<AtomicI64>,
+    pub lease: Arc<Lease>,
+    pub spare: Option<Spare>,
+}
+
 /// A running maintenance thread; stopping it joins it.
 pub(crate) type Maintenance = StoppableThread;
 
 /// Runs a maintenance round at once and then every `config.interval` on
-/// its own thread, as the supervisor whose row id `own_id` holds.
+/// its own thread.
 pub(crate) fn spawn(
     store: Store,
-    own_id: Arc<AtomicI64>,
+    pruner: Pruner,
     config: MaintenanceConfig,
     events: Arc<dyn Events>,
 ) -> Result<Maintenance> {
     StoppableThread::spawn("solidq-maintenance", move |stopped| {
         loop {
-            run_once(
-                &store,
-                own_id.load(Ordering::SeqCst),
-                &config,
-                events.as_ref(),
-            );
+            run_once(&store, &pruner, &config, events.as_ref());
             if stopped.recv_timeout(config.interval).is_ok() {
                 break;
             }
@@ -54,24 +77,35 @@ pub(crate) fn spawn(
     })
 }
 
-/// One round: prune expired processes, then release orphaned claims.
+/// One round: prune expired processes (once healthy long enough), release
+/// orphaned claims, clean and tend.
 pub(crate) fn run_once(
     store: &Store,
-    own_id: i64,
+    pruner: &Pruner,
     config: &MaintenanceConfig,
     events: &dyn Events,
 ) {
     let reason = ReleaseReason::Died {
         default_max_stalled: config.default_max_stalled,
     };
-    let target = PruneTarget::Expired {
-        threshold: config.alive_threshold,
-        exclude: own_id,
-        limit: PRUNE_BATCH,
-    };
-    match store.process_prune(target, &reason) {
-        Ok(pruned) => report_pruned(&pruned, PruneReason::HeartbeatExpired, events),
-        Err(error) => log::warn!("pruning dead processes failed: {error}"),
+    let healthy = pruner.lease.healthy_for();
+    if healthy >= config.alive_threshold {
+        let spare = |row: &ProcessRow| pruner.spare.as_ref().is_some_and(|spare| spare(row));
+        let target = PruneTarget::Expired {
+            threshold: config.alive_threshold,
+            exclude: pruner.own_id.load(Ordering::SeqCst),
+            limit: PRUNE_BATCH,
+            spare: &spare,
+        };
+        match store.process_prune(target, &reason) {
+            Ok(pruned) => report_pruned(&pruned, PruneReason::HeartbeatExpired, events),
+            Err(error) => log::warn!("pruning dead processes failed: {error}"),
+        }
+    } else {
+        log::debug!(
+            "not judging other processes by heartbeat age yet: this one's heartbeats have succeeded for {healthy:?}, less than the alive threshold {:?}",
+            config.alive_threshold
+        );
     }
     match store.claimed_release_orphans(config.default_max_stalled, ORPHAN_BATCH) {
         Ok(report) => report_released(&report, "its process row does not exist", events),
@@ -152,10 +186,29 @@ pub(crate) fn report_pruned(pruned: &[Pruned], reason: PruneReason, events: &dyn
 }
 
 /// Logs every stalled job at warn level with its id, kind, dead process and
-/// count, and reports it to the hooks.
+/// count, and reports it to the hooks. A job the dead process held ahead
+/// and never started is no stall: it is reported released.
 pub(crate) fn report_released(report: &ReleaseReport, cause: &str, events: &dyn Events) {
     for entry in &report.entries {
         let job = &entry.job;
+        if !job.started {
+            log::info!(
+                "job {} ({}, queue {}) released to ready: {cause} while holding it unstarted (process {}); not a stall",
+                job.id,
+                job.kind,
+                job.queue_name,
+                job.process_id
+            );
+            events.job_released(&JobReleased {
+                job_id: job.id,
+                kind: job.kind.clone(),
+                queue: job.queue_name.clone(),
+                process_id: job.process_id,
+                cause: ReleaseCause::NotStarted,
+                failed: None,
+            });
+            continue;
+        }
         match &entry.failed {
             None => log::warn!(
                 "job {} ({}, queue {}) stalled: {cause} while holding it (process {}); released to ready (stalled_count {})",

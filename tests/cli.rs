@@ -381,7 +381,8 @@ fn actions_change_what_they_say_and_report_counts(db: &TestDb) {
         )
         .start()
         .unwrap()
-        .stop();
+        .stop()
+        .unwrap();
     let tasks = json_of(db, &["recurring"]);
     let task = &tasks["tasks"][0];
     assert_eq!(

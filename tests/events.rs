@@ -438,8 +438,8 @@ fn a_second_scheduler_reports_the_ticks_the_first_fired_as_skipped(db: &TestDb) 
         a.keys().filter(|t| b.contains_key(t)).count()
     };
     wait_for("three ticks seen by both schedulers", WAIT, || both() >= 3);
-    first.stop();
-    second.stop();
+    first.stop().unwrap();
+    second.stop().unwrap();
 
     let (a, b) = (reports(&one), reports(&two));
     let mut ticks: BTreeMap<DateTime<Utc>, Vec<&'static str>> = BTreeMap::new();

@@ -176,7 +176,8 @@ fn the_tasks_table_mirrors_the_configuration(db: &TestDb) {
         .task(task("bb", yearly))
         .start()
         .unwrap()
-        .stop();
+        .stop()
+        .unwrap();
     assert_eq!(rows(), [1009, 2009]);
     Scheduler::new(queue.clone())
         .task(task("a", "0 0 0 1 1 ?"))
@@ -188,7 +189,8 @@ fn the_tasks_table_mirrors_the_configuration(db: &TestDb) {
         )
         .start()
         .unwrap()
-        .stop();
+        .stop()
+        .unwrap();
     assert_eq!(rows(), [1011, 3009], "a changed, bb removed, ccc added");
     let tokyo = db.scalar(
         "SELECT count(*) AS v FROM solidq_recurring_tasks
@@ -209,7 +211,7 @@ fn a_tick_enqueues_the_task_job_with_its_settings(db: &TestDb) {
         .start()
         .unwrap();
     wait_ticks(db, "report", 1);
-    scheduler.stop();
+    scheduler.stop().unwrap();
     let id =
         db.scalar("SELECT job_id AS v FROM solidq_recurring_executions ORDER BY run_at LIMIT 1");
     let info = queue.job(id).unwrap();

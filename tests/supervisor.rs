@@ -461,8 +461,8 @@ fn two_supervisors_prune_each_dead_process_once(db: &TestDb) {
         ));
         let (first, last) = (ids[p * 10], ids[p * 10 + 9]);
         conn.execute(&format!(
-            "INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
-             SELECT job_id, {process}, created_at FROM solidq_ready_executions WHERE job_id BETWEEN {first} AND {last};
+            "INSERT INTO solidq_claimed_executions (job_id, process_id, created_at, started_at)
+             SELECT job_id, {process}, created_at, created_at FROM solidq_ready_executions WHERE job_id BETWEEN {first} AND {last};
              DELETE FROM solidq_ready_executions WHERE job_id BETWEEN {first} AND {last};"
         ));
     }

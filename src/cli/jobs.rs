@@ -234,6 +234,7 @@ fn job_fields(j: &JobInfo) -> Vec<(&'static str, String)> {
         ),
         ("created", time(j.created_at)),
         ("scheduled", time(j.scheduled_at)),
+        ("started", maybe_time(j.started_at)),
         ("finished", maybe_time(j.finished_at)),
         ("retry at", maybe_time(j.retry_at)),
         (

@@ -165,6 +165,9 @@ pub struct WorkerConfig {
     /// Grace period for running jobs at shutdown. Defaults to
     /// [`DEFAULT_SHUTDOWN_TIMEOUT`].
     pub shutdown_timeout: Duration,
+    /// Standalone: releases after a dead process before a job fails, when
+    /// its type does not say. Defaults to [`DEFAULT_MAX_STALLED_COUNT`].
+    pub max_stalled_count: u32,
     /// Completions written per transaction, at most. Defaults to
     /// [`DEFAULT_COMPLETION_BATCH_SIZE`].
     pub completion_batch_size: usize,
@@ -181,11 +184,13 @@ pub struct WorkerConfig {
     /// none: such a job keeps its thread, and the worker warns about it at
     /// every heartbeat.
     pub hard_timeout: Option<Duration>,
-    /// Whether the worker also moves due scheduled jobs (delays, retries) to
-    /// ready, so a standalone worker needs nothing else. Defaults to true;
-    /// workers spawned by a supervisor turn it off, the supervisor's
-    /// dispatcher does it.
-    pub dispatch_scheduled: bool,
+    /// Whether the worker runs without a supervisor, so needs nothing
+    /// else: it then also moves due scheduled jobs (delays, retries) to
+    /// ready, and runs maintenance every heartbeat interval (prunes dead
+    /// processes and releases their jobs, cleans finished jobs, tends the
+    /// tables), as a supervisor would. Defaults to true; workers spawned by
+    /// a supervisor turn it off.
+    pub standalone: bool,
 }
 
 impl Default for WorkerConfig {
@@ -200,12 +205,13 @@ impl Default for WorkerConfig {
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             process_alive_threshold: DEFAULT_PROCESS_ALIVE_THRESHOLD,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            max_stalled_count: DEFAULT_MAX_STALLED_COUNT,
             completion_batch_size: DEFAULT_COMPLETION_BATCH_SIZE,
             completion_flush_interval: DEFAULT_COMPLETION_FLUSH_INTERVAL,
             supervisor_id: None,
             name: None,
             hard_timeout: None,
-            dispatch_scheduled: true,
+            standalone: true,
         }
     }
 }
@@ -262,6 +268,13 @@ pub struct DispatcherConfig {
     /// slots to blocked jobs. Defaults to
     /// [`DEFAULT_CONCURRENCY_MAINTENANCE_INTERVAL`].
     pub concurrency_maintenance_interval: Duration,
+    /// Standalone: a process whose heartbeat is older than this is dead
+    /// (pruned by its maintenance); its own heartbeats failing this long
+    /// stop it. Defaults to [`DEFAULT_PROCESS_ALIVE_THRESHOLD`].
+    pub process_alive_threshold: Duration,
+    /// Standalone: releases after a dead process before a job fails, when
+    /// its type does not say. Defaults to [`DEFAULT_MAX_STALLED_COUNT`].
+    pub max_stalled_count: u32,
 }
 
 impl Default for DispatcherConfig {
@@ -271,6 +284,8 @@ impl Default for DispatcherConfig {
             batch_size: DEFAULT_DISPATCHER_BATCH_SIZE,
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             concurrency_maintenance_interval: DEFAULT_CONCURRENCY_MAINTENANCE_INTERVAL,
+            process_alive_threshold: DEFAULT_PROCESS_ALIVE_THRESHOLD,
+            max_stalled_count: DEFAULT_MAX_STALLED_COUNT,
         }
     }
 }
@@ -281,6 +296,7 @@ impl DispatcherConfig {
         positive("batch_size", self.batch_size as u64)?;
         nonzero_duration("polling_interval", self.polling_interval)?;
         nonzero_duration("heartbeat_interval", self.heartbeat_interval)?;
+        nonzero_duration("process_alive_threshold", self.process_alive_threshold)?;
         nonzero_duration(
             "concurrency_maintenance_interval",
             self.concurrency_maintenance_interval,

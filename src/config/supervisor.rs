@@ -474,6 +474,8 @@ impl SupervisorConfig {
             batch_size: self.dispatcher.batch_size,
             heartbeat_interval: self.heartbeat_interval,
             concurrency_maintenance_interval: self.dispatcher.concurrency_maintenance_interval,
+            process_alive_threshold: self.process_alive_threshold,
+            max_stalled_count: self.max_stalled_count,
         }
     }
 
@@ -541,7 +543,7 @@ impl WorkerConfig {
                 id.parse()
                     .map_err(|_| env_error(ENV_SUPERVISOR_ID, &id, "not an id"))?,
             );
-            config.dispatch_scheduled = false;
+            config.standalone = false;
         }
         let duration = |name: &'static str, target: &mut Duration| -> Result<()> {
             if let Some(value) = env_var(name) {

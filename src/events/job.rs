@@ -140,7 +140,8 @@ pub struct JobStalled {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ReleaseCause {
-    /// The worker stopped before the job started.
+    /// The job had not started: its worker stopped before it did, or died
+    /// (or was pruned) while holding it claimed ahead.
     NotStarted,
     /// The job was still claimed (running, or its outcome not yet
     /// recorded) when the worker's `shutdown_timeout` ended.
@@ -149,9 +150,9 @@ pub enum ReleaseCause {
     KilledAtShutdown,
 }
 
-/// A job a stopping process handed back: released to ready without
-/// counting a stall, or failed when it is at-most-once and may have
-/// started.
+/// A claimed job handed back to ready without counting a stall (a
+/// stopping process's, or one a dead process held but never started), or
+/// failed when it is at-most-once and had started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct JobReleased {

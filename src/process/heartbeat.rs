@@ -1,11 +1,32 @@
-//! The heartbeat thread every registered process runs. It writes the
-//! database's "now" into the process row every interval and reports what it
-//! found: the row gone (this process was pruned while alive), or heartbeats
-//! failing for longer than the alive threshold (peers now consider this
-//! process dead, so it must stop and let a fresh one take over).
+//! The heartbeat thread every registered process runs, and the [`Lease`]
+//! its heartbeats earn.
+//!
+//! Every interval it writes the database's "now" into the process row and
+//! reports what it found: the row gone (this process was pruned while
+//! alive), or heartbeats failing for longer than the alive threshold
+//! (peers may consider this process dead, so it must stop and let a fresh
+//! one take over). It waits at most one interval for a pooled connection,
+//! so a database that is away shows as failing heartbeats, not as a
+//! heartbeat stuck behind the pool's 30 s checkout timeout.
+//!
+//! **The lease.** A peer prunes a row only once its heartbeat is older
+//! than the alive threshold, by the database's clock. A heartbeat sent at
+//! `t` (this host's monotonic clock) that succeeded was written at or after
+//! `t`, so the row is certain to exist until `t + threshold`. Work that
+//! must not happen on a pruned registration (starting a claimed job) checks
+//! [`Lease::is_valid`], which holds until that instant less one heartbeat
+//! interval of margin: a process frozen (SIGSTOP, a host asleep) or cut off
+//! past it starts nothing until a heartbeat succeeds again or finds its row
+//! gone. Registering counts as a heartbeat.
+//!
+//! **Health.** [`Lease::healthy_for`] is how long heartbeats have succeeded
+//! without a failure. A process judges others dead by heartbeat age only
+//! once it has been healthy for a whole threshold itself: after a database
+//! outage everybody's heartbeat is old, and the first process back must
+//! give the others the same chance to write before pruning them.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::StoppableThread;
@@ -25,16 +46,119 @@ pub(crate) enum Beat {
 /// A running heartbeat thread; stopping it joins it.
 pub(crate) type Heartbeat = StoppableThread;
 
+/// What this process's heartbeats prove (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Lease {
+    epoch: Instant,
+    threshold: Duration,
+    margin: Duration,
+    /// Nanoseconds after `epoch` until which the row surely exists; 0: no
+    /// lease.
+    valid_until: AtomicU64,
+    /// Nanoseconds after `epoch`, plus one, of the first success after the
+    /// last failure; 0 while failing.
+    healthy_since: AtomicU64,
+    changed: Condvar,
+    lock: Mutex<()>,
+}
+
+impl Lease {
+    /// A lease earned by a registration (or heartbeat) sent at `sent`.
+    pub(crate) fn new(sent: Instant, threshold: Duration, interval: Duration) -> Lease {
+        let lease = Lease {
+            epoch: sent,
+            threshold,
+            margin: interval.min(threshold / 2),
+            valid_until: AtomicU64::new(0),
+            healthy_since: AtomicU64::new(0),
+            changed: Condvar::new(),
+            lock: Mutex::new(()),
+        };
+        lease.renew(sent);
+        lease
+    }
+
+    fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// A heartbeat (or registration) sent at `sent` succeeded.
+    pub(crate) fn renew(&self, sent: Instant) {
+        let until = self.nanos(sent + self.threshold.saturating_sub(self.margin));
+        self.valid_until.fetch_max(until, Ordering::SeqCst);
+        let _ = self.healthy_since.compare_exchange(
+            0,
+            self.nanos(sent) + 1,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+        self.notify();
+    }
+
+    /// A heartbeat failed: health starts over at the next success.
+    pub(crate) fn failed(&self) {
+        self.healthy_since.store(0, Ordering::SeqCst);
+    }
+
+    /// The row is gone (or was replaced): no lease until the next one.
+    pub(crate) fn revoke(&self) {
+        self.valid_until.store(0, Ordering::SeqCst);
+        self.healthy_since.store(0, Ordering::SeqCst);
+        self.notify();
+    }
+
+    /// Whether the row is certain to exist now.
+    pub(crate) fn is_valid(&self) -> bool {
+        self.nanos(Instant::now()) < self.valid_until.load(Ordering::SeqCst)
+    }
+
+    /// How long heartbeats have succeeded without a failure.
+    pub(crate) fn healthy_for(&self) -> Duration {
+        match self.healthy_since.load(Ordering::SeqCst) {
+            0 => Duration::ZERO,
+            since => Duration::from_nanos(self.nanos(Instant::now()).saturating_sub(since - 1)),
+        }
+    }
+
+    /// The alive threshold it was earned against.
+    pub(crate) fn threshold(&self) -> Duration {
+        self.threshold
+    }
+
+    /// Waits up to `timeout` for the lease to be valid, or for
+    /// [`Lease::notify`]; returns whether it is valid.
+    pub(crate) fn wait_valid(&self, timeout: Duration) -> bool {
+        if self.is_valid() {
+            return true;
+        }
+        let guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = self
+            .changed
+            .wait_timeout(guard, timeout)
+            .unwrap_or_else(|p| p.into_inner());
+        self.is_valid()
+    }
+
+    /// Wakes the threads waiting in [`Lease::wait_valid`] (the lease or
+    /// the registration changed).
+    pub(crate) fn notify(&self) {
+        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.changed.notify_all();
+    }
+}
+
 /// Beats for the process whose id `id` holds (0 means "not registered":
-/// skip) every `interval`, calling `on_beat` after each attempt.
+/// skip) every `interval`, renewing `lease` and calling `on_beat` after
+/// each attempt.
 pub(crate) fn spawn(
     name: &str,
     store: Store,
     interval: Duration,
-    alive_threshold: Duration,
+    lease: Arc<Lease>,
     id: Arc<AtomicI64>,
     on_beat: impl Fn(Beat) + Send + 'static,
 ) -> Result<Heartbeat> {
+    let threshold = lease.threshold();
     StoppableThread::spawn(name, move |stopped| {
         let mut last_ok = Instant::now();
         while let Err(crossbeam_channel::RecvTimeoutError::Timeout) = stopped.recv_timeout(interval)
@@ -44,24 +168,28 @@ pub(crate) fn spawn(
                 last_ok = Instant::now();
                 continue;
             }
-            match store.process_heartbeat(current) {
+            let sent = Instant::now();
+            match store.process_heartbeat(current, interval) {
                 Ok(true) => {
-                    last_ok = Instant::now();
+                    last_ok = sent;
+                    lease.renew(sent);
                     on_beat(Beat::Alive);
                 }
                 Ok(false) => {
-                    last_ok = Instant::now();
+                    last_ok = sent;
+                    lease.revoke();
                     on_beat(Beat::RowGone(current));
                 }
                 Err(error) => {
+                    lease.failed();
                     let elapsed = last_ok.elapsed();
                     log::warn!(
                         "heartbeat of process {current} failed ({elapsed:?} since the last good one): {error}"
                     );
-                    if elapsed > alive_threshold {
+                    if elapsed > threshold {
                         on_beat(Beat::Lost(Error::HeartbeatLost {
                             elapsed,
-                            threshold: alive_threshold,
+                            threshold,
                             source: Box::new(error),
                         }));
                     }
@@ -69,4 +197,31 @@ pub(crate) fn spawn(
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_lasts_the_threshold_less_a_margin_and_health_restarts_after_a_failure() {
+        let start = Instant::now();
+        let lease = Lease::new(
+            start,
+            Duration::from_millis(300),
+            Duration::from_millis(100),
+        );
+        assert!(lease.is_valid());
+        std::thread::sleep(Duration::from_millis(250));
+        assert!(!lease.is_valid(), "valid only until 300 - 100 ms");
+        assert!(lease.healthy_for() >= Duration::from_millis(250));
+        lease.failed();
+        assert_eq!(lease.healthy_for(), Duration::ZERO);
+        lease.renew(Instant::now());
+        assert!(lease.is_valid());
+        assert!(lease.healthy_for() < Duration::from_millis(100));
+        lease.revoke();
+        assert!(!lease.is_valid());
+        assert!(!lease.wait_valid(Duration::from_millis(10)));
+    }
 }

@@ -8,7 +8,7 @@ mod service;
 mod signals;
 pub(crate) mod wakeups;
 
-pub(crate) use registration::Registration;
+pub(crate) use registration::{Registration, RegistrationSpec};
 pub(crate) use service::{Service, StoppableThread};
 pub(crate) use signals::subscribe as subscribe_signals;
 pub use signals::{install_signal_handlers, signal_received};

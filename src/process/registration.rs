@@ -1,69 +1,106 @@
-//! The process row of a standalone service (a dispatcher or scheduler run
-//! on its own): registered when it starts, registered again if a peer
-//! prunes it while it is alive, heartbeated, and deregistered when it stops.
+//! The process row of a supervisor, or of a dispatcher or scheduler run on
+//! its own: registered when it starts, registered again if a peer prunes
+//! it while it is alive, heartbeated (earning its [`Lease`]), and
+//! deregistered when it stops. Heartbeats failing past the alive threshold
+//! call the owner's `on_lost`: the process must stop.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use super::heartbeat::{self, Beat, Heartbeat};
-use super::{ProcessKind, describe, register};
-use crate::config::DEFAULT_PROCESS_ALIVE_THRESHOLD;
+use super::heartbeat::{self, Beat, Heartbeat, Lease};
+use super::register;
 use crate::events::Events;
-use crate::store::{ReleaseReason, Store};
-use crate::types::Result;
+use crate::store::{NewProcess, ReleaseReason, Store};
+use crate::types::{Error, Result};
 
-/// A registered standalone service.
+/// What to register and how to heartbeat it.
+pub(crate) struct RegistrationSpec {
+    pub store: Store,
+    pub row: NewProcess,
+    pub interval: Duration,
+    pub threshold: Duration,
+    pub events: Arc<dyn Events>,
+}
+
+/// A registered process row.
 pub(crate) struct Registration {
     store: Store,
     id: Arc<AtomicI64>,
+    lease: Arc<Lease>,
     heartbeat: Option<Heartbeat>,
-    kind: ProcessKind,
+    kind: String,
 }
 
 impl Registration {
-    /// Registers a `kind` row with `metadata` and heartbeats it every
-    /// `interval`; each registration is reported to `events`.
+    /// Registers `spec.row` and heartbeats it every interval; each
+    /// registration is reported to the events. `on_lost` is called (from
+    /// the heartbeat thread) when heartbeats have failed past the alive
+    /// threshold.
     pub(crate) fn start(
-        store: &Store,
-        kind: ProcessKind,
-        metadata: serde_json::Value,
-        interval: Duration,
-        events: Arc<dyn Events>,
+        spec: RegistrationSpec,
+        on_lost: impl Fn(Error) + Send + 'static,
     ) -> Result<Registration> {
-        let row = describe(kind, None, None, metadata);
-        let id = Arc::new(AtomicI64::new(register(store, &row, events.as_ref())?));
+        let RegistrationSpec {
+            store,
+            row,
+            interval,
+            threshold,
+            events,
+        } = spec;
+        let sent = Instant::now();
+        let id = Arc::new(AtomicI64::new(register(&store, &row, events.as_ref())?));
+        let lease = Arc::new(Lease::new(sent, threshold, interval));
+        let kind = row.kind.clone();
         let again = store.clone();
         let current = Arc::clone(&id);
+        let renewed = Arc::clone(&lease);
         let heartbeat = heartbeat::spawn(
-            &format!("solidq-{}-heartbeat", kind.as_str()),
+            &format!("solidq-{kind}-heartbeat"),
             store.clone(),
             interval,
-            DEFAULT_PROCESS_ALIVE_THRESHOLD,
+            Arc::clone(&lease),
             Arc::clone(&id),
-            move |beat| {
-                if let Beat::RowGone(old) = beat {
+            move |beat| match beat {
+                Beat::Alive => {}
+                Beat::RowGone(old) => {
                     log::warn!(
-                        "{} {}: process row {old} was pruned; registering again",
-                        kind.as_str(),
+                        "{} {}: process row {old} was pruned while alive; registering again",
+                        row.kind,
                         row.name
                     );
                     // The heartbeat and the deregistration follow the new
                     // row; otherwise every beat would find the old one gone
                     // and register yet another.
+                    let sent = Instant::now();
                     match register(&again, &row, events.as_ref()) {
-                        Ok(new) => current.store(new, Ordering::SeqCst),
-                        Err(e) => log::warn!("{} cannot register again: {e}", kind.as_str()),
+                        Ok(new) => {
+                            current.store(new, Ordering::SeqCst);
+                            renewed.renew(sent);
+                        }
+                        Err(e) => log::warn!("{} cannot register again: {e}", row.kind),
                     }
                 }
+                Beat::Lost(error) => on_lost(error),
             },
         )?;
         Ok(Registration {
-            store: store.clone(),
+            store,
             id,
+            lease,
             heartbeat: Some(heartbeat),
             kind,
         })
+    }
+
+    /// The current row id (it changes when the row is registered again).
+    pub(crate) fn id(&self) -> &Arc<AtomicI64> {
+        &self.id
+    }
+
+    /// What its heartbeats prove.
+    pub(crate) fn lease(&self) -> &Arc<Lease> {
+        &self.lease
     }
 
     /// Stops the heartbeat and deletes the row. Idempotent.
@@ -75,7 +112,7 @@ impl Registration {
         let id = self.id.load(Ordering::SeqCst);
         let reason = ReleaseReason::Shutdown { started: vec![] };
         if let Err(e) = self.store.process_deregister(id, &reason) {
-            log::warn!("{} cannot deregister process {id}: {e}", self.kind.as_str());
+            log::warn!("{} cannot deregister process {id}: {e}", self.kind);
         }
     }
 }

@@ -2,13 +2,16 @@
 //! (heartbeat, maintenance) and [`Service`], a stoppable thread with a
 //! process row (dispatcher, scheduler running standalone). Start returns at
 //! once; stop tells the loop, waits for it, then deregisters; stopping
-//! twice, or dropping, is the same as stopping once.
+//! twice, or dropping, is the same as stopping once. A service whose
+//! heartbeats fail past the alive threshold stops its loop itself and
+//! keeps the error for whoever waits on it.
 
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use super::Registration;
+use super::{Registration, RegistrationSpec};
 use crate::types::{Error, Result};
 
 /// A thread whose body returns when its receiver gets a message or is
@@ -25,6 +28,16 @@ impl StoppableThread {
         body: impl FnOnce(Receiver<()>) + Send + 'static,
     ) -> Result<StoppableThread> {
         let (stop, stopped) = bounded::<()>(1);
+        StoppableThread::spawn_on(name, stop, stopped, body)
+    }
+
+    /// Runs `body` on a thread named `name`, stopped through `stop`.
+    fn spawn_on(
+        name: &str,
+        stop: Sender<()>,
+        stopped: Receiver<()>,
+        body: impl FnOnce(Receiver<()>) + Send + 'static,
+    ) -> Result<StoppableThread> {
         let thread = std::thread::Builder::new()
             .name(name.to_string())
             .spawn(move || body(stopped))
@@ -57,32 +70,80 @@ impl Drop for StoppableThread {
 pub(crate) struct Service {
     thread: StoppableThread,
     registration: Option<Registration>,
+    /// Why it stopped itself, if it did.
+    fatal: Arc<Mutex<Option<Error>>>,
+    /// Disconnected when the loop has returned.
+    done: Receiver<()>,
 }
 
 impl Service {
-    /// Runs `body` on a thread named `name`, as [`StoppableThread::spawn`].
+    /// Registers `registration` (if any), then runs `body` on a thread
+    /// named `name`, as [`StoppableThread::spawn`]. When the registration's
+    /// heartbeats fail past the alive threshold, the body is told to stop
+    /// and the error is kept.
     pub(crate) fn spawn(
         name: &str,
-        registration: Option<Registration>,
+        registration: Option<RegistrationSpec>,
         body: impl FnOnce(Receiver<()>) + Send + 'static,
     ) -> Result<Service> {
+        let (stop, stopped) = bounded::<()>(1);
+        let fatal = Arc::new(Mutex::new(None));
+        let registration = match registration {
+            Some(spec) => {
+                let stop = stop.clone();
+                let fatal = Arc::clone(&fatal);
+                let service = name.to_string();
+                Some(Registration::start(spec, move |error| {
+                    log::error!("{service} stops: {error}");
+                    fatal
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get_or_insert(error);
+                    let _ = stop.try_send(());
+                })?)
+            }
+            None => None,
+        };
+        let (done_tx, done) = bounded::<()>(0);
+        let thread = StoppableThread::spawn_on(name, stop, stopped, move |stopped| {
+            body(stopped);
+            drop(done_tx);
+        })?;
         Ok(Service {
-            thread: StoppableThread::spawn(name, body)?,
+            thread,
             registration,
+            fatal,
+            done,
         })
     }
 
-    /// Stops the loop, waits for it, and deregisters. Idempotent.
-    pub(crate) fn stop(&mut self) {
+    /// Its registration, when it has a row of its own.
+    pub(crate) fn registration(&self) -> Option<&Registration> {
+        self.registration.as_ref()
+    }
+
+    /// Disconnected once the loop has returned (told to stop, or stopped
+    /// itself).
+    pub(crate) fn done(&self) -> &Receiver<()> {
+        &self.done
+    }
+
+    /// Stops the loop, waits for it, and deregisters. Idempotent. Returns
+    /// the error that made it stop itself, if one did.
+    pub(crate) fn stop(&mut self) -> Result<()> {
         self.thread.stop();
         if let Some(mut registration) = self.registration.take() {
             registration.stop();
+        }
+        match self.fatal.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(error) => Err(error),
+            None => Ok(()),
         }
     }
 }
 
 impl Drop for Service {
     fn drop(&mut self) {
-        self.stop();
+        let _ = self.stop();
     }
 }

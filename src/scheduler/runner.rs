@@ -13,12 +13,15 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use super::RecurringTask;
 use super::task::{Build, build};
 use crate::client::Queue;
-use crate::config::{DEFAULT_HEARTBEAT_INTERVAL, RECURRING_MAX_CATCH_UP as MAX_CATCH_UP};
+use crate::config::{
+    DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_PROCESS_ALIVE_THRESHOLD,
+    RECURRING_MAX_CATCH_UP as MAX_CATCH_UP,
+};
 use crate::events::{
     Events, JobDiscarded, JobEnqueued, RecurringFired, RecurringSkipped, SkipReason,
 };
 use crate::job::Job;
-use crate::process::{self, ProcessKind, Registration, Service, wakeups};
+use crate::process::{self, ProcessKind, RegistrationSpec, Service, wakeups};
 use crate::store::{NewJob, Store};
 use crate::types::{Error, Result};
 
@@ -50,6 +53,7 @@ pub struct Scheduler {
     kinds: HashMap<String, Build>,
     register: bool,
     heartbeat_interval: Duration,
+    process_alive_threshold: Duration,
     events: Arc<dyn Events>,
 }
 
@@ -65,6 +69,7 @@ impl Scheduler {
             kinds: HashMap::new(),
             register: true,
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            process_alive_threshold: DEFAULT_PROCESS_ALIVE_THRESHOLD,
         }
     }
 
@@ -107,6 +112,14 @@ impl Scheduler {
     /// [`DEFAULT_HEARTBEAT_INTERVAL`].
     pub fn heartbeat_interval(mut self, interval: Duration) -> Scheduler {
         self.heartbeat_interval = interval;
+        self
+    }
+
+    /// When standalone, how long its heartbeats may fail before it stops
+    /// itself (peers consider it dead by then). Defaults to
+    /// [`DEFAULT_PROCESS_ALIVE_THRESHOLD`].
+    pub fn process_alive_threshold(mut self, threshold: Duration) -> Scheduler {
+        self.process_alive_threshold = threshold;
         self
     }
 
@@ -162,19 +175,20 @@ impl Scheduler {
         let prepared = self.prepare()?;
         let store = self.queue.store().clone();
         store.recurring_tasks_sync(&prepared.iter().map(|p| p.task.row()).collect::<Vec<_>>())?;
-        let registration = if self.register {
-            Some(Registration::start(
-                &store,
+        let registration = self.register.then(|| RegistrationSpec {
+            store: store.clone(),
+            row: process::describe(
                 ProcessKind::Scheduler,
+                None,
+                None,
                 serde_json::json!({
                     "tasks": prepared.iter().map(|p| p.task.key()).collect::<Vec<_>>(),
                 }),
-                self.heartbeat_interval,
-                Arc::clone(&self.events),
-            )?)
-        } else {
-            None
-        };
+            ),
+            interval: self.heartbeat_interval,
+            threshold: self.process_alive_threshold,
+            events: Arc::clone(&self.events),
+        });
         log::info!(
             "scheduler started with {} recurring tasks: {}",
             prepared.len(),
@@ -192,14 +206,17 @@ impl Scheduler {
     }
 
     /// Installs SIGTERM/SIGINT handlers, starts, and runs until a signal
-    /// arrives.
+    /// arrives or its heartbeats fail past the alive threshold (then it
+    /// returns that error, so whatever runs it restarts it).
     pub fn run(self) -> Result<()> {
         process::install_signal_handlers()?;
         let signals = process::subscribe_signals();
         let handle = self.start()?;
-        let _ = signals.recv();
-        handle.stop();
-        Ok(())
+        crossbeam_channel::select! {
+            recv(signals) -> _ => {},
+            recv(handle.service.done()) -> _ => {},
+        }
+        handle.stop()
     }
 }
 
@@ -209,9 +226,11 @@ pub struct SchedulerHandle {
 }
 
 impl SchedulerHandle {
-    /// Stops the loop, waits for it, and deregisters. Idempotent.
-    pub fn stop(mut self) {
-        self.service.stop();
+    /// Stops the loop, waits for it, and deregisters. Idempotent. Returns
+    /// the error that made it stop itself, if one did (standalone: its
+    /// heartbeats failed past the alive threshold).
+    pub fn stop(mut self) -> Result<()> {
+        self.service.stop()
     }
 }
 

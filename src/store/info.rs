@@ -37,10 +37,13 @@ struct JobRow {
     created_at: NaiveDateTime,
 }
 
-/// Which execution table holds the job, as `LEFT JOIN`s found it.
+/// Which execution table holds the job, as `LEFT JOIN`s found it: the
+/// failed error, the claiming process and when the claim's job started,
+/// the ready, scheduled and blocked rows.
 type Placement = (
     Option<String>,
     Option<i64>,
+    Option<NaiveDateTime>,
     Option<i64>,
     Option<i64>,
     Option<i64>,
@@ -126,6 +129,7 @@ macro_rules! placed_jobs {
                 (
                     failed::error.nullable(),
                     claimed::process_id.nullable(),
+                    claimed::started_at.nullable(),
                     ready::job_id.nullable(),
                     scheduled::job_id.nullable(),
                     blocked::job_id.nullable(),
@@ -166,7 +170,10 @@ fn load_page(
             .filter(scheduled::job_id.is_not_null())
             .filter(jobs::attempts.gt(0)),
         Some(JobStatus::Blocked) => query.filter(blocked::job_id.is_not_null()),
-        Some(JobStatus::Running) => query.filter(claimed::job_id.is_not_null()),
+        Some(JobStatus::Claimed) => query
+            .filter(claimed::job_id.is_not_null())
+            .filter(claimed::started_at.is_null()),
+        Some(JobStatus::Running) => query.filter(claimed::started_at.is_not_null()),
         Some(JobStatus::Failed) => query.filter(failed::job_id.is_not_null()),
         Some(JobStatus::Succeeded | JobStatus::Discarded) => {
             query.filter(jobs::finished_at.is_not_null())
@@ -192,7 +199,10 @@ fn utc(t: NaiveDateTime) -> DateTime<Utc> {
 }
 
 fn to_info(
-    (row, (failed_error, process_id, in_ready, in_scheduled, in_blocked)): (JobRow, Placement),
+    (row, (failed_error, process_id, started_at, in_ready, in_scheduled, in_blocked)): (
+        JobRow,
+        Placement,
+    ),
 ) -> JobInfo {
     let errors: Vec<ErrorInfo> = row
         .errors
@@ -207,8 +217,10 @@ fn to_info(
         }
     } else if failed_error.is_some() {
         JobStatus::Failed
-    } else if process_id.is_some() {
+    } else if process_id.is_some() && started_at.is_some() {
         JobStatus::Running
+    } else if process_id.is_some() {
+        JobStatus::Claimed
     } else if in_ready.is_some() {
         JobStatus::Ready
     } else if in_blocked.is_some() {
@@ -237,6 +249,7 @@ fn to_info(
         concurrency_key: row.concurrency_key,
         created_at: utc(row.created_at),
         scheduled_at: utc(row.scheduled_at),
+        started_at: started_at.map(utc),
         finished_at: row.finished_at.map(utc),
         retry_at: (status == JobStatus::Retrying).then(|| utc(row.scheduled_at)),
         result: row

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use diesel::QueryResult;
 
 use super::{
-    ClaimQuery, ClaimedJob, Completion, Driver, Failed, FinishReport, Inserted, NewJob, Outcome,
-    Released, Retried, Slot, Store, Succeeded, concurrency, in_transaction,
+    ClaimLimits, ClaimQuery, ClaimedJob, Completion, Driver, Failed, FinishReport, Inserted,
+    NewJob, Outcome, Released, Retried, Slot, Start, Store, Succeeded, concurrency, in_transaction,
 };
 use crate::types::Result;
 
@@ -33,17 +33,17 @@ impl Store {
         enqueue_reporting(d, jobs, notify)
     }
 
-    /// Claims up to `limit` jobs for `process_id`.
+    /// Claims jobs for `process_id` within `limits`.
     pub(crate) fn ready_claim(
         &self,
         claim: &ClaimQuery,
         process_id: i64,
-        limit: usize,
+        limits: &ClaimLimits,
     ) -> Result<Vec<ClaimedJob>> {
-        if limit == 0 {
+        if limits.total() == 0 {
             return Ok(Vec::new());
         }
-        self.with_driver("ready_claim", |d| d.ready_claim(claim, process_id, limit))
+        self.with_driver("ready_claim", |d| d.ready_claim(claim, process_id, limits))
     }
 
     /// Moves up to `batch` due scheduled jobs to ready (those under a
@@ -54,16 +54,21 @@ impl Store {
 
     /// Records a batch of completions in one transaction, each fenced by its
     /// claim: a completion whose claim is gone is skipped (reported as lost),
-    /// the rest of the batch is written.
-    pub(crate) fn claimed_finish(&self, completions: &[Completion]) -> Result<FinishReport> {
-        if completions.is_empty() {
+    /// the rest of the batch is written. `starts` (jobs claimed ahead that
+    /// started, none of them among the completions) are recorded with them.
+    pub(crate) fn claimed_finish(
+        &self,
+        completions: &[Completion],
+        starts: &[Start],
+    ) -> Result<FinishReport> {
+        if completions.is_empty() && starts.is_empty() {
             return Ok(FinishReport::default());
         }
         self.with_driver("claimed_finish", |d| {
-            if single_statement(completions) {
-                finish_on_driver(d, completions)
+            if single_statement(completions, starts) {
+                finish_on_driver(d, completions, starts)
             } else {
-                in_transaction(d, |d| finish_on_driver(d, completions))
+                in_transaction(d, |d| finish_on_driver(d, completions, starts))
             }
         })
     }
@@ -176,10 +181,18 @@ fn insert_resolving_duplicates(
     }
 }
 
-fn finish_on_driver(d: &mut dyn Driver, completions: &[Completion]) -> QueryResult<FinishReport> {
+fn finish_on_driver(
+    d: &mut dyn Driver,
+    completions: &[Completion],
+    starts: &[Start],
+) -> QueryResult<FinishReport> {
     // Kept successes (nearly every completion) are fenced and written by one
-    // statement per process; the rest are fenced first, then written per
-    // outcome.
+    // statement per process, which also records that process's starts; the
+    // rest are fenced first, then written per outcome.
+    let mut started: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    for s in starts {
+        started.entry(s.process_id).or_default().push(s.job_id);
+    }
     let mut kept: BTreeMap<i64, Vec<Succeeded>> = BTreeMap::new();
     let mut others: BTreeMap<i64, Vec<&Completion>> = BTreeMap::new();
     for c in completions {
@@ -196,7 +209,11 @@ fn finish_on_driver(d: &mut dyn Driver, completions: &[Completion]) -> QueryResu
     }
     let mut written = HashSet::new();
     for (process_id, rows) in &kept {
-        written.extend(d.jobs_succeed_fenced(*process_id, rows)?);
+        let starts = started.remove(process_id).unwrap_or_default();
+        written.extend(d.jobs_succeed_fenced(*process_id, rows, &starts)?);
+    }
+    for (process_id, ids) in &started {
+        d.claimed_mark_started(*process_id, ids)?;
     }
     let finish_slots = |written: &HashSet<i64>| -> Vec<Slot> {
         completions
@@ -254,12 +271,21 @@ fn finish_on_driver(d: &mut dyn Driver, completions: &[Completion]) -> QueryResu
 }
 
 /// Whether a batch is written by a single statement (one process, only
-/// kept successes, no concurrency slots to give back), which needs no
-/// explicit transaction.
-fn single_statement(completions: &[Completion]) -> bool {
-    completions.iter().all(|c| {
-        c.process_id == completions[0].process_id
-            && c.slot.is_none()
-            && matches!(&c.outcome, Outcome::Succeeded { keep, .. } if !keep.is_zero())
-    })
+/// kept successes, no concurrency slots to give back, starts of that
+/// process only, or only starts of one process), which needs no explicit
+/// transaction.
+fn single_statement(completions: &[Completion], starts: &[Start]) -> bool {
+    let Some(process_id) = completions
+        .first()
+        .map(|c| c.process_id)
+        .or(starts.first().map(|s| s.process_id))
+    else {
+        return true;
+    };
+    starts.iter().all(|s| s.process_id == process_id)
+        && completions.iter().all(|c| {
+            c.process_id == process_id
+                && c.slot.is_none()
+                && matches!(&c.outcome, Outcome::Succeeded { keep, .. } if !keep.is_zero())
+        })
 }

@@ -124,8 +124,18 @@ impl Store {
     /// Checks a connection out of the pool, validating it first if it has
     /// not been seen working since a connection was last found dead.
     pub(crate) fn conn(&self) -> Result<PooledConnection> {
+        self.conn_within(None)
+    }
+
+    /// [`Store::conn`], waiting at most `timeout` (instead of the pool's
+    /// own timeout) for a connection.
+    fn conn_within(&self, timeout: Option<Duration>) -> Result<PooledConnection> {
         loop {
-            let mut checked_out = self.pool.get().map_err(|source| Error::Pool {
+            let checked_out = match timeout {
+                Some(timeout) => self.pool.get_timeout(timeout),
+                None => self.pool.get(),
+            };
+            let mut checked_out = checked_out.map_err(|source| Error::Pool {
                 url: self.url.redacted(),
                 pool_size: self.pool_size,
                 source,
@@ -159,9 +169,19 @@ impl Store {
     pub(crate) fn with_conn<T>(
         &self,
         operation: &'static str,
+        op: impl FnMut(&mut AnyConnection) -> QueryResult<T>,
+    ) -> Result<T> {
+        self.with_conn_within(operation, None, op)
+    }
+
+    /// [`Store::with_conn`], waiting at most `checkout` for a connection.
+    pub(crate) fn with_conn_within<T>(
+        &self,
+        operation: &'static str,
+        checkout: Option<Duration>,
         mut op: impl FnMut(&mut AnyConnection) -> QueryResult<T>,
     ) -> Result<T> {
-        let mut checked_out = self.conn()?;
+        let mut checked_out = self.conn_within(checkout)?;
         let pooled: &mut PoolConn = &mut checked_out;
         let started = Instant::now();
         let mut pause = FIRST_LOCK_PAUSE;
@@ -363,13 +383,15 @@ pub(crate) trait Driver {
     /// Ids of jobs holding these unique keys.
     fn jobs_find_by_unique_keys(&mut self, keys: &[String]) -> QueryResult<Vec<(String, i64)>>;
 
-    /// Operation: claims up to `limit` ready jobs for `process_id`, in the
-    /// worker's queue order, then priority, then id.
+    /// Operation: claims ready jobs for `process_id` within `limits`, in
+    /// the worker's queue order, then priority, then id: the first
+    /// `limits.immediate` recorded as started, then up to `limits.ahead` of
+    /// `limits.fast_kinds` (at-least-once only) recorded as not started.
     fn ready_claim(
         &mut self,
         claim: &ClaimQuery,
         process_id: i64,
-        limit: usize,
+        limits: &ClaimLimits,
     ) -> QueryResult<Vec<ClaimedJob>>;
 
     /// Operation: moves up to `batch` due scheduled executions to ready;
@@ -380,6 +402,9 @@ pub(crate) trait Driver {
     /// whose claim existed (the fence: any other id's claim was lost).
     fn claimed_delete_fenced(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>>;
 
+    /// Records that these jobs, claimed ahead by `process_id`, started.
+    fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()>;
+
     /// Deletes every claim `process_id` holds and returns the jobs' facts.
     fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>>;
 
@@ -389,10 +414,16 @@ pub(crate) trait Driver {
 
     /// For each row whose claim by `process_id` still exists: deletes the
     /// claim and marks the job finished with its result, kept until
-    /// `now + keep`. Atomic on its own (one statement on PostgreSQL), or
-    /// part of an enclosing transaction. Returns the ids written.
-    fn jobs_succeed_fenced(&mut self, process_id: i64, rows: &[Succeeded])
-    -> QueryResult<Vec<i64>>;
+    /// `now + keep`; and records `starts` (other jobs of the same process,
+    /// claimed ahead) as started. Atomic on its own (one statement on
+    /// PostgreSQL), or part of an enclosing transaction. Returns the ids
+    /// written.
+    fn jobs_succeed_fenced(
+        &mut self,
+        process_id: i64,
+        rows: &[Succeeded],
+        starts: &[i64],
+    ) -> QueryResult<Vec<i64>>;
 
     /// Deletes jobs (and, by cascade, anything that refers to them).
     fn jobs_delete(&mut self, ids: &[i64]) -> QueryResult<()>;
@@ -423,8 +454,14 @@ pub(crate) trait Driver {
         limit: usize,
     ) -> QueryResult<Vec<ProcessRow>>;
 
-    /// The process rows of OS process `pid` on `hostname`.
-    fn process_find_by_pid(&mut self, hostname: &str, pid: i32) -> QueryResult<Vec<ProcessRow>>;
+    /// The process rows of OS process `pid` on `hostname` whose supervisor
+    /// is `supervisor_id`.
+    fn process_find_by_pid(
+        &mut self,
+        hostname: &str,
+        pid: i32,
+        supervisor_id: i64,
+    ) -> QueryResult<Vec<ProcessRow>>;
 
     /// Locks process row `id` for pruning, skipping it when another
     /// transaction holds it or, with `dead_for`, when it heartbeated within

@@ -56,6 +56,12 @@ impl ClaimQuery {
     /// (letters, digits, `_-.:`) so inlining them is safe, and inlining makes
     /// the statement text fixed per worker: prepared once, planned per queue.
     pub(crate) fn candidates_sql(&self, limit: &str, lock: &str) -> String {
+        self.candidates_where_sql(limit, "", lock)
+    }
+
+    /// [`ClaimQuery::candidates_sql`] with `extra` conditions (starting
+    /// with `AND`) on each ready row `r`.
+    pub(crate) fn candidates_where_sql(&self, limit: &str, extra: &str, lock: &str) -> String {
         use crate::types::QueuePattern;
         let mut parts = Vec::with_capacity(self.patterns.len());
         for (ord, pattern) in self.patterns.iter().enumerate() {
@@ -69,8 +75,8 @@ impl ClaimQuery {
             };
             parts.push(format!(
                 "SELECT job_id, {ord} AS ord, priority FROM (SELECT job_id, priority \
-                 FROM solidq_ready_executions WHERE {condition} \
-                 AND queue_name NOT IN (SELECT queue_name FROM solidq_pauses) \
+                 FROM solidq_ready_executions r WHERE {condition} \
+                 AND queue_name NOT IN (SELECT queue_name FROM solidq_pauses){extra} \
                  ORDER BY priority, job_id LIMIT {limit}{lock}) AS c{ord}"
             ));
         }
@@ -128,6 +134,33 @@ pub(crate) struct ClaimedJob {
     /// The position in the claim order (queue list, then priority, then id).
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub ord: i64,
+    /// Whether the claim recorded it as started (it goes to an idle thread
+    /// at once); the others were claimed ahead and are marked as they start.
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    pub started: bool,
+}
+
+/// How much one claim takes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ClaimLimits {
+    /// Jobs for idle threads: any kind, recorded as started by the claim.
+    pub immediate: usize,
+    /// Jobs beyond those, held in memory until a thread frees: only of
+    /// `fast_kinds`, only at-least-once, recorded as not started.
+    pub ahead: usize,
+    /// The kinds that may be claimed ahead.
+    pub fast_kinds: Vec<String>,
+}
+
+impl ClaimLimits {
+    /// Jobs at most.
+    pub(crate) fn total(&self) -> usize {
+        if self.fast_kinds.is_empty() {
+            self.immediate
+        } else {
+            self.immediate + self.ahead
+        }
+    }
 }
 
 /// A claimed job being released: the facts the release rules look at.
@@ -152,6 +185,9 @@ pub(crate) struct ReleasedJob {
     pub concurrency_key: Option<String>,
     #[diesel(sql_type = diesel::sql_types::Text)]
     pub options: String,
+    /// Whether it had started (a claim held ahead in memory had not).
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    pub started: bool,
 }
 
 impl ReleasedJob {
@@ -232,6 +268,13 @@ pub(crate) struct Completion {
     pub outcome: Outcome,
     /// The concurrency slot the job holds, given back with its outcome.
     pub slot: Option<Slot>,
+}
+
+/// A job claimed ahead that started, to record on its claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Start {
+    pub job_id: i64,
+    pub process_id: i64,
 }
 
 /// A concurrency slot: the key it counts against and the limit's terms.
@@ -332,6 +375,8 @@ pub(crate) struct ProcessRow {
     pub pid: i32,
     #[diesel(sql_type = diesel::sql_types::Text)]
     pub hostname: String,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    pub supervisor_id: Option<i64>,
     #[diesel(sql_type = diesel::sql_types::Timestamp)]
     pub last_heartbeat_at: NaiveDateTime,
 }

@@ -26,12 +26,13 @@ pub(crate) enum ReleaseReason {
     /// with their outcome unwritten), which fail.
     Shutdown { started: Vec<i64> },
     /// Its supervisor killed it after the shutdown grace period: as an
-    /// orderly stop, except every at-most-once job fails (it may have
-    /// started).
+    /// orderly stop, except at-most-once jobs that had started fail.
     Killed,
-    /// The process died. Each job's `stalled_count` goes up; past its
-    /// `max_stalled_count` (the job's own, else `default_max_stalled`), or
-    /// for at-most-once jobs, it fails instead of going back to ready.
+    /// The process died. A job it had started gets `stalled_count + 1`;
+    /// past its `max_stalled_count` (the job's own, else
+    /// `default_max_stalled`), or for at-most-once jobs, it fails instead of
+    /// going back to ready. A job it held ahead and never started goes back
+    /// to ready as it was.
     Died { default_max_stalled: u32 },
 }
 
@@ -72,18 +73,25 @@ impl ReleaseReport {
 }
 
 /// Which process rows to prune.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub(crate) enum PruneTarget<'a> {
     /// Rows whose last heartbeat is older than `threshold` (database
-    /// clock), except `exclude` (the caller's own row), at most `limit`.
+    /// clock), except `exclude` (the caller's own row) and those `spare`
+    /// keeps (a supervisor's children, known alive), at most `limit`.
     Expired {
         threshold: Duration,
         exclude: i64,
         limit: usize,
+        spare: &'a dyn Fn(&ProcessRow) -> bool,
     },
-    /// The rows of OS process `pid` on `hostname`: a child its supervisor
-    /// just saw exit.
-    Pid { hostname: &'a str, pid: i32 },
+    /// The rows of OS process `pid` on `hostname` spawned by supervisor
+    /// `supervisor_id`: a child it just saw exit (a pid reused by another
+    /// supervisor's child is not touched).
+    Pid {
+        hostname: &'a str,
+        pid: i32,
+        supervisor_id: i64,
+    },
 }
 
 /// A pruned process and what became of its claims.
@@ -100,8 +108,12 @@ impl Store {
     }
 
     /// Writes a heartbeat; `false` when the process row is gone (pruned).
-    pub(crate) fn process_heartbeat(&self, id: i64) -> Result<bool> {
-        self.with_driver("process_heartbeat", |d| d.process_heartbeat(id))
+    /// Waits at most `checkout` for a pooled connection: a heartbeat must
+    /// fail visibly while the database is away.
+    pub(crate) fn process_heartbeat(&self, id: i64, checkout: Duration) -> Result<bool> {
+        self.with_conn_within("process_heartbeat", Some(checkout), |conn| {
+            super::driver(conn).process_heartbeat(id)
+        })
     }
 
     /// Deletes a process row and, in the same transaction, handles every
@@ -133,14 +145,22 @@ impl Store {
                 threshold,
                 exclude,
                 limit,
+                spare,
+            } => {
+                let mut rows = self.with_driver("process_prune", |d| {
+                    d.process_find_expired(threshold, exclude, limit)
+                })?;
+                rows.retain(|row| !spare(row));
+                (rows, Some(threshold))
+            }
+            PruneTarget::Pid {
+                hostname,
+                pid,
+                supervisor_id,
             } => (
                 self.with_driver("process_prune", |d| {
-                    d.process_find_expired(threshold, exclude, limit)
+                    d.process_find_by_pid(hostname, pid, supervisor_id)
                 })?,
-                Some(threshold),
-            ),
-            PruneTarget::Pid { hostname, pid } => (
-                self.with_driver("process_prune", |d| d.process_find_by_pid(hostname, pid))?,
                 None,
             ),
         };
@@ -207,7 +227,7 @@ fn release_claims(
             ),
             ReleaseReason::Killed => (
                 false,
-                at_most_once.then(|| {
+                (at_most_once && job.started).then(|| {
                     (
                         "shutdown",
                         format!(
@@ -217,6 +237,9 @@ fn release_claims(
                     )
                 }),
             ),
+            // A claim held ahead that never started is not a stall: it
+            // goes back as it came, whatever its delivery.
+            ReleaseReason::Died { .. } if !job.started => (false, None),
             ReleaseReason::Died { default_max_stalled } => {
                 let stalls = stalled_before + 1;
                 let max = job.max_stalled_count.map_or(*default_max_stalled, |m| u32::try_from(m).unwrap_or(0));

@@ -53,6 +53,7 @@ diesel::table! {
         job_id -> BigInt,
         process_id -> BigInt,
         created_at -> Timestamp,
+        started_at -> Nullable<Timestamp>,
     }
 }
 

@@ -6,7 +6,12 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
 use crate::config::{SupervisorConfig, WorkerGroup};
+use crate::maintenance::Spare;
+use crate::store::ProcessRow;
 
 /// A process that lived less than this counts as dying young.
 pub const YOUNG_DEATH: Duration = Duration::from_secs(1);
@@ -31,10 +36,15 @@ pub(crate) struct Exited {
 }
 
 /// Every worker process of a supervisor.
+#[derive(Default)]
 pub(crate) struct Children {
     groups: Vec<WorkerGroup>,
     env: Vec<Vec<(String, String)>>,
     slots: Vec<Slot>,
+    /// The supervisor row id the children were given.
+    supervisor_id: i64,
+    /// Pids of the running children, shared with the maintenance thread.
+    live: Arc<Mutex<HashSet<u32>>>,
 }
 
 impl Children {
@@ -60,7 +70,41 @@ impl Children {
                 .map(|g| config.child_env(g, supervisor_id))
                 .collect(),
             slots,
+            supervisor_id,
+            live: Arc::default(),
         }
+    }
+
+    /// The supervisor row id its children carry.
+    pub(crate) fn supervisor_id(&self) -> i64 {
+        self.supervisor_id
+    }
+
+    /// For maintenance: spares the rows of running children on `hostname`
+    /// from pruning by heartbeat age (their pids are known alive), and
+    /// SIGKILLs such a child whose heartbeat is stale (it is frozen or
+    /// stuck): its exit is then reaped and its row pruned by pid.
+    pub(crate) fn spare(&self, hostname: String) -> Spare {
+        let live = Arc::clone(&self.live);
+        let supervisor_id = self.supervisor_id;
+        Arc::new(move |row: &ProcessRow| {
+            let ours = row.hostname == hostname
+                && row.supervisor_id == Some(supervisor_id)
+                && u32::try_from(row.pid).is_ok_and(|pid| lock(&live).contains(&pid));
+            if ours {
+                log::warn!(
+                    "worker process {} (pid {}) has not heartbeated since {} (database clock): killing it so its jobs are released and it is restarted",
+                    row.id,
+                    row.pid,
+                    row.last_heartbeat_at
+                );
+                // SAFETY: plain kill(2) of our own running child.
+                unsafe {
+                    libc::kill(row.pid, libc::SIGKILL);
+                }
+            }
+            ours
+        })
     }
 
     fn label(&self, slot: &Slot) -> String {
@@ -99,6 +143,7 @@ impl Children {
         match command.spawn() {
             Ok(child) => {
                 log::info!("started {label} (pid {}): {:?}", child.id(), group.command);
+                lock(&self.live).insert(child.id());
                 slot.child = Some(child);
                 slot.started = Instant::now();
             }
@@ -134,6 +179,7 @@ impl Children {
             };
             let pid = child.id();
             slot.child = None;
+            lock(&self.live).remove(&pid);
             let lifetime = slot.started.elapsed();
             if lifetime < YOUNG_DEATH {
                 slot.young_deaths += 1;
@@ -183,11 +229,16 @@ impl Children {
             if let Some(mut child) = slot.child.take() {
                 let _ = child.kill();
                 let _ = child.wait();
+                lock(&self.live).remove(&child.id());
                 killed.push(child.id());
             }
         }
         killed
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn backoff(young_deaths: u32) -> Duration {

@@ -33,7 +33,7 @@ mod children;
 mod running;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crossbeam_channel::bounded;
@@ -46,12 +46,12 @@ use crate::config::{QueueConfig, SupervisorConfig};
 use crate::dispatcher::Dispatcher;
 use crate::events::{Events, default_events};
 use crate::job::Job;
-use crate::maintenance::{self, MaintenanceConfig};
-use crate::process::heartbeat::{self, Beat};
-use crate::process::{self, ProcessKind};
+use crate::maintenance::{self, MaintenanceConfig, Pruner};
+use crate::process::{self, ProcessKind, Registration, RegistrationSpec};
 use crate::scheduler::Scheduler;
-use crate::store::{NewProcess, ReleaseReason};
+use crate::store::NewProcess;
 use crate::types::{Error, Result};
+use children::Children;
 use running::Running;
 
 /// Extra time a stopping supervisor gives its children beyond
@@ -192,8 +192,20 @@ impl Supervisor {
                 "version": env!("CARGO_PKG_VERSION"),
             }),
         );
-        let id = process::register(&store, &row, self.events.as_ref())?;
-        let own_id = Arc::new(AtomicI64::new(id));
+        let (fatal_tx, fatal) = bounded::<Error>(1);
+        let registration = Registration::start(
+            RegistrationSpec {
+                store: store.clone(),
+                row: row.clone(),
+                interval: self.config.heartbeat_interval,
+                threshold: self.config.process_alive_threshold,
+                events: Arc::clone(&self.events),
+            },
+            move |error| {
+                let _ = fatal_tx.try_send(error);
+            },
+        )?;
+        let id = registration.id().load(Ordering::SeqCst);
         log::info!(
             "supervisor {} (process {id}, pid {}) started on {}: {} worker processes",
             row.name,
@@ -201,58 +213,22 @@ impl Supervisor {
             report.database,
             report.processes
         );
-        let started = self.start_loops(&queue, &row, &own_id);
-        let running = match started {
-            Ok(running) => running,
-            Err(error) => {
-                let reason = ReleaseReason::Shutdown { started: vec![] };
-                let _ = store.process_deregister(own_id.load(Ordering::SeqCst), &reason);
-                return Err(error);
-            }
-        };
+        let running = self.start_loops(&queue, &row, registration, fatal)?;
         running.spawn()
     }
 
-    /// Starts the heartbeat, the dispatcher, the scheduler and the
-    /// maintenance loop of a registered supervisor.
+    /// Starts the dispatcher, the scheduler and the maintenance loop of a
+    /// registered supervisor. On an error, what started stops again and
+    /// the registration is dropped (deregistered).
     fn start_loops(
         self,
         queue: &Queue,
         row: &NewProcess,
-        own_id: &Arc<AtomicI64>,
+        registration: Registration,
+        fatal: crossbeam_channel::Receiver<Error>,
     ) -> Result<Running> {
         let store = queue.store().clone();
-        let (fatal_tx, fatal) = bounded::<Error>(1);
-        let heartbeat = {
-            let store = store.clone();
-            let own_id = Arc::clone(own_id);
-            let row = row.clone();
-            let events = Arc::clone(&self.events);
-            heartbeat::spawn(
-                "solidq-supervisor-heartbeat",
-                store.clone(),
-                self.config.heartbeat_interval,
-                self.config.process_alive_threshold,
-                Arc::clone(&own_id),
-                move |beat| match beat {
-                    Beat::Alive => {}
-                    Beat::RowGone(old) => match process::register(&store, &row, events.as_ref()) {
-                        Ok(new) => {
-                            own_id.store(new, Ordering::SeqCst);
-                            log::warn!(
-                                "supervisor row {old} was pruned while alive; registered again as {new}"
-                            );
-                        }
-                        Err(error) => log::warn!(
-                            "supervisor row {old} was pruned; cannot register again yet: {error}"
-                        ),
-                    },
-                    Beat::Lost(error) => {
-                        let _ = fatal_tx.try_send(error);
-                    }
-                },
-            )?
-        };
+        let children = Children::new(&self.config, registration.id().load(Ordering::SeqCst));
         let dispatcher = Dispatcher::embedded(queue.clone())
             .config(self.config.dispatcher_config())
             .start()?;
@@ -262,7 +238,11 @@ impl Supervisor {
         };
         let maintenance = maintenance::spawn(
             store.clone(),
-            Arc::clone(own_id),
+            Pruner {
+                own_id: Arc::clone(registration.id()),
+                lease: Arc::clone(registration.lease()),
+                spare: Some(children.spare(row.hostname.clone())),
+            },
             MaintenanceConfig {
                 interval: self.config.heartbeat_interval,
                 alive_threshold: self.config.process_alive_threshold,
@@ -276,8 +256,8 @@ impl Supervisor {
             store,
             name: row.name.clone(),
             hostname: row.hostname.clone(),
-            own_id: Arc::clone(own_id),
-            heartbeat,
+            registration,
+            children,
             dispatcher,
             scheduler,
             maintenance,

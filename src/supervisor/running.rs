@@ -18,7 +18,7 @@ use crate::config::SupervisorConfig;
 use crate::dispatcher::DispatcherHandle;
 use crate::events::{Events, PruneReason};
 use crate::maintenance::{Maintenance, report_pruned};
-use crate::process::heartbeat::Heartbeat;
+use crate::process::Registration;
 use crate::scheduler::SchedulerHandle;
 use crate::store::{PruneTarget, ReleaseReason, Store};
 use crate::types::{Error, Result};
@@ -30,8 +30,8 @@ pub(super) struct Running {
     pub store: Store,
     pub name: String,
     pub hostname: String,
-    pub own_id: Arc<AtomicI64>,
-    pub heartbeat: Heartbeat,
+    pub registration: Registration,
+    pub children: Children,
     pub dispatcher: DispatcherHandle,
     pub scheduler: Option<SchedulerHandle>,
     pub maintenance: Maintenance,
@@ -45,7 +45,7 @@ impl Running {
     pub(super) fn spawn(self) -> Result<SupervisorHandle> {
         let (stop, stopped) = bounded::<()>(1);
         let (finished_tx, finished) = bounded::<()>(1);
-        let own_id = Arc::clone(&self.own_id);
+        let own_id = Arc::clone(self.registration.id());
         // The children are spawned by this thread: their parent-death
         // signal fires when it ends, which is after it stopped them.
         let thread = std::thread::Builder::new()
@@ -67,8 +67,8 @@ impl Running {
         })
     }
 
-    fn supervise(self, stopped: &Receiver<()>) -> Result<()> {
-        let mut children = Children::new(&self.config, self.own_id.load(Ordering::SeqCst));
+    fn supervise(mut self, stopped: &Receiver<()>) -> Result<()> {
+        let mut children = std::mem::take(&mut self.children);
         let mut fatal = None;
         loop {
             children.start_due();
@@ -85,7 +85,7 @@ impl Running {
                 default(TICK) => {}
             }
             for exited in children.reap(true) {
-                self.recover(exited.pid, PruneReason::Exited);
+                self.recover(&children, exited.pid, PruneReason::Exited);
             }
         }
         self.shut_down(&mut children);
@@ -110,39 +110,33 @@ impl Running {
         while !children.running().is_empty() && Instant::now() < deadline {
             std::thread::sleep(TICK);
             for exited in children.reap(false) {
-                self.recover(exited.pid, PruneReason::Exited);
+                self.recover(children, exited.pid, PruneReason::Exited);
             }
         }
         for pid in children.kill_all() {
             log::warn!("worker pid {pid} was still running {patience:?} after SIGTERM: killed it");
-            self.recover(pid, PruneReason::KilledAtShutdown);
+            self.recover(children, pid, PruneReason::KilledAtShutdown);
         }
         let Running {
-            store,
             name,
-            own_id,
-            mut heartbeat,
+            mut registration,
             dispatcher,
             scheduler,
             mut maintenance,
             ..
         } = self;
         if let Some(scheduler) = scheduler {
-            scheduler.stop();
+            let _ = scheduler.stop();
         }
-        dispatcher.stop();
+        let _ = dispatcher.stop();
         maintenance.stop();
-        heartbeat.stop();
-        let own = own_id.load(Ordering::SeqCst);
-        let reason = ReleaseReason::Shutdown { started: vec![] };
-        if let Err(error) = store.process_deregister(own, &reason) {
-            log::warn!("cannot deregister supervisor process {own}: {error}");
-        }
+        // Stops the heartbeat, then deregisters.
+        registration.stop();
         log::info!("supervisor {name} stopped");
     }
 
     /// Prunes the rows of exited child `pid` at once, releasing its jobs.
-    fn recover(&self, pid: u32, reason: PruneReason) {
+    fn recover(&self, children: &Children, pid: u32, reason: PruneReason) {
         let release = match reason {
             PruneReason::KilledAtShutdown => ReleaseReason::Killed,
             _ => ReleaseReason::Died {
@@ -152,6 +146,7 @@ impl Running {
         let target = PruneTarget::Pid {
             hostname: &self.hostname,
             pid: pid as i32,
+            supervisor_id: children.supervisor_id(),
         };
         match self.store.process_prune(target, &release) {
             Ok(pruned) => report_pruned(&pruned, reason, self.events.as_ref()),

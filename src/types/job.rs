@@ -190,7 +190,10 @@ pub enum JobStatus {
     Ready,
     /// Waiting for a concurrency slot.
     Blocked,
-    /// Claimed by a worker.
+    /// Claimed by a worker ahead, waiting for one of its threads (it will
+    /// start within a claim round trip).
+    Claimed,
+    /// Claimed by a worker and started.
     Running,
     /// Finished successfully; its result is kept until `keep_result` ends.
     Succeeded,
@@ -205,10 +208,11 @@ pub enum JobStatus {
 
 impl JobStatus {
     /// Every status, in lifecycle order.
-    pub const ALL: [JobStatus; 8] = [
+    pub const ALL: [JobStatus; 9] = [
         JobStatus::Scheduled,
         JobStatus::Ready,
         JobStatus::Blocked,
+        JobStatus::Claimed,
         JobStatus::Running,
         JobStatus::Succeeded,
         JobStatus::Failed,
@@ -222,6 +226,7 @@ impl JobStatus {
             JobStatus::Scheduled => "scheduled",
             JobStatus::Ready => "ready",
             JobStatus::Blocked => "blocked",
+            JobStatus::Claimed => "claimed",
             JobStatus::Running => "running",
             JobStatus::Succeeded => "succeeded",
             JobStatus::Failed => "failed",
@@ -268,6 +273,8 @@ pub struct JobInfo {
     pub created_at: DateTime<Utc>,
     /// When it was (or will be) due.
     pub scheduled_at: DateTime<Utc>,
+    /// When its current attempt started, while it is running.
+    pub started_at: Option<DateTime<Utc>>,
     /// When it finished, if it did.
     pub finished_at: Option<DateTime<Utc>>,
     /// When a retrying job runs next.
@@ -278,7 +285,7 @@ pub struct JobInfo {
     pub error: Option<ErrorInfo>,
     /// Every attempt's error, oldest first.
     pub errors: Vec<ErrorInfo>,
-    /// The process holding it, when running.
+    /// The process holding it, when claimed or running.
     pub process_id: Option<i64>,
 }
 

@@ -32,7 +32,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::stats::Stats;
 use crate::events::{Events, JobFailed, JobRetried, JobSucceeded};
-use crate::store::{Completion, FinishReport, Outcome, Store};
+use crate::store::{Completion, FinishReport, Outcome, Start, Store};
 use crate::types::{Error, ErrorInfo, Result};
 
 /// A message to the completer.
@@ -40,6 +40,9 @@ use crate::types::{Error, ErrorInfo, Result};
 // allocation per job.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Message {
+    /// A job claimed ahead started: record it (skipped when its outcome is
+    /// written in the same batch).
+    Started { job_id: i64, process_id: i64 },
     /// Record this outcome.
     Done(Completion, Ran),
     /// Write what is pending, then exit.
@@ -135,6 +138,7 @@ impl Completer {
                         given_up,
                         pending: Vec::new(),
                         facts: Vec::new(),
+                        starts: Vec::new(),
                         failures: 0,
                     };
                     completer.run(&rx);
@@ -185,6 +189,8 @@ struct Run {
     /// Completions and their facts, in the same order.
     pending: Vec<Completion>,
     facts: Vec<Ran>,
+    /// Starts of jobs claimed ahead, not yet written.
+    starts: Vec<Start>,
     /// Transient failures in a row.
     failures: u32,
 }
@@ -193,22 +199,22 @@ impl Run {
     fn run(&mut self, rx: &Receiver<Message>) {
         let mut stopping = false;
         loop {
-            if self.pending.is_empty() {
+            if self.pending.is_empty() && self.starts.is_empty() {
                 if stopping {
                     return;
                 }
                 match rx.recv() {
-                    Ok(Message::Done(c, r)) => self.push(c, r),
                     Ok(Message::Stop) | Err(_) => {
                         stopping = true;
                         continue;
                     }
+                    Ok(message) => self.take(message),
                 }
                 let until = Instant::now() + self.linger;
                 while self.pending.len() < self.batch_size && !stopping {
                     match rx.recv_deadline(until) {
-                        Ok(Message::Done(c, r)) => self.push(c, r),
                         Ok(Message::Stop) => stopping = true,
+                        Ok(message) => self.take(message),
                         Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {
                             break;
                         }
@@ -217,8 +223,8 @@ impl Run {
             }
             while self.pending.len() < self.batch_size && !stopping {
                 match rx.try_recv() {
-                    Ok(Message::Done(c, r)) => self.push(c, r),
                     Ok(Message::Stop) => stopping = true,
+                    Ok(message) => self.take(message),
                     Err(_) => break,
                 }
             }
@@ -232,12 +238,34 @@ impl Run {
                     );
                     let ids: Vec<i64> = self.pending.drain(..).map(|c| c.job_id).collect();
                     self.facts.clear();
+                    self.starts.clear();
                     self.give_up(ids);
                     return;
                 }
                 self.back_off(&error);
             }
         }
+    }
+
+    fn take(&mut self, message: Message) {
+        match message {
+            Message::Done(completion, ran) => self.push(completion, ran),
+            Message::Started { job_id, process_id } => {
+                self.starts.push(Start { job_id, process_id })
+            }
+            Message::Stop => {}
+        }
+    }
+
+    /// The starts to write with the next batch: not those whose outcome is
+    /// pending (writing it deletes the claim anyway).
+    fn starts_to_write(&mut self) -> Vec<Start> {
+        if self.starts.is_empty() {
+            return Vec::new();
+        }
+        let done: std::collections::HashSet<i64> = self.pending.iter().map(|c| c.job_id).collect();
+        self.starts.retain(|s| !done.contains(&s.job_id));
+        self.starts.clone()
     }
 
     fn push(&mut self, completion: Completion, ran: Ran) {
@@ -250,18 +278,32 @@ impl Run {
     /// error that stopped it, if one did (what is unwritten stays pending).
     fn write(&mut self, take: usize) -> std::result::Result<(), Error> {
         let started = Instant::now();
-        match self.store.claimed_finish(&self.pending[..take]) {
+        let starts = self.starts_to_write();
+        match self.store.claimed_finish(&self.pending[..take], &starts) {
             Ok(report) => {
-                self.stats.write(take, started.elapsed());
+                if take > 0 {
+                    self.stats.write(take, started.elapsed());
+                }
                 self.failures = 0;
+                self.starts.clear();
                 self.written(take, &report);
                 Ok(())
             }
             Err(error) if error.is_transient() => Err(error),
             Err(error) => {
                 log::warn!(
-                    "a batch of {take} outcomes could not be written ({error}); writing them one by one"
+                    "a batch of {take} outcomes and {} starts could not be written ({error}); writing them one by one",
+                    starts.len()
                 );
+                match self.store.claimed_finish(&[], &starts) {
+                    Ok(_) => {}
+                    Err(error) if error.is_transient() => return Err(error),
+                    Err(error) => log::error!(
+                        "cannot record that jobs {:?} started ({error}); if this process dies they go back to ready without counting a stall",
+                        starts.iter().map(|s| s.job_id).collect::<Vec<_>>()
+                    ),
+                }
+                self.starts.clear();
                 for _ in 0..take {
                     self.write_alone()?;
                 }
@@ -273,7 +315,7 @@ impl Run {
     /// Writes the first pending completion on its own; one that cannot be
     /// written is recorded as a failure of its job instead.
     fn write_alone(&mut self) -> std::result::Result<(), Error> {
-        let error = match self.store.claimed_finish(&self.pending[..1]) {
+        let error = match self.store.claimed_finish(&self.pending[..1], &[]) {
             Ok(report) => {
                 self.written(1, &report);
                 return Ok(());
@@ -297,7 +339,7 @@ impl Run {
         self.pending[0].outcome = Outcome::Failed {
             error: info.to_stored_json(),
         };
-        match self.store.claimed_finish(&self.pending[..1]) {
+        match self.store.claimed_finish(&self.pending[..1], &[]) {
             Ok(report) => self.written(1, &report),
             Err(error) if error.is_transient() => return Err(error),
             Err(error) => {

@@ -51,6 +51,7 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
                         let _ = shared.wake.try_send(());
                     }
                     Ok(Heard::Queues(queues)) => {
+                        log::trace!("heard of jobs on {queues:?}");
                         if queues.iter().any(|q| shared.patterns.iter().any(|p| p.matches(q))) {
                             let _ = shared.wake.try_send(());
                         }

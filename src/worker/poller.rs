@@ -1,20 +1,33 @@
-//! The claim loop. It claims up to the free capacity (threads plus the
-//! adaptive claim-ahead, see [`claim_ahead`]) in one transaction, hands the
-//! jobs to the pool in chunks, and sleeps until a thread frees up (when the
-//! last claim came back full), a listener or an enqueue in this process
-//! wakes it, or the polling interval passes.
+//! The claim loop. It claims up to the free capacity in one transaction:
+//! one job per idle thread (recorded as started), plus a claim-ahead of
+//! jobs of kinds measured faster than a claim round trip (see
+//! [`super::stats::plan`]); hands the jobs to the pool's queue; and sleeps
+//! until a thread frees up (when the last claim came back full), a
+//! listener or an enqueue in this process wakes it, or the polling
+//! interval passes. Jobs queued ahead whose kind turns out slow are handed
+//! back at once, so a worker never sits on work others could run.
+//!
+//! It claims nothing while the worker's lease is invalid (its heartbeats
+//! failed too long: its row may be pruned) or while outcomes wait for the
+//! completer beyond its limit.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::pool;
+use super::pool::{self, Assigned, WorkQueue};
 use super::runtime::{Parts, Shared};
 use super::shutdown;
-use super::stats::claim_ahead;
+use super::stats::{self, Plan};
 use crate::events::JobClaimed;
 use crate::process;
+use crate::store::ClaimLimits;
 use crate::types::Result;
+
+/// How often jobs queued ahead are checked against how long their kind
+/// now takes.
+const REBALANCE_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Runs the claim loop until the worker stops, then the shutdown sequence.
 pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
@@ -37,42 +50,48 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
         if process_id == 0 {
             reregister(shared);
         } else {
+            let plan = plan(shared);
+            rebalance(shared, &parts.work, &plan);
             // After a claim that came back full there is probably more work:
             // claim again once half the capacity is free or the claimed jobs
             // waiting for a thread have run out, so claims stay large without
             // letting a thread idle.
-            let ahead = claim_ahead(
-                threads,
-                shared.config.prefetch,
-                shared.claim_time.get(),
-                shared.job_time.get(),
-            );
-            let capacity = threads + ahead;
-            let free = capacity.saturating_sub(shared.inflight.load(Ordering::SeqCst));
+            let capacity = threads + plan.ahead;
+            let inflight = shared.inflight.load(Ordering::SeqCst);
+            let free = capacity.saturating_sub(inflight);
             let worth_it =
                 |free: usize, waiting: usize| free > 0 && (free * 2 >= capacity || waiting == 0);
-            // Outcomes the completer cannot write yet: claim nothing more
-            // until it catches up (it wakes us).
-            let blocked = shared.backlog.is_full();
-            if free > 0 && !blocked && (!backlog || worth_it(free, parts.work.len())) {
+            // Outcomes the completer cannot write yet, or a lease that may
+            // have lapsed: claim nothing more until that passes.
+            let may_claim = !shared.backlog.is_full() && shared.lease.is_valid();
+            if free > 0 && may_claim && (!backlog || worth_it(free, parts.work.len())) {
+                let immediate = threads.saturating_sub(inflight).min(free);
+                let limits = ClaimLimits {
+                    immediate,
+                    ahead: free - immediate,
+                    fast_kinds: plan.fast_kinds,
+                };
                 let started = Instant::now();
-                match shared.store.ready_claim(&parts.claim, process_id, free) {
+                log::trace!("claiming {limits:?} with {inflight} in flight");
+                match shared.store.ready_claim(&parts.claim, process_id, &limits) {
                     Ok(jobs) => {
                         shared.stats.claim(jobs.len(), started.elapsed());
                         if !jobs.is_empty() {
                             shared.claim_time.observe(started.elapsed());
                         }
                         failures = 0;
-                        backlog = jobs.len() == free;
+                        backlog = jobs.len() == limits.total();
                         shared.inflight.fetch_add(jobs.len(), Ordering::SeqCst);
                         // Before the threads get them, so a job's claim is
                         // always reported before its outcome.
                         for job in &jobs {
                             shared.events.job_claimed(&JobClaimed::of(job, process_id));
                         }
-                        for chunk in pool::chunks(jobs, process_id, threads) {
-                            parts.work.push(chunk);
-                        }
+                        let assigned = jobs
+                            .into_iter()
+                            .map(|job| Assigned { job, process_id })
+                            .collect();
+                        parts.work.push_all(assigned, threads);
                     }
                     Err(error) => {
                         failures += 1;
@@ -85,13 +104,66 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
             shared.wake_when_free.store(backlog, Ordering::SeqCst);
             // Threads that freed up before the flag was set did not wake us.
             let free = capacity.saturating_sub(shared.inflight.load(Ordering::SeqCst));
-            if backlog && worth_it(free, parts.work.len()) {
+            if backlog && may_claim && worth_it(free, parts.work.len()) {
                 continue;
+            }
+            if parts.work.len() > 0 {
+                wait = wait.min(REBALANCE_INTERVAL);
             }
         }
         let _ = parts.wake_rx.recv_timeout(wait);
     }
     shutdown::run(shared, &mut parts)
+}
+
+/// The claim-ahead plan from each kind's average run time here, raised to
+/// how long its jobs running now have taken when all of them have been
+/// running longer (a kind that became slow stops being claimed ahead
+/// before the first of its slow jobs ends; one job delayed among many
+/// does not count).
+fn plan(shared: &Shared) -> Plan {
+    let mut times: HashMap<&str, f64> = shared.registry.times().collect();
+    let mut shortest_running: HashMap<String, f64> = HashMap::new();
+    let now = Instant::now();
+    shared.slots.each(|running| {
+        let us = now.duration_since(running.started).as_secs_f64() * 1e6;
+        let entry = shortest_running
+            .entry(running.kind.clone())
+            .or_insert(f64::MAX);
+        *entry = entry.min(us);
+    });
+    for (kind, us) in &shortest_running {
+        // A kind not measured yet stays unmeasured: its first jobs running
+        // for a moment say nothing about how long they take.
+        if let Some(time) = times.get_mut(kind.as_str())
+            && *time > 0.0
+        {
+            *time = time.max(*us);
+        }
+    }
+    stats::plan(
+        shared.config.threads,
+        shared.config.prefetch,
+        shared.claim_time.get(),
+        times,
+    )
+}
+
+/// Hands back the jobs queued ahead whose kind is no longer claimed ahead
+/// (its jobs turned out slower than a claim round trip): other workers get
+/// them at once instead of after this worker's slow ones.
+fn rebalance(shared: &Shared, work: &WorkQueue, plan: &Plan) {
+    if work.len() == 0 {
+        return;
+    }
+    let back = work.take_back(|a| !a.job.started && !plan.fast_kinds.contains(&a.job.kind));
+    if !back.is_empty() {
+        log::info!(
+            "handing back {} jobs claimed ahead: their kind now takes longer than a claim",
+            back.len()
+        );
+        pool::hand_back(shared, back);
+    }
 }
 
 /// After the row was pruned: once nothing runs under the old registration,
@@ -100,8 +172,10 @@ fn reregister(shared: &Shared) {
     if shared.inflight.load(Ordering::SeqCst) > 0 {
         return;
     }
+    let sent = Instant::now();
     match process::register(&shared.store, &shared.process, shared.events.as_ref()) {
         Ok(id) => {
+            shared.lease.renew(sent);
             shared.process_id.store(id, Ordering::SeqCst);
             log::info!(
                 "worker {} registered again as process {id}",

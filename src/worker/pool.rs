@@ -1,20 +1,27 @@
-//! The fixed pool of threads that run jobs. The poller hands them claimed
-//! jobs in chunks: one job per chunk when a claim is small (slow jobs,
-//! where spreading over threads matters), a few per chunk when it is large
-//! (claims are only large for fast jobs), which saves a thread wake-up per
-//! job. A thread that finds the worker stopping hands the unstarted rest of
-//! its chunk back to ready.
+//! The fixed pool of threads that run jobs, fed from one queue of claimed
+//! jobs: a thread that finishes a job takes the next one itself, so a slow
+//! job never holds jobs queued behind it while other threads idle, and
+//! everything not yet started can be handed back at once (at SIGTERM, or
+//! when jobs turn out slower than the claim-ahead assumed).
 //!
-//! The hand-off is a mutex-and-condvar queue rather than a crossbeam
-//! channel: crossbeam's receive spins with `sched_yield` before it sleeps,
-//! and with 16 threads per process on 2 cores that spinning was 28 % of a
-//! worker's CPU in the work-down benchmark. An idle thread here goes
-//! straight to sleep on the futex.
+//! Before starting a job a thread checks that it may: the job's claim
+//! belongs to the current registration (a pruned worker's claims were
+//! released to others: it drops them unstarted), and the worker's lease
+//! is valid (its row is certain to exist: a worker frozen or cut off past
+//! it starts nothing until a heartbeat succeeds; see
+//! `process::heartbeat`). A job claimed ahead is recorded as started, by
+//! the completer, as it starts.
+//!
+//! The queue is a mutex and a condvar rather than a crossbeam channel:
+//! crossbeam's receive spins with `sched_yield` before it sleeps, and with
+//! 16 threads per process on 2 cores that spinning was 28 % of a worker's
+//! CPU in the work-down benchmark. An idle thread here goes straight to
+//! sleep on the futex.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
@@ -26,48 +33,38 @@ use crate::store::{ClaimedJob, Completion, Slot, StoredOptions};
 use crate::types::{Error, Result};
 
 /// A claimed job and the registration (process id) it was claimed under.
-pub(super) type Assigned = (ClaimedJob, i64);
-
-/// What a thread receives: jobs to run in order.
-pub(super) type Chunk = Vec<Assigned>;
-
-/// Splits a claim into chunks for `threads` threads.
-pub(super) fn chunks(jobs: Vec<ClaimedJob>, process_id: i64, threads: usize) -> Vec<Chunk> {
-    let size = jobs.len().div_ceil(threads.max(1)).max(1);
-    let mut out = Vec::with_capacity(jobs.len().div_ceil(size));
-    let mut current = Vec::with_capacity(size);
-    for job in jobs {
-        current.push((job, process_id));
-        if current.len() == size {
-            out.push(std::mem::replace(&mut current, Vec::with_capacity(size)));
-        }
-    }
-    if !current.is_empty() {
-        out.push(current);
-    }
-    out
+pub(super) struct Assigned {
+    pub job: ClaimedJob,
+    pub process_id: i64,
 }
 
-/// Chunks waiting for a thread.
+/// Claimed jobs waiting for a thread, in claim order.
 #[derive(Default)]
 pub(super) struct WorkQueue {
-    state: Mutex<(VecDeque<Chunk>, bool)>,
+    state: Mutex<(VecDeque<Assigned>, bool)>,
     ready: Condvar,
 }
 
 impl WorkQueue {
-    /// Queues a chunk and wakes one sleeping thread.
-    pub(super) fn push(&self, chunk: Chunk) {
-        lock(&self.state).0.push_back(chunk);
-        self.ready.notify_one();
+    /// Queues jobs and wakes as many sleeping threads.
+    pub(super) fn push_all(&self, jobs: Vec<Assigned>, threads: usize) {
+        let n = jobs.len();
+        lock(&self.state).0.extend(jobs);
+        if n >= threads {
+            self.ready.notify_all();
+        } else {
+            for _ in 0..n {
+                self.ready.notify_one();
+            }
+        }
     }
 
-    /// The next chunk; `None` once closed and empty.
-    fn pop(&self) -> Option<Chunk> {
+    /// The next job; `None` once closed and empty.
+    fn pop(&self) -> Option<Assigned> {
         let mut state = lock(&self.state);
         loop {
-            if let Some(chunk) = state.0.pop_front() {
-                return Some(chunk);
+            if let Some(job) = state.0.pop_front() {
+                return Some(job);
             }
             if state.1 {
                 return None;
@@ -76,20 +73,37 @@ impl WorkQueue {
         }
     }
 
-    /// Chunks waiting for a thread.
+    /// Jobs waiting for a thread.
     pub(super) fn len(&self) -> usize {
         lock(&self.state).0.len()
     }
 
     /// Closes the queue and takes what was still waiting; threads finish
-    /// their current chunk and exit.
-    pub(super) fn close(&self) -> Vec<Chunk> {
+    /// their current job and exit.
+    pub(super) fn close(&self) -> Vec<Assigned> {
         let mut state = lock(&self.state);
         state.1 = true;
         let waiting = state.0.drain(..).collect();
         drop(state);
         self.ready.notify_all();
         waiting
+    }
+
+    /// Takes out the waiting jobs `give_back` picks, keeping the others in
+    /// order.
+    pub(super) fn take_back(&self, mut give_back: impl FnMut(&Assigned) -> bool) -> Vec<Assigned> {
+        let mut state = lock(&self.state);
+        let mut back = Vec::new();
+        let mut kept = VecDeque::with_capacity(state.0.len());
+        for a in state.0.drain(..) {
+            if give_back(&a) {
+                back.push(a);
+            } else {
+                kept.push_back(a);
+            }
+        }
+        state.0 = kept;
+        back
     }
 }
 
@@ -124,6 +138,44 @@ impl Slots {
     }
 }
 
+/// Whether a thread may start a job now.
+enum Verdict {
+    Start,
+    /// The worker stops: hand it back.
+    HandBack,
+    /// Its registration was pruned and the claim released: drop it.
+    Drop,
+}
+
+/// How long a thread waits for the lease between checks of the worker's
+/// state.
+const LEASE_WAIT: Duration = Duration::from_millis(100);
+
+/// Waits until `assigned` may start: its registration is current and the
+/// lease valid.
+fn verdict(shared: &Shared, assigned: &Assigned) -> Verdict {
+    let mut warned = false;
+    loop {
+        if shared.stopping.load(Ordering::SeqCst) {
+            return Verdict::HandBack;
+        }
+        if shared.process_id() != assigned.process_id {
+            return Verdict::Drop;
+        }
+        if shared.lease.is_valid() {
+            return Verdict::Start;
+        }
+        if !warned {
+            log::warn!(
+                "not starting job {} yet: this worker's heartbeats have not succeeded for too long, so its claims may have been released to others",
+                assigned.job.id
+            );
+            warned = true;
+        }
+        shared.lease.wait_valid(LEASE_WAIT);
+    }
+}
+
 /// Starts thread `n` of the pool.
 pub(super) fn spawn_thread(
     n: usize,
@@ -138,17 +190,18 @@ pub(super) fn spawn_thread(
         .name(name.clone())
         .spawn(move || {
             executor::arm_panic_capture();
-            while let Some(chunk) = work.pop() {
-                let mut jobs = chunk.into_iter();
-                while let Some((job, process_id)) = jobs.next() {
-                    if shared.stopping.load(Ordering::SeqCst) {
-                        hand_back(
-                            &shared,
-                            std::iter::once((job, process_id)).chain(jobs).collect(),
+            while let Some(assigned) = work.pop() {
+                match verdict(&shared, &assigned) {
+                    Verdict::Start => run(&shared, n, assigned, &completions),
+                    Verdict::HandBack => hand_back(&shared, vec![assigned]),
+                    Verdict::Drop => {
+                        log::warn!(
+                            "dropping job {} unstarted: it was claimed under process row {}, which was pruned (its claim went back to ready)",
+                            assigned.job.id,
+                            assigned.process_id
                         );
-                        break;
+                        shared.inflight.fetch_sub(1, Ordering::SeqCst);
                     }
-                    run(&shared, n, job, process_id, &completions);
                 }
             }
             let _ = exited.send(());
@@ -157,13 +210,16 @@ pub(super) fn spawn_thread(
         .map_err(|source| Error::Thread { name, source })
 }
 
-fn run(
-    shared: &Shared,
-    thread: usize,
-    job: ClaimedJob,
-    process_id: i64,
-    completions: &Sender<Message>,
-) {
+fn run(shared: &Shared, thread: usize, assigned: Assigned, completions: &Sender<Message>) {
+    let Assigned { job, process_id } = assigned;
+    if !job.started {
+        // Claimed ahead: the completer records the start (batched, and
+        // skipped when the outcome is written in the same batch).
+        let _ = completions.send(Message::Started {
+            job_id: job.id,
+            process_id,
+        });
+    }
     let options = StoredOptions::parse(&job.options);
     let started = Instant::now();
     shared.slots.set(
@@ -176,7 +232,7 @@ fn run(
         }),
     );
     let execution = executor::execute(&job, &options, started, &shared.registry, &shared.shutdown);
-    shared.job_time.observe(execution.elapsed);
+    shared.registry.observe(&job.kind, execution.elapsed);
     // The outcome is logged and reported by the completer once it is
     // recorded (LogEvents logs it).
     let completion = Completion {
@@ -203,15 +259,15 @@ fn run(
 }
 
 /// Hands claimed jobs that never started back to ready (not a stall), so
-/// other workers can take them while this one stops.
+/// other workers can take them.
 pub(super) fn hand_back(shared: &Shared, jobs: Vec<Assigned>) {
     if jobs.is_empty() {
         return;
     }
     shared.inflight.fetch_sub(jobs.len(), Ordering::SeqCst);
     let mut by_process: HashMap<i64, Vec<i64>> = HashMap::new();
-    for (job, process_id) in &jobs {
-        by_process.entry(*process_id).or_default().push(job.id);
+    for a in &jobs {
+        by_process.entry(a.process_id).or_default().push(a.job.id);
     }
     for (process_id, ids) in by_process {
         match shared.store.claimed_release(process_id, &ids) {
@@ -220,11 +276,11 @@ pub(super) fn hand_back(shared: &Shared, jobs: Vec<Assigned>) {
                     "released {} claimed jobs that had not started: {released:?}",
                     released.len()
                 );
-                for (job, _) in jobs.iter().filter(|(j, _)| released.contains(&j.id)) {
+                for a in jobs.iter().filter(|a| released.contains(&a.job.id)) {
                     shared.events.job_released(&JobReleased {
-                        job_id: job.id,
-                        kind: job.kind.clone(),
-                        queue: job.queue_name.clone(),
+                        job_id: a.job.id,
+                        kind: a.job.kind.clone(),
+                        queue: a.job.queue_name.clone(),
                         process_id,
                         cause: ReleaseCause::NotStarted,
                         failed: None,
@@ -237,52 +293,5 @@ pub(super) fn hand_back(shared: &Shared, jobs: Vec<Assigned>) {
                 )
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn job(id: i64) -> ClaimedJob {
-        ClaimedJob {
-            id,
-            queue_name: "q".into(),
-            kind: "k".into(),
-            arguments: "null".into(),
-            concurrency_key: None,
-            priority: 0,
-            options: "{}".into(),
-            delivery: "at_least_once".into(),
-            max_attempts: 1,
-            attempts: 0,
-            stalled_count: 0,
-            created_at: chrono::NaiveDateTime::MIN,
-            due_at: chrono::NaiveDateTime::MIN,
-            claimed_at: chrono::NaiveDateTime::MIN,
-            ord: 0,
-        }
-    }
-
-    #[test]
-    fn small_claims_go_one_per_thread_and_large_ones_in_even_chunks() {
-        let sizes = |n: i64, threads| {
-            chunks((0..n).map(job).collect(), 1, threads)
-                .iter()
-                .map(Vec::len)
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(sizes(3, 16), [1, 1, 1]);
-        assert_eq!(sizes(16, 16), [1; 16]);
-        assert_eq!(
-            sizes(100, 16),
-            [7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 2]
-        );
-        let order: Vec<i64> = chunks((0..10).map(job).collect(), 1, 3)
-            .into_iter()
-            .flatten()
-            .map(|(j, _)| j.id)
-            .collect();
-        assert_eq!(order, (0..10).collect::<Vec<_>>(), "claim order is kept");
     }
 }

@@ -1,11 +1,13 @@
 //! The job types a worker knows: kind → a function that rebuilds the job
-//! from its JSON arguments and runs it, and the type's retry backoff.
+//! from its JSON arguments and runs it, the type's retry backoff, and how
+//! long its jobs take here (which decides whether they are claimed ahead).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::types::{Backoff, ErrorInfo};
 
+use super::stats::Ewma;
 use crate::job::{Job, JobContext, JobResult};
 
 type Run = Box<dyn Fn(&str, &JobContext) -> Result<JobResult, serde_json::Error> + Send + Sync>;
@@ -16,6 +18,8 @@ pub(crate) type RetryDelay = fn(u32, &ErrorInfo, &Backoff) -> Duration;
 struct Handler {
     run: Run,
     retry_delay: RetryDelay,
+    /// Run time of its jobs in this worker, on average.
+    time: Ewma,
 }
 
 /// Registered job types, by kind.
@@ -33,6 +37,7 @@ impl Registry {
                 Ok(job.perform(ctx))
             }),
             retry_delay: J::retry_delay,
+            time: Ewma::default(),
         };
         if self.handlers.insert(J::KIND, handler).is_some() {
             self.duplicates.push(J::KIND);
@@ -53,6 +58,19 @@ impl Registry {
     /// The retry delay function of `kind`, if it is registered.
     pub(crate) fn retry_delay(&self, kind: &str) -> Option<RetryDelay> {
         self.handlers.get(kind).map(|h| h.retry_delay)
+    }
+
+    /// Folds a run time of a job of `kind` into its average.
+    pub(crate) fn observe(&self, kind: &str, took: Duration) {
+        if let Some(handler) = self.handlers.get(kind) {
+            handler.time.observe(took);
+        }
+    }
+
+    /// Every kind with the average run time of its jobs in microseconds
+    /// (0 before the first ends).
+    pub(crate) fn times(&self) -> impl Iterator<Item = (&'static str, f64)> + '_ {
+        self.handlers.iter().map(|(kind, h)| (*kind, h.time.get()))
     }
 
     pub(crate) fn is_empty(&self) -> bool {

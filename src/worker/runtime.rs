@@ -21,7 +21,8 @@ use crate::config::{EXIT_HARD_TIMEOUT, WorkerConfig};
 use crate::dispatcher::{Dispatcher, DispatcherHandle};
 use crate::events::Events;
 use crate::job::ShutdownSignal;
-use crate::process::heartbeat::{self, Beat, Heartbeat};
+use crate::maintenance::{self, Maintenance, MaintenanceConfig, Pruner};
+use crate::process::heartbeat::{self, Beat, Heartbeat, Lease};
 use crate::process::{self, ProcessKind, wakeups};
 use crate::store::{ClaimQuery, NewProcess, ReleaseReason, Store};
 use crate::types::{Error, QueuePattern, Result};
@@ -40,6 +41,8 @@ pub(super) struct Shared {
     pub process: NewProcess,
     /// The current registration; 0 while unregistered (pruned while alive).
     pub process_id: Arc<AtomicI64>,
+    /// What the heartbeats prove: a job starts only while it is valid.
+    pub lease: Arc<Lease>,
     /// Claimed and not yet done executing (queued or running).
     pub inflight: AtomicUsize,
     /// Set when the last claim came back full: more work is probably
@@ -55,9 +58,8 @@ pub(super) struct Shared {
     pub listening: AtomicBool,
     pub stats: Arc<Stats>,
     pub events: Arc<dyn Events>,
-    /// How long a job and a claim take, on average: they decide how far
-    /// ahead to claim.
-    pub job_time: Ewma,
+    /// How long a claim takes, on average: with each kind's run time it
+    /// decides how far ahead to claim.
     pub claim_time: Ewma,
     pub wake: Sender<()>,
     /// Outcomes not yet written: past its limit the poller waits.
@@ -88,6 +90,7 @@ pub(super) struct Parts {
     pub completer: Completer,
     pub heartbeat: Heartbeat,
     pub dispatcher: Option<DispatcherHandle>,
+    pub maintenance: Option<Maintenance>,
     pub wake_rx: Receiver<()>,
 }
 
@@ -177,7 +180,13 @@ pub(crate) fn start(
             "version": env!("CARGO_PKG_VERSION"),
         }),
     );
+    let registered = Instant::now();
     let id = process::register(&store, &process, events.as_ref())?;
+    let lease = Arc::new(Lease::new(
+        registered,
+        config.process_alive_threshold,
+        config.heartbeat_interval,
+    ));
     log::info!(
         "worker {} (process {id}, pid {}) started: queues {:?}, {} threads, kinds {:?}",
         process.name,
@@ -197,6 +206,7 @@ pub(crate) fn start(
         registry,
         process,
         process_id: Arc::new(AtomicI64::new(id)),
+        lease,
         inflight: AtomicUsize::new(0),
         wake_when_free: AtomicBool::new(false),
         shutdown: Arc::new(ShutdownSignal::default()),
@@ -205,7 +215,6 @@ pub(crate) fn start(
         listening: AtomicBool::new(false),
         stats: Arc::default(),
         events,
-        job_time: Ewma::default(),
         claim_time: Ewma::default(),
         backlog,
         wake,
@@ -234,10 +243,30 @@ pub(crate) fn start(
         }
         let heartbeat = spawn_heartbeat(&shared)?;
         let listener = listen::spawn(&shared)?;
-        let dispatcher = if shared.config.dispatch_scheduled {
-            Some(Dispatcher::embedded(queue.clone()).housekeeping().start()?)
+        // Without a supervisor, this worker does what one would: dispatch
+        // delayed jobs and retries, and keep house (prune dead processes
+        // and release their jobs, clean, tend).
+        let (dispatcher, maintenance) = if shared.config.standalone {
+            let maintenance = maintenance::spawn(
+                store.clone(),
+                Pruner {
+                    own_id: Arc::clone(&shared.process_id),
+                    lease: Arc::clone(&shared.lease),
+                    spare: None,
+                },
+                MaintenanceConfig {
+                    interval: shared.config.heartbeat_interval,
+                    alive_threshold: shared.config.process_alive_threshold,
+                    default_max_stalled: shared.config.max_stalled_count,
+                },
+                Arc::clone(&shared.events),
+            )?;
+            (
+                Some(Dispatcher::embedded(queue.clone()).start()?),
+                Some(maintenance),
+            )
         } else {
-            None
+            (None, None)
         };
         Ok(Parts {
             claim: ClaimQuery::new(patterns),
@@ -247,6 +276,7 @@ pub(crate) fn start(
             completer,
             heartbeat,
             dispatcher,
+            maintenance,
             wake_rx,
         })
     })();
@@ -294,8 +324,10 @@ fn spawn_heartbeat(shared: &Arc<Shared>) -> Result<Heartbeat> {
                     .is_ok()
                 {
                     log::warn!(
-                        "process row {id} is gone (pruned while alive?): claiming stops until running jobs end, then this worker registers again; their results will not be recorded over new claims"
+                        "process row {id} is gone (pruned while alive?): claiming stops, jobs claimed under it are dropped unstarted (they were released), running ones end without recording their outcome over new claims, then this worker registers again"
                     );
+                    // Threads waiting to start a job see the change.
+                    shared.lease.notify();
                     let _ = shared.wake.try_send(());
                 }
             }
@@ -310,7 +342,7 @@ fn spawn_heartbeat(shared: &Arc<Shared>) -> Result<Heartbeat> {
         "solidq-heartbeat",
         shared.store.clone(),
         shared.config.heartbeat_interval,
-        shared.config.process_alive_threshold,
+        Arc::clone(&shared.lease),
         Arc::clone(&shared.process_id),
         on_beat,
     )

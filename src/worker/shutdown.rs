@@ -24,8 +24,11 @@ pub(super) fn run(shared: &Arc<Shared>, parts: &mut Parts) -> Result<()> {
         shared.inflight.load(Ordering::SeqCst),
         shared.config.shutdown_timeout
     );
+    if let Some(mut maintenance) = parts.maintenance.take() {
+        maintenance.stop();
+    }
     if let Some(dispatcher) = parts.dispatcher.take() {
-        dispatcher.stop();
+        let _ = dispatcher.stop();
     }
     if let Some(listener) = parts.listener.take() {
         let _ = listener.join();
@@ -33,7 +36,7 @@ pub(super) fn run(shared: &Arc<Shared>, parts: &mut Parts) -> Result<()> {
 
     // Claimed but never started: hand back at once. Closing the queue ends
     // the threads once their current job returns.
-    let unstarted = parts.work.close().into_iter().flatten().collect();
+    let unstarted = parts.work.close();
     pool::hand_back(shared, unstarted);
 
     // Let running jobs finish.

@@ -108,14 +108,47 @@ impl Ewma {
     }
 }
 
-/// How many jobs to claim beyond the free threads: as many as the threads
-/// are expected to finish while the next claim is in flight, at most
-/// `max`. Nothing is known before the first job ends: then none.
-pub(crate) fn claim_ahead(threads: usize, max: usize, claim_us: f64, job_us: f64) -> usize {
-    if job_us <= 0.0 || claim_us <= 0.0 {
-        return 0;
+/// How far a worker claims beyond its idle threads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// Jobs claimed ahead, at most.
+    pub ahead: usize,
+    /// The kinds that may be claimed ahead.
+    pub fast_kinds: Vec<String>,
+}
+
+/// The claim-ahead plan: only kinds whose jobs take less than a claim
+/// round trip here (measured; a kind never measured is never claimed
+/// ahead), and no more of them than `threads` finish during one round trip
+/// at the slowest of those kinds' pace, at most `max`. Jobs longer than a
+/// round trip gain little from it (a thread waits one round trip at most)
+/// and are the ones hoarding would hurt.
+pub(crate) fn plan<'a>(
+    threads: usize,
+    max: usize,
+    claim_us: f64,
+    kind_us: impl IntoIterator<Item = (&'a str, f64)>,
+) -> Plan {
+    if max == 0 || claim_us <= 0.0 {
+        return Plan::default();
     }
-    ((threads as f64 * claim_us / job_us).ceil() as usize).min(max)
+    let mut slowest: f64 = 0.0;
+    let mut fast_kinds = Vec::new();
+    for (kind, us) in kind_us {
+        if us > 0.0 && us <= claim_us {
+            slowest = slowest.max(us);
+            fast_kinds.push(kind.to_string());
+        }
+    }
+    if fast_kinds.is_empty() {
+        return Plan::default();
+    }
+    fast_kinds.sort_unstable();
+    let ahead = ((threads as f64 * claim_us / slowest).floor() as usize).min(max);
+    if ahead == 0 {
+        return Plan::default();
+    }
+    Plan { ahead, fast_kinds }
 }
 
 #[cfg(test)]
@@ -123,23 +156,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn claim_ahead_grows_with_fast_jobs_and_vanishes_for_slow_ones() {
+    fn only_measured_kinds_faster_than_a_claim_are_claimed_ahead() {
+        let p = plan(16, 128, 3_000.0, [("noop", 10.0)]);
         assert_eq!(
-            claim_ahead(16, 128, 3_000.0, 10.0),
-            128,
+            (p.ahead, p.fast_kinds),
+            (128, vec!["noop".to_string()]),
             "no-op jobs: the cap"
         );
+        let p = plan(16, 128, 3_000.0, [("noop", 10.0), ("medium", 2_000.0)]);
         assert_eq!(
-            claim_ahead(16, 128, 3_000.0, 5_000.0),
-            10,
-            "5 ms jobs: what runs during a claim"
+            p.ahead, 24,
+            "what 16 threads finish in a round trip at 2 ms each"
+        );
+        let p = plan(16, 128, 3_000.0, [("noop", 10.0), ("slow", 30_000_000.0)]);
+        assert_eq!(
+            p.fast_kinds,
+            vec!["noop".to_string()],
+            "a slow kind is never claimed ahead"
         );
         assert_eq!(
-            claim_ahead(16, 128, 3_000.0, 1_000_000.0),
-            1,
-            "1 s jobs: barely any"
+            plan(16, 128, 3_000.0, [("new", 0.0)]),
+            Plan::default(),
+            "never measured"
         );
-        assert_eq!(claim_ahead(16, 128, 0.0, 10.0), 0, "nothing known yet");
-        assert_eq!(claim_ahead(16, 0, 3_000.0, 10.0), 0, "prefetch off");
+        assert_eq!(
+            plan(16, 128, 0.0, [("noop", 10.0)]),
+            Plan::default(),
+            "no claim yet"
+        );
+        assert_eq!(
+            plan(16, 0, 3_000.0, [("noop", 10.0)]),
+            Plan::default(),
+            "prefetch off"
+        );
     }
 }

@@ -78,6 +78,7 @@ fn run_worker() {
         heartbeat_interval: Duration::from_millis(var("SOLIDQ_TEST_HEARTBEAT_MS", 200)),
         process_alive_threshold: Duration::from_millis(var("SOLIDQ_TEST_ALIVE_MS", 5000)),
         shutdown_timeout: Duration::from_millis(var("SOLIDQ_TEST_SHUTDOWN_MS", 2000)),
+        standalone: var("SOLIDQ_TEST_STANDALONE", true),
         ..WorkerConfig::default()
     };
     jobs::worker(queue)
@@ -118,7 +119,10 @@ impl Child {
             .args(&argv[1..])
             .env("SOLIDQ_TEST_CHILD", "worker")
             .env("SOLIDQ_TEST_URL", url)
-            .env("RUST_LOG", "info");
+            .env(
+                "RUST_LOG",
+                std::env::var("SOLIDQ_TEST_CHILD_LOG").unwrap_or("info".into()),
+            );
         for (key, value) in settings {
             command.env(key, value);
         }

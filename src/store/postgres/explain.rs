@@ -25,6 +25,8 @@ pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(Str
         many: true,
         ..one_job
     };
+    // 16 jobs for idle threads, 84 ahead if they are `noop`.
+    const CLAIM_ARGS: &str = "(16, 1, 84, ARRAY['noop'])";
     let statements: Vec<(&str, String, &str)> = vec![
         (
             "enqueue one job",
@@ -37,27 +39,27 @@ pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(Str
             "(ARRAY['default'], ARRAY['noop'], ARRAY['null'], ARRAY[0], ARRAY[NULL::text], ARRAY[NULL::text], \
               ARRAY['{}'], ARRAY['at_least_once'], ARRAY[1], ARRAY[NULL::int])",
         ),
-        ("claim from *", claim(vec![All]), "(100, 1)"),
+        ("claim from *", claim(vec![All]), CLAIM_ARGS),
         (
             "claim from one queue",
             claim(vec![Exact("default".into())]),
-            "(100, 1)",
+            CLAIM_ARGS,
         ),
         (
             "claim from a prefix",
             claim(vec![Prefix("def".into())]),
-            "(100, 1)",
+            CLAIM_ARGS,
         ),
         (
             "claim from a list",
             claim(vec![Exact("critical".into()), Prefix("mail".into()), All]),
-            "(100, 1)",
+            CLAIM_ARGS,
         ),
         ("dispatch due jobs", DISPATCH_SCHEDULED.into(), "(500)"),
         (
             "finish (fence and succeed)",
             SUCCEED_FENCED.into(),
-            "(1, ARRAY[1, 2]::bigint[], ARRAY[NULL, NULL]::text[], ARRAY[1, 1]::bigint[])",
+            "(1, ARRAY[1, 2]::bigint[], ARRAY[NULL, NULL]::text[], ARRAY[1, 1]::bigint[], ARRAY[3]::bigint[])",
         ),
         (
             "fence before a failure",

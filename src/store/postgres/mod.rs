@@ -17,8 +17,8 @@ mod recurring;
 pub(in crate::store) use explain::explain;
 
 use super::{
-    Cached, ClaimQuery, ClaimedJob, Discarded, Driver, Failed, LimitedJob, NewJob, NewProcess,
-    ProcessRow, RecurringTaskRow, Released, ReleasedJob, Retried, Succeeded, micros,
+    Cached, ClaimLimits, ClaimQuery, ClaimedJob, Discarded, Driver, Failed, LimitedJob, NewJob,
+    NewProcess, ProcessRow, RecurringTaskRow, Released, ReleasedJob, Retried, Succeeded, micros,
 };
 use crate::types::StoredLimit;
 
@@ -206,13 +206,19 @@ WITH due AS (
 )
 SELECT queue_name, (SELECT n FROM notified) AS notified FROM ready";
 
+/// Records that claimed jobs held ahead have started.
+const MARK_STARTED: &str = "\
+UPDATE solidq_claimed_executions SET started_at = LOCALTIMESTAMP
+WHERE job_id = ANY($2) AND process_id = $1 AND started_at IS NULL";
+
 const DELETE_CLAIMS_FENCED: &str = "\
 DELETE FROM solidq_claimed_executions WHERE process_id = $1 AND job_id = ANY($2) RETURNING job_id AS id";
 
 const DELETE_CLAIMS_OF_PROCESS: &str = "\
-WITH gone AS (DELETE FROM solidq_claimed_executions WHERE process_id = $1 RETURNING job_id, process_id)
+WITH gone AS (DELETE FROM solidq_claimed_executions WHERE process_id = $1
+              RETURNING job_id, process_id, started_at)
 SELECT j.id, gone.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count,
-       j.concurrency_key, j.options
+       j.concurrency_key, j.options, gone.started_at IS NOT NULL AS started
 FROM solidq_jobs j JOIN gone ON gone.job_id = j.id ORDER BY j.id";
 
 /// Claims whose process row is gone. The claim statement locks its process
@@ -225,10 +231,10 @@ WITH orphans AS (
     ORDER BY c.job_id LIMIT $1 FOR UPDATE OF c SKIP LOCKED
 ), gone AS (
     DELETE FROM solidq_claimed_executions c USING orphans o WHERE c.job_id = o.job_id
-    RETURNING c.job_id, c.process_id
+    RETURNING c.job_id, c.process_id, c.started_at
 )
 SELECT j.id, gone.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count,
-       j.concurrency_key, j.options
+       j.concurrency_key, j.options, gone.started_at IS NOT NULL AS started
 FROM solidq_jobs j JOIN gone ON gone.job_id = j.id ORDER BY j.id";
 
 /// Tables every job passes through: small, with a row inserted and
@@ -254,7 +260,7 @@ const CLEAN_EXPIRED: &str = "DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM
 const FIND_BY_UNIQUE_KEYS: &str =
     "SELECT unique_key, id FROM solidq_jobs WHERE unique_key = ANY($1)";
 
-const PROCESS_COLUMNS: &str = "id, kind, name, pid, hostname, last_heartbeat_at";
+const PROCESS_COLUMNS: &str = "id, kind, name, pid, hostname, supervisor_id, last_heartbeat_at";
 
 /// Fence and finish in one statement: only jobs whose claim by this process
 /// still existed (and was deleted here) are marked finished.
@@ -266,7 +272,10 @@ const PROCESS_COLUMNS: &str = "id, kind, name, pid, hostname, last_heartbeat_at"
 /// batch, 65,000 comparisons for 256 jobs, and capped a work-down at 10,000
 /// jobs/s.
 const SUCCEED_FENCED: &str = "\
-WITH fenced AS (
+WITH started AS (
+    UPDATE solidq_claimed_executions SET started_at = LOCALTIMESTAMP
+    WHERE job_id = ANY ($5) AND process_id = $1 AND started_at IS NULL),
+fenced AS (
     DELETE FROM solidq_claimed_executions
     WHERE job_id = ANY ($2) AND process_id = $1
     RETURNING job_id)
@@ -375,22 +384,39 @@ VALUES ($1, $2, $3, $4, $5, $6, LOCALTIMESTAMP, LOCALTIMESTAMP) RETURNING id";
 
 /// The claim statement for a queue list: lock candidates with SKIP LOCKED,
 /// move them from ready to claimed, return the jobs (the caller puts them
-/// in claim order: [`ClaimQuery::sort`]).
+/// in claim order: [`ClaimQuery::sort`]). Up to `$1` jobs go to idle
+/// threads and are recorded as started; up to `$3` more are claimed ahead,
+/// only of the kinds in `$4` and at-least-once, recorded as not started.
+///
+/// Every row locked is a row claimed: the ahead candidates are filtered
+/// (on their job's kind and delivery) before they are locked, not after.
+/// A row locked and left behind would be skipped by every concurrent
+/// claimer, who would then sleep while it waits.
 pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
-    let candidates = claim.candidates_sql("$1", " FOR UPDATE SKIP LOCKED");
+    const LOCK: &str = " FOR UPDATE SKIP LOCKED";
+    let immediate = claim.candidates_sql("$1", LOCK);
+    let ahead = claim.candidates_where_sql(
+        "$3",
+        " AND job_id <> ALL (ARRAY(SELECT job_id FROM immediate)) \
+         AND EXISTS (SELECT 1 FROM solidq_jobs j WHERE j.id = r.job_id \
+                     AND j.kind = ANY ($4) AND j.delivery = 'at_least_once')",
+        LOCK,
+    );
     // With several patterns a job can match more than one (`mail` and `*`):
     // keep its first. Nothing is picked unless the claiming process's row
     // exists; locking it (KEY SHARE) makes a concurrent prune of that row
     // skip it until this claim is committed.
-    let picked = if claim.patterns.len() == 1 {
-        "SELECT job_id, ord, priority FROM candidates WHERE EXISTS (SELECT 1 FROM alive)"
-            .to_string()
-    } else {
-        "SELECT job_id, min(ord) AS ord, min(priority) AS priority FROM candidates \
-         WHERE EXISTS (SELECT 1 FROM alive) \
-         GROUP BY job_id ORDER BY min(ord), min(priority), job_id LIMIT $1"
-            .to_string()
+    let pick = |from: &str, limit: &str| {
+        if claim.patterns.len() == 1 {
+            format!("SELECT job_id FROM {from} WHERE EXISTS (SELECT 1 FROM alive)")
+        } else {
+            format!(
+                "SELECT job_id FROM {from} WHERE EXISTS (SELECT 1 FROM alive) \
+                 GROUP BY job_id ORDER BY min(ord), min(priority), job_id LIMIT {limit}"
+            )
+        }
     };
+    let (pick_immediate, pick_ahead) = (pick("immediate", "$1"), pick("ahead", "$3"));
     // The rows to delete and to read are looked up by `= ANY(ARRAY(...))`,
     // not joined: a cached statement runs on a generic plan, which cannot
     // see `LIMIT $1`, assumes a tenth of the table, and would hash-join
@@ -399,16 +425,21 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
     // lookup is an index lookup whatever the array's size.
     format!(
         "WITH alive AS (SELECT id FROM solidq_processes WHERE id = $2 FOR KEY SHARE),
-         candidates AS ({candidates}),
-         picked AS ({picked}),
+         immediate AS ({immediate}),
+         ahead AS ({ahead}),
+         started AS (SELECT ARRAY({pick_immediate}) AS ids),
+         picked AS (SELECT unnest(ids) AS job_id FROM started UNION ALL ({pick_ahead})),
          deleted AS (DELETE FROM solidq_ready_executions
                      WHERE job_id = ANY (ARRAY(SELECT job_id FROM picked)) RETURNING job_id),
-         claimed AS (INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
-                     SELECT job_id, $2, LOCALTIMESTAMP FROM deleted RETURNING job_id)
+         claimed AS (INSERT INTO solidq_claimed_executions (job_id, process_id, created_at, started_at)
+                     SELECT job_id, $2, LOCALTIMESTAMP,
+                            CASE WHEN job_id = ANY ((SELECT ids FROM started)::bigint[])
+                                 THEN LOCALTIMESTAMP END
+                     FROM deleted RETURNING job_id)
          SELECT j.id, j.queue_name, j.kind, j.arguments, j.concurrency_key, j.priority, j.options, j.delivery,
                 j.max_attempts, j.attempts, j.stalled_count, j.created_at,
                 GREATEST(j.scheduled_at, j.updated_at) AS due_at, LOCALTIMESTAMP AS claimed_at,
-                0::bigint AS ord
+                0::bigint AS ord, j.id = ANY ((SELECT ids FROM started)::bigint[]) AS started
          FROM solidq_jobs j
          WHERE j.id = ANY (ARRAY(SELECT job_id FROM claimed))"
     )
@@ -512,13 +543,15 @@ impl Driver for PgConnection {
         &mut self,
         claim: &ClaimQuery,
         process_id: i64,
-        limit: usize,
+        limits: &ClaimLimits,
     ) -> QueryResult<Vec<ClaimedJob>> {
         let sql = claim.postgres_sql();
         let mut jobs: Vec<ClaimedJob> = Cached(
             sql_query(sql)
-                .bind::<BigInt, _>(limit as i64)
-                .bind::<BigInt, _>(process_id),
+                .bind::<BigInt, _>(limits.immediate as i64)
+                .bind::<BigInt, _>(process_id)
+                .bind::<BigInt, _>((limits.total() - limits.immediate) as i64)
+                .bind::<Array<Text>, _>(&limits.fast_kinds),
         )
         .load(self)?;
         claim.sort(&mut jobs);
@@ -541,6 +574,16 @@ impl Driver for PgConnection {
         Ok(rows.into_iter().map(|r| r.id).collect())
     }
 
+    fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
+        Cached(
+            sql_query(MARK_STARTED)
+                .bind::<BigInt, _>(process_id)
+                .bind::<Array<BigInt>, _>(job_ids),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
     fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>> {
         Cached(sql_query(DELETE_CLAIMS_OF_PROCESS).bind::<BigInt, _>(process_id)).load(self)
     }
@@ -553,6 +596,7 @@ impl Driver for PgConnection {
         &mut self,
         process_id: i64,
         rows: &[Succeeded],
+        starts: &[i64],
     ) -> QueryResult<Vec<i64>> {
         // Sorted by id: the statement binary-searches the ids.
         let mut rows: Vec<&Succeeded> = rows.iter().collect();
@@ -564,7 +608,8 @@ impl Driver for PgConnection {
                 .bind::<Array<Nullable<Text>>, _>(
                     rows.iter().map(|r| r.result.as_deref()).collect::<Vec<_>>(),
                 )
-                .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.keep)).collect::<Vec<_>>()),
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.keep)).collect::<Vec<_>>())
+                .bind::<Array<BigInt>, _>(starts),
         )
         .load(self)?;
         Ok(written.into_iter().map(|r| r.id).collect())
@@ -666,13 +711,20 @@ impl Driver for PgConnection {
         .load(self)
     }
 
-    fn process_find_by_pid(&mut self, hostname: &str, pid: i32) -> QueryResult<Vec<ProcessRow>> {
+    fn process_find_by_pid(
+        &mut self,
+        hostname: &str,
+        pid: i32,
+        supervisor_id: i64,
+    ) -> QueryResult<Vec<ProcessRow>> {
         Cached(
             sql_query(format!(
-                "SELECT {PROCESS_COLUMNS} FROM solidq_processes WHERE hostname = $1 AND pid = $2 ORDER BY id"
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
+                 WHERE hostname = $1 AND pid = $2 AND supervisor_id = $3 ORDER BY id"
             ))
             .bind::<Text, _>(hostname)
-            .bind::<Integer, _>(pid),
+            .bind::<Integer, _>(pid)
+            .bind::<BigInt, _>(supervisor_id),
         )
         .load(self)
     }

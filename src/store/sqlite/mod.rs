@@ -25,8 +25,8 @@ mod recurring;
 pub(in crate::store) use explain::explain;
 
 use super::{
-    Cached, ClaimQuery, ClaimedJob, Discarded, Driver, Failed, LimitedJob, NewJob, NewProcess,
-    ProcessRow, RecurringTaskRow, Released, ReleasedJob, Retried, Succeeded, utc_now,
+    Cached, ClaimLimits, ClaimQuery, ClaimedJob, Discarded, Driver, Failed, LimitedJob, NewJob,
+    NewProcess, ProcessRow, RecurringTaskRow, Released, ReleasedJob, Retried, Succeeded, utc_now,
 };
 use crate::types::StoredLimit;
 
@@ -91,20 +91,35 @@ DELETE FROM solidq_scheduled_executions WHERE job_id IN (SELECT value FROM json_
 
 /// `due_at` is when the job last became due: its `scheduled_at` (enqueue,
 /// run time, retry time), or its `updated_at` when that is later (a release
-/// after a stall touches only `updated_at`). `?2` is the claim's time.
+/// after a stall touches only `updated_at`). `?2` is the claim's time, `?3`
+/// the jobs recorded as started.
 const SELECT_CLAIMED_JOBS: &str = "\
 SELECT id, queue_name, kind, arguments, concurrency_key, priority, options, delivery, max_attempts, attempts,
-       stalled_count, created_at, max(scheduled_at, updated_at) AS due_at, ?2 AS claimed_at, 0 AS ord
+       stalled_count, created_at, max(scheduled_at, updated_at) AS due_at, ?2 AS claimed_at, 0 AS ord,
+       id IN (SELECT value FROM json_each(?3)) AS started
 FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1))";
+
+/// Of the candidates `?1`, those that may be claimed ahead: of a fast kind
+/// (`?2`) and at-least-once.
+const SELECT_AHEAD_ELIGIBLE: &str = "\
+SELECT id AS v FROM solidq_jobs
+WHERE id IN (SELECT value FROM json_each(?1)) AND kind IN (SELECT value FROM json_each(?2))
+      AND delivery = 'at_least_once'";
+
+/// Records that claimed jobs held ahead have started.
+const MARK_STARTED: &str = "\
+UPDATE solidq_claimed_executions SET started_at = ?3
+WHERE job_id IN (SELECT value FROM json_each(?2)) AND process_id = ?1 AND started_at IS NULL";
 
 /// A claim takes its jobs out of ready…
 const DELETE_READY_CLAIMED: &str =
     "DELETE FROM solidq_ready_executions WHERE job_id IN (SELECT value FROM json_each(?1))";
 
-/// …and into claimed.
+/// …and into claimed, those in `?4` recorded as started.
 const INSERT_CLAIMED: &str =
-    "INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
-                     SELECT value, ?2, ?3 FROM json_each(?1)";
+    "INSERT INTO solidq_claimed_executions (job_id, process_id, created_at, started_at)
+     SELECT value, ?2, ?3, CASE WHEN value IN (SELECT value FROM json_each(?4)) THEN ?3 END
+     FROM json_each(?1)";
 
 /// Whether the claiming process still has its row.
 const PROCESS_ALIVE: &str = "SELECT count(*) AS v FROM solidq_processes WHERE id = ?1";
@@ -134,10 +149,10 @@ const FIND_BY_UNIQUE_KEYS: &str =
 
 const CLAIMED_JOB_FACTS: &str = "\
 SELECT j.id, c.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count,
-       j.concurrency_key, j.options
+       j.concurrency_key, j.options, c.started_at IS NOT NULL AS started
 FROM solidq_claimed_executions c JOIN solidq_jobs j ON j.id = c.job_id";
 
-const PROCESS_COLUMNS: &str = "id, kind, name, pid, hostname, last_heartbeat_at";
+const PROCESS_COLUMNS: &str = "id, kind, name, pid, hostname, supervisor_id, last_heartbeat_at";
 
 #[derive(QueryableByName)]
 struct Scalar {
@@ -288,50 +303,89 @@ impl Driver for SqliteConnection {
         &mut self,
         claim: &ClaimQuery,
         process_id: i64,
-        limit: usize,
+        limits: &ClaimLimits,
     ) -> QueryResult<Vec<ClaimedJob>> {
         // Look without the write lock first: an idle poll stays a read.
         if claim_candidates(self, claim, 1)?.is_empty() {
             return Ok(Vec::new());
         }
         let claimed_at = utc_now();
-        let picked = self.immediate_transaction::<_, diesel::result::Error, _>(|c| {
+        let (picked, started) = self.immediate_transaction::<_, diesel::result::Error, _>(|c| {
             // No claims for a process whose row is gone (it was pruned):
             // they would be orphans.
             let alive: Scalar =
                 Cached(sql_query(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
             if alive.v == 0 {
-                return Ok(Vec::new());
+                return Ok((Vec::new(), Vec::new()));
             }
-            let picked = claim_candidates(c, claim, limit)?;
+            let mut picked: Vec<i64> = claim_candidates(c, claim, limits.total())?
+                .iter()
+                .map(|p| p.job_id)
+                .collect();
+            let started: Vec<i64> = picked.iter().copied().take(limits.immediate).collect();
+            if picked.len() > started.len() {
+                // Beyond the idle threads: only jobs of fast kinds, and
+                // never at-most-once ones.
+                let rest = json_ids(&picked[started.len()..]);
+                let kinds = serde_json::to_string(&limits.fast_kinds).expect("strings serialize");
+                let eligible: std::collections::HashSet<i64> = Cached(
+                    sql_query(SELECT_AHEAD_ELIGIBLE)
+                        .bind::<Text, _>(&rest)
+                        .bind::<Text, _>(&kinds),
+                )
+                .load::<Scalar>(c)?
+                .into_iter()
+                .map(|s| s.v)
+                .collect();
+                let immediate = started.len();
+                let mut n = 0;
+                picked.retain(|id| {
+                    n += 1;
+                    n <= immediate || eligible.contains(id)
+                });
+            }
             if picked.is_empty() {
-                return Ok(picked);
+                return Ok((picked, started));
             }
-            let ids_json = json_ids(&picked.iter().map(|p| p.job_id).collect::<Vec<_>>());
+            let ids_json = json_ids(&picked);
             Cached(sql_query(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
             Cached(
                 sql_query(INSERT_CLAIMED)
                     .bind::<Text, _>(&ids_json)
                     .bind::<BigInt, _>(process_id)
-                    .bind::<Timestamp, _>(claimed_at),
+                    .bind::<Timestamp, _>(claimed_at)
+                    .bind::<Text, _>(json_ids(&started)),
             )
             .execute(c)?;
-            Ok(picked)
+            Ok((picked, started))
         })?;
         if picked.is_empty() {
             return Ok(Vec::new());
         }
         // The rows are read after the commit, outside the write lock: a
         // claimed job's row changes only through its claim's holder.
-        let ids_json = json_ids(&picked.iter().map(|p| p.job_id).collect::<Vec<_>>());
         let mut jobs: Vec<ClaimedJob> = Cached(
             sql_query(SELECT_CLAIMED_JOBS)
-                .bind::<Text, _>(&ids_json)
-                .bind::<Timestamp, _>(claimed_at),
+                .bind::<Text, _>(json_ids(&picked))
+                .bind::<Timestamp, _>(claimed_at)
+                .bind::<Text, _>(json_ids(&started)),
         )
         .load(self)?;
         claim.sort(&mut jobs);
         Ok(jobs)
+    }
+
+    fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
+        write_tx(self, |c| {
+            Cached(
+                sql_query(MARK_STARTED)
+                    .bind::<BigInt, _>(process_id)
+                    .bind::<Text, _>(json_ids(job_ids))
+                    .bind::<Timestamp, _>(utc_now()),
+            )
+            .execute(c)
+            .map(drop)
+        })
     }
 
     fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>> {
@@ -416,6 +470,7 @@ impl Driver for SqliteConnection {
         &mut self,
         process_id: i64,
         rows: &[Succeeded],
+        starts: &[i64],
     ) -> QueryResult<Vec<i64>> {
         // Outcomes without a result and with the same keep_result (nearly
         // all) are written by one UPDATE per group; a result is written row
@@ -430,6 +485,9 @@ impl Driver for SqliteConnection {
         }
         let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         write_tx(self, |c| {
+            if !starts.is_empty() {
+                Driver::claimed_mark_started(c, process_id, starts)?;
+            }
             let fenced: Vec<i64> = Driver::claimed_delete_fenced(c, process_id, &ids)?;
             if fenced.is_empty() {
                 return Ok(fenced);
@@ -620,13 +678,20 @@ impl Driver for SqliteConnection {
         .load(self)
     }
 
-    fn process_find_by_pid(&mut self, hostname: &str, pid: i32) -> QueryResult<Vec<ProcessRow>> {
+    fn process_find_by_pid(
+        &mut self,
+        hostname: &str,
+        pid: i32,
+        supervisor_id: i64,
+    ) -> QueryResult<Vec<ProcessRow>> {
         Cached(
             sql_query(format!(
-                "SELECT {PROCESS_COLUMNS} FROM solidq_processes WHERE hostname = ?1 AND pid = ?2 ORDER BY id"
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
+                 WHERE hostname = ?1 AND pid = ?2 AND supervisor_id = ?3 ORDER BY id"
             ))
             .bind::<Text, _>(hostname)
-            .bind::<Integer, _>(pid),
+            .bind::<Integer, _>(pid)
+            .bind::<BigInt, _>(supervisor_id),
         )
         .load(self)
     }
