@@ -90,7 +90,11 @@ pub(crate) fn run_once(
     };
     let healthy = pruner.lease.healthy_for();
     if healthy >= config.alive_threshold {
-        let spare = |row: &ProcessRow| pruner.spare.as_ref().is_some_and(|spare| spare(row));
+        // Health is asked again for each row, inside its transaction.
+        let spare = |row: &ProcessRow| {
+            pruner.lease.healthy_for() < config.alive_threshold
+                || pruner.spare.as_ref().is_some_and(|spare| spare(row))
+        };
         let target = PruneTarget::Expired {
             threshold: config.alive_threshold,
             exclude: pruner.own_id.load(Ordering::SeqCst),

@@ -117,6 +117,7 @@ fn hold_ahead(db: &TestDb, ledger: &str, long_ms: u64, ahead: usize) -> (i64, Ve
     let warm: Vec<FileLedger> = (0..100)
         .map(|_| FileLedger {
             path: ledger.to_string(),
+            sleep_ms: 0,
         })
         .collect();
     queue.enqueue_all(&warm).unwrap();
@@ -127,6 +128,7 @@ fn hold_ahead(db: &TestDb, ledger: &str, long_ms: u64, ahead: usize) -> (i64, Ve
     for _ in 0..ahead {
         let job = FileLedger {
             path: ledger.to_string(),
+            sleep_ms: 0,
         };
         batch.push(JobRequest::new(&job, EnqueueOptions::new()).unwrap());
     }

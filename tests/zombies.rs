@@ -40,7 +40,10 @@ fn a_frozen_worker_starts_none_of_the_jobs_it_claimed_ahead(db: &TestDb) {
     );
     // Teach it that file_ledger jobs are fast: it then claims them ahead.
     let warm: Vec<FileLedger> = (0..100)
-        .map(|_| FileLedger { path: path.clone() })
+        .map(|_| FileLedger {
+            path: path.clone(),
+            sleep_ms: 0,
+        })
         .collect();
     queue.enqueue_all(&warm).unwrap();
     wait_for("the warm-up", WAIT, || {
@@ -51,7 +54,14 @@ fn a_frozen_worker_starts_none_of_the_jobs_it_claimed_ahead(db: &TestDb) {
     let mut batch = vec![JobRequest::new(&Sleep { ms: 4_000 }, EnqueueOptions::new()).unwrap()];
     for _ in 0..AHEAD {
         batch.push(
-            JobRequest::new(&FileLedger { path: path.clone() }, EnqueueOptions::new()).unwrap(),
+            JobRequest::new(
+                &FileLedger {
+                    path: path.clone(),
+                    sleep_ms: 0,
+                },
+                EnqueueOptions::new(),
+            )
+            .unwrap(),
         );
     }
     let ids: Vec<i64> = queue

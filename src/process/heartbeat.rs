@@ -23,7 +23,12 @@
 //! without a failure. A process judges others dead by heartbeat age only
 //! once it has been healthy for a whole threshold itself: after a database
 //! outage everybody's heartbeat is old, and the first process back must
-//! give the others the same chance to write before pruning them.
+//! give the others the same chance to write before pruning them. A
+//! heartbeat that takes longer than the margin (it waited behind a lock
+//! or a slow server, as everybody else's did) also starts health over,
+//! from the moment it returns, and while one is in flight for longer than
+//! that, the process is not healthy at all: a pruner whose own transaction
+//! waited behind the same lock must not judge the others as it gets in.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -58,6 +63,9 @@ pub(crate) struct Lease {
     /// Nanoseconds after `epoch`, plus one, of the first success after the
     /// last failure; 0 while failing.
     healthy_since: AtomicU64,
+    /// Nanoseconds after `epoch`, plus one, at which the heartbeat in
+    /// flight was sent; 0 when none is.
+    beat_sent: AtomicU64,
     changed: Condvar,
     lock: Mutex<()>,
 }
@@ -71,6 +79,7 @@ impl Lease {
             margin: interval.min(threshold / 2),
             valid_until: AtomicU64::new(0),
             healthy_since: AtomicU64::new(0),
+            beat_sent: AtomicU64::new(0),
             changed: Condvar::new(),
             lock: Mutex::new(()),
         };
@@ -82,17 +91,34 @@ impl Lease {
         u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// A heartbeat (or registration) sent at `sent` succeeded.
+    /// A heartbeat (or registration) sent at `sent` succeeded. One that
+    /// took longer than the margin starts health over from now.
     pub(crate) fn renew(&self, sent: Instant) {
         let until = self.nanos(sent + self.threshold.saturating_sub(self.margin));
         self.valid_until.fetch_max(until, Ordering::SeqCst);
-        let _ = self.healthy_since.compare_exchange(
-            0,
-            self.nanos(sent) + 1,
-            Ordering::SeqCst,
-            Ordering::SeqCst,
-        );
+        let now = Instant::now();
+        if now.saturating_duration_since(sent) > self.margin {
+            self.healthy_since
+                .store(self.nanos(now) + 1, Ordering::SeqCst);
+        } else {
+            let _ = self.healthy_since.compare_exchange(
+                0,
+                self.nanos(sent) + 1,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
+        }
         self.notify();
+    }
+
+    /// A heartbeat is being sent now; [`Lease::beat_done`] when it returns.
+    pub(crate) fn beat_sending(&self, sent: Instant) {
+        self.beat_sent.store(self.nanos(sent) + 1, Ordering::SeqCst);
+    }
+
+    /// The heartbeat in flight returned (whatever it found).
+    pub(crate) fn beat_done(&self) {
+        self.beat_sent.store(0, Ordering::SeqCst);
     }
 
     /// A heartbeat failed: health starts over at the next success.
@@ -112,11 +138,17 @@ impl Lease {
         self.nanos(Instant::now()) < self.valid_until.load(Ordering::SeqCst)
     }
 
-    /// How long heartbeats have succeeded without a failure.
+    /// How long heartbeats have succeeded without a failure or a delay
+    /// (zero while one has been in flight for longer than the margin).
     pub(crate) fn healthy_for(&self) -> Duration {
+        let now = self.nanos(Instant::now());
+        let in_flight = self.beat_sent.load(Ordering::SeqCst);
+        if in_flight != 0 && Duration::from_nanos(now.saturating_sub(in_flight - 1)) > self.margin {
+            return Duration::ZERO;
+        }
         match self.healthy_since.load(Ordering::SeqCst) {
             0 => Duration::ZERO,
-            since => Duration::from_nanos(self.nanos(Instant::now()).saturating_sub(since - 1)),
+            since => Duration::from_nanos(now.saturating_sub(since - 1)),
         }
     }
 
@@ -169,7 +201,10 @@ pub(crate) fn spawn(
                 continue;
             }
             let sent = Instant::now();
-            match store.process_heartbeat(current, interval) {
+            lease.beat_sending(sent);
+            let beat = store.process_heartbeat(current, interval);
+            lease.beat_done();
+            match beat {
                 Ok(true) => {
                     last_ok = sent;
                     lease.renew(sent);
@@ -223,5 +258,25 @@ mod tests {
         lease.revoke();
         assert!(!lease.is_valid());
         assert!(!lease.wait_valid(Duration::from_millis(10)));
+    }
+
+    #[test]
+    fn a_slow_heartbeat_starts_health_over_and_one_in_flight_too_long_voids_it() {
+        let margin = Duration::from_millis(50);
+        let lease = Lease::new(Instant::now(), Duration::from_secs(10), margin);
+        std::thread::sleep(margin * 3);
+        assert!(lease.healthy_for() >= margin * 3);
+        let sent = Instant::now();
+        lease.beat_sending(sent);
+        assert!(lease.healthy_for() >= margin * 3, "a fresh beat in flight");
+        std::thread::sleep(margin * 2);
+        assert_eq!(lease.healthy_for(), Duration::ZERO, "in flight too long");
+        lease.beat_done();
+        lease.renew(sent);
+        assert!(
+            lease.healthy_for() < margin,
+            "health starts when it returned"
+        );
+        assert!(lease.is_valid());
     }
 }

@@ -140,6 +140,7 @@ impl Store {
         target: PruneTarget<'_>,
         reason: &ReleaseReason,
     ) -> Result<Vec<Pruned>> {
+        let mut spared: &dyn Fn(&ProcessRow) -> bool = &|_| false;
         let (candidates, dead_for) = match target {
             PruneTarget::Expired {
                 threshold,
@@ -151,6 +152,7 @@ impl Store {
                     d.process_find_expired(threshold, exclude, limit)
                 })?;
                 rows.retain(|row| !spare(row));
+                spared = spare;
                 (rows, Some(threshold))
             }
             PruneTarget::Pid {
@@ -171,6 +173,12 @@ impl Store {
                     let Some(process) = d.process_lock(candidate.id, dead_for)? else {
                         return Ok(None);
                     };
+                    // Asked again with the row locked: the pruner's own
+                    // transaction may have waited (behind SQLite's write
+                    // lock, say) as long as everybody's heartbeats did.
+                    if spared(&process) {
+                        return Ok(None);
+                    }
                     let claims = d.claimed_delete_by_process(process.id)?;
                     let report = release_claims(d, &claims, reason)?;
                     d.process_delete(process.id)?;

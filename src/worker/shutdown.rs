@@ -63,7 +63,22 @@ pub(super) fn run(shared: &Arc<Shared>, parts: &mut Parts) -> Result<()> {
     });
     if process_id != 0 {
         let reason = ReleaseReason::Shutdown { started };
-        match shared.store.process_deregister(process_id, &reason) {
+        // A database that is away (the reason this worker may be stopping)
+        // gets as long as the outcomes got: a deregistration that lands
+        // releases the claims at once and counts no stall.
+        let deadline = grace_end.max(Instant::now() + Duration::from_secs(2));
+        let mut deregistered = shared.store.process_deregister(process_id, &reason);
+        let mut pause = Duration::from_millis(50);
+        while let Err(error) = &deregistered {
+            if !error.is_transient() || Instant::now() + pause > deadline {
+                break;
+            }
+            log::warn!("cannot deregister process {process_id} yet ({error}); retrying");
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_secs(1));
+            deregistered = shared.store.process_deregister(process_id, &reason);
+        }
+        match deregistered {
             Ok(report) if !report.entries.is_empty() => {
                 log::warn!(
                     "shutdown timeout: {still_running} jobs still running; released {:?} to ready, failed at-most-once {:?}",

@@ -65,6 +65,7 @@ fn run_worker() {
         &url,
         QueueConfig {
             pool_size: threads as u32 + 4,
+            sqlite_busy_timeout: Duration::from_millis(var("SOLIDQ_TEST_BUSY_MS", 5000)),
             ..QueueConfig::default()
         },
     )

@@ -172,6 +172,9 @@ impl Job for Ledger {
 #[derive(Serialize, Deserialize)]
 pub struct FileLedger {
     pub path: String,
+    /// How long the job runs after recording its start.
+    #[serde(default)]
+    pub sleep_ms: u64,
 }
 
 impl Job for FileLedger {
@@ -184,6 +187,7 @@ impl Job for FileLedger {
             .create(true)
             .open(&self.path)
             .and_then(|mut file| file.write_all(line.as_bytes()))?;
+        std::thread::sleep(std::time::Duration::from_millis(self.sleep_ms));
         Ok(serde_json::Value::Null)
     }
 }

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod child;
+pub mod cluster;
 pub mod jobs;
 pub mod recorder;
 
@@ -58,6 +59,32 @@ enum Guard {
 
 pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
+/// Whether a missing PostgreSQL fails the test (`SOLIDQ_REQUIRE_POSTGRES`
+/// set to `1`, `true` or `yes`, as CI does) instead of skipping it.
+pub fn postgres_required() -> bool {
+    std::env::var("SOLIDQ_REQUIRE_POSTGRES").is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+    })
+}
+
+/// Reports a skipped test where it is seen: straight to the process's
+/// stderr (the test harness captures `eprintln!` and shows it only for
+/// failures), naming the test.
+pub fn skip(reason: &str) {
+    use std::io::Write;
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "\n*** SKIPPED {test}: {reason} (set SOLIDQ_REQUIRE_POSTGRES=1 to fail instead)"
+    );
+}
+
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 impl TestDb {
@@ -78,7 +105,7 @@ impl TestDb {
     /// then the test fails.
     pub fn postgres() -> Option<TestDb> {
         init_logs();
-        let required = std::env::var("SOLIDQ_REQUIRE_POSTGRES").is_ok_and(|v| v == "1");
+        let required = postgres_required();
         let admin_url = std::env::var("SOLIDQ_TEST_POSTGRES_URL")
             .ok()
             .filter(|url| !url.is_empty())
@@ -88,9 +115,9 @@ impl TestDb {
             Err(e) => {
                 assert!(
                     !required,
-                    "SOLIDQ_REQUIRE_POSTGRES=1 but PostgreSQL is unreachable: {e}"
+                    "SOLIDQ_REQUIRE_POSTGRES is set but PostgreSQL is unreachable: {e}"
                 );
-                eprintln!("SKIPPED: PostgreSQL unreachable: {e}");
+                skip(&format!("PostgreSQL unreachable at {admin_url}: {e}"));
                 return None;
             }
         };

@@ -1,0 +1,148 @@
+//! A private PostgreSQL server for tests that stop and start the database
+//! (outages) or need servers of their own: `initdb` into a temporary
+//! directory and `pg_ctl` on a free port, from the PostgreSQL server
+//! binaries (`SOLIDQ_TEST_PG_BIN`, default `/usr/lib/postgresql/15/bin`).
+//! Run as root, the server runs as the `postgres` user (`runuser`).
+//!
+//! Without the binaries the test is skipped, loudly, unless
+//! `SOLIDQ_REQUIRE_POSTGRES` is set: then it fails.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use super::{postgres_required, skip};
+
+/// A PostgreSQL server of its own; stopped (immediately) when dropped.
+pub struct PrivateCluster {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    port: u16,
+}
+
+impl PrivateCluster {
+    /// Creates and starts a cluster; `None` (skipped, loudly) without the
+    /// server binaries.
+    pub fn start() -> Option<PrivateCluster> {
+        let bin = PathBuf::from(
+            std::env::var("SOLIDQ_TEST_PG_BIN").unwrap_or("/usr/lib/postgresql/15/bin".into()),
+        );
+        if !bin.join("initdb").exists() {
+            let message = format!("no PostgreSQL server binaries in {}", bin.display());
+            assert!(!postgres_required(), "{message}");
+            skip(&message);
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("solidq-cluster-")
+            .tempdir()
+            .expect("cluster directory");
+        if is_root() {
+            run(Command::new("chown").arg("postgres:").arg(dir.path()));
+        }
+        let port = free_port();
+        let cluster = PrivateCluster { dir, bin, port };
+        cluster.pg(
+            "initdb",
+            &[
+                "-D",
+                &cluster.data(),
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ],
+        );
+        cluster.start_again();
+        Some(cluster)
+    }
+
+    /// The URL of its `postgres` database.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Stops the server; `fast` terminates the sessions, as a restart does.
+    pub fn stop(&self) {
+        self.pg("pg_ctl", &["-D", &self.data(), "-m", "fast", "-w", "stop"]);
+    }
+
+    /// Starts the (stopped) server and waits until it accepts connections.
+    pub fn start_again(&self) {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
+            self.port,
+            self.dir.path().display()
+        );
+        let log = self.dir.path().join("server.log").display().to_string();
+        self.pg(
+            "pg_ctl",
+            &[
+                "-D",
+                &self.data(),
+                "-o",
+                &options,
+                "-l",
+                &log,
+                "-w",
+                "start",
+            ],
+        );
+    }
+
+    fn data(&self) -> String {
+        self.dir.path().join("data").display().to_string()
+    }
+
+    fn pg(&self, program: &str, args: &[&str]) {
+        let program = self.bin.join(program);
+        let mut command = if is_root() {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(&program);
+            command
+        } else {
+            Command::new(&program)
+        };
+        command.args(args).current_dir(self.dir.path());
+        run(&mut command);
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        let data = self.data();
+        let program = self.bin.join("pg_ctl");
+        let args = ["-D", data.as_str(), "-m", "immediate", "-w", "stop"];
+        let _ = if is_root() {
+            Command::new("runuser")
+                .args(["-u", "postgres", "--"])
+                .arg(&program)
+                .args(args)
+                .output()
+        } else {
+            Command::new(&program).args(args).output()
+        };
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn run(command: &mut Command) {
+    let output = command.output().expect("run a PostgreSQL server binary");
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("its address").port()
+}

@@ -1,0 +1,269 @@
+//! The database away for longer than `process_alive_threshold` (DESIGN:
+//! "nobody alive is pruned for it; heartbeats that keep failing stop their
+//! process"). Three standalone workers (each a pruner) work a steady stream
+//! of jobs while the database goes away for 2.5 s, five times, with a 1 s
+//! alive threshold:
+//!
+//! * PostgreSQL: a private server, stopped (`pg_ctl stop -m fast`) and
+//!   started again. Heartbeats fail, so every worker stops itself after the
+//!   threshold and exits non-zero; the test restarts what exited, as
+//!   systemd would.
+//! * SQLite: another connection holds the write lock (`BEGIN EXCLUSIVE`)
+//!   while the workers' busy timeout is 300 ms: writes fail as they would
+//!   against a stopped server, and workers stop themselves too.
+//!
+//! Either way, when the database is back, nobody judges anybody by a
+//! heartbeat the outage made old: no worker finds its row pruned, no job
+//! is started twice (a file ledger counts every start), no stall is
+//! counted, and every acknowledged job succeeds.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use common::child::Child;
+use common::cluster::PrivateCluster;
+use common::jobs::{FileLedger, file_ledger_starts};
+use common::{TestConn, TestDb, wait_for};
+use diesel::connection::SimpleConnection;
+use diesel::{Connection, SqliteConnection};
+use solidq::{
+    Dispatcher, DispatcherConfig, EnqueueOptions, Enqueued, JobStatus, Queue, QueueConfig,
+    Scheduler,
+};
+
+const ROUNDS: usize = 5;
+const OUTAGE: Duration = Duration::from_millis(2500);
+
+const BETWEEN: Duration = Duration::from_secs(3);
+const WORKERS: usize = 3;
+const WAIT: Duration = Duration::from_secs(60);
+
+mod sqlite {
+    #[test]
+    fn no_live_worker_is_pruned_for_a_database_outage() {
+        let db = super::TestDb::sqlite();
+        super::run(&db.url, &super::Outage::SqliteLock(db.url.clone()));
+    }
+
+    #[test]
+    fn standalone_dispatchers_and_schedulers_stop_when_heartbeats_keep_failing() {
+        let db = super::TestDb::sqlite();
+        super::services_stop(&db.url, &super::Outage::SqliteLock(db.url.clone()));
+    }
+}
+
+mod postgres {
+    #[test]
+    fn no_live_worker_is_pruned_for_a_database_outage() {
+        let Some(cluster) = super::PrivateCluster::start() else {
+            return;
+        };
+        let url = cluster.url();
+        super::run(&url, &super::Outage::Server(cluster));
+    }
+
+    #[test]
+    fn standalone_dispatchers_and_schedulers_stop_when_heartbeats_keep_failing() {
+        let Some(cluster) = super::PrivateCluster::start() else {
+            return;
+        };
+        let url = cluster.url();
+        super::services_stop(&url, &super::Outage::Server(cluster));
+    }
+}
+
+/// How the database goes away.
+enum Outage {
+    /// The server stops and starts again.
+    Server(PrivateCluster),
+    /// A connection to this SQLite URL holds the write lock.
+    SqliteLock(String),
+}
+
+impl Outage {
+    fn happen(&self) {
+        match self {
+            Outage::Server(cluster) => {
+                cluster.stop();
+                std::thread::sleep(OUTAGE);
+                cluster.start_again();
+            }
+            Outage::SqliteLock(url) => {
+                let path = url.trim_start_matches("sqlite://");
+                let mut conn = SqliteConnection::establish(path).expect("open the file");
+                conn.batch_execute("PRAGMA busy_timeout = 10000; BEGIN EXCLUSIVE")
+                    .expect("take the write lock");
+                std::thread::sleep(OUTAGE);
+                conn.batch_execute("COMMIT").expect("let go of it");
+            }
+        }
+    }
+}
+
+fn worker(url: &str) -> Child {
+    Child::worker(
+        url,
+        &[
+            ("SOLIDQ_TEST_ALIVE_MS", "1000"),
+            ("SOLIDQ_TEST_HEARTBEAT_MS", "200"),
+            ("SOLIDQ_TEST_SHUTDOWN_MS", "5000"),
+            ("SOLIDQ_TEST_THREADS", "4"),
+            // SQLite: writes give up behind the held lock, as they fail
+            // against a stopped server.
+            ("SOLIDQ_TEST_BUSY_MS", "300"),
+        ],
+    )
+}
+
+/// Enqueues a job every few milliseconds until `stop`, retrying through
+/// the outages under a unique key (a retry of an enqueue whose commit went
+/// unacknowledged finds the job it made); returns the acknowledged ids.
+fn producer(url: String, ledger: PathBuf, stop: Arc<AtomicBool>) -> JoinHandle<Vec<i64>> {
+    std::thread::spawn(move || {
+        let queue = Queue::connect(&url).expect("connect");
+        let mut ids = Vec::new();
+        let mut n = 0u64;
+        while !stop.load(Ordering::SeqCst) {
+            n += 1;
+            let job = FileLedger {
+                path: ledger.display().to_string(),
+                // One in five runs long enough to be running at a cut.
+                sleep_ms: if n.is_multiple_of(5) { 300 } else { 0 },
+            };
+            loop {
+                let options = EnqueueOptions::new().unique_key(format!("job-{n}"));
+                match queue.enqueue_or_existing(&job, options) {
+                    Ok(Enqueued::New(id) | Enqueued::Existing(id)) => {
+                        ids.push(id);
+                        break;
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(50)),
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        ids
+    })
+}
+
+fn run(url: &str, outage: &Outage) {
+    let queue = Queue::connect(url).expect("connect");
+    queue.migrate().expect("migrate");
+    let dir = tempfile::tempdir().expect("ledger directory");
+    let ledger = dir.path().join("starts");
+    let mut workers: Vec<Child> = (0..WORKERS).map(|_| worker(url)).collect();
+    let mut conn = TestConn::open(url);
+    wait_for("the workers to register", WAIT, || {
+        conn.scalar("SELECT COUNT(*) AS v FROM solidq_processes") == WORKERS as i64
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let produced = producer(url.to_string(), ledger.clone(), Arc::clone(&stop));
+
+    let mut retired = Vec::new();
+    let mut restarts = 0;
+    for round in 0..ROUNDS {
+        std::thread::sleep(BETWEEN);
+        let cut = Instant::now();
+        outage.happen();
+        eprintln!("round {round}: database away for {:?}", cut.elapsed());
+        // Workers that stopped themselves are replaced, as systemd would.
+        let until = Instant::now() + BETWEEN;
+        while Instant::now() < until {
+            for slot in workers.iter_mut() {
+                if slot.wait_timeout(Duration::ZERO).is_some() {
+                    let old = std::mem::replace(slot, worker(url));
+                    retired.push(old);
+                    restarts += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    let ids = produced.join().expect("producer");
+
+    let mut conn = TestConn::open(url);
+    wait_for("every acknowledged job to succeed", WAIT, || {
+        ids.iter()
+            .all(|&id| queue.job(id).unwrap().status == JobStatus::Succeeded)
+    });
+    let mut starts: HashMap<i64, usize> = HashMap::new();
+    for (id, _) in file_ledger_starts(&ledger) {
+        *starts.entry(id).or_default() += 1;
+    }
+    let twice: Vec<_> = starts.iter().filter(|&(_, &n)| n > 1).collect();
+    let stalled = conn.scalar("SELECT COUNT(*) AS v FROM solidq_jobs WHERE stalled_count > 0");
+    let logs: String = workers
+        .iter()
+        .chain(&retired)
+        .map(Child::logs)
+        .collect::<Vec<_>>()
+        .join("\n");
+    let pruned_alive = logs.matches("is gone (pruned while alive?)").count();
+    let stopped_themselves = logs.matches("heartbeats failed").count();
+    eprintln!(
+        "{} jobs, {} starts, {restarts} workers restarted after stopping themselves ({stopped_themselves} said so), {pruned_alive} found their row pruned, {} started twice, {stalled} stalled",
+        ids.len(),
+        starts.values().sum::<usize>(),
+        twice.len()
+    );
+    assert_eq!(pruned_alive, 0, "a live worker was pruned:\n{logs}");
+    assert!(twice.is_empty(), "jobs started twice: {twice:?}");
+    assert_eq!(stalled, 0, "stalls counted for live workers");
+    assert_eq!(starts.len(), ids.len(), "every job started once");
+    assert!(ids.len() > 500, "the load ran: {} jobs", ids.len());
+}
+
+/// A standalone dispatcher and scheduler (each with a process row of its
+/// own) whose heartbeats fail for longer than the threshold return
+/// `Error::HeartbeatLost` from `run`, so whatever runs them restarts them.
+fn services_stop(url: &str, outage: &Outage) {
+    let config = QueueConfig {
+        sqlite_busy_timeout: Duration::from_millis(300),
+        ..QueueConfig::default()
+    };
+    let queue = Queue::connect_with(url, config).expect("connect");
+    queue.migrate().expect("migrate");
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let dispatcher = Dispatcher::new(queue.clone()).config(DispatcherConfig {
+        heartbeat_interval: Duration::from_millis(200),
+        process_alive_threshold: Duration::from_secs(1),
+        ..DispatcherConfig::default()
+    });
+    let scheduler = Scheduler::new(queue.clone())
+        .heartbeat_interval(Duration::from_millis(200))
+        .process_alive_threshold(Duration::from_secs(1));
+    let sent = tx.clone();
+    std::thread::spawn(move || {
+        let _ = sent.send(("dispatcher", dispatcher.run()));
+    });
+    std::thread::spawn(move || {
+        let _ = tx.send(("scheduler", scheduler.run()));
+    });
+    let mut conn = TestConn::open(url);
+    wait_for("both to register", WAIT, || {
+        conn.scalar("SELECT COUNT(*) AS v FROM solidq_processes") == 2
+    });
+    drop(conn);
+    let cut = Instant::now();
+    outage.happen();
+    for _ in 0..2 {
+        let (who, outcome) = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("both stop within 10 s of the outage");
+        eprintln!(
+            "{who} stopped {:?} after the cut: {outcome:?}",
+            cut.elapsed()
+        );
+        assert!(
+            matches!(outcome, Err(solidq::Error::HeartbeatLost { .. })),
+            "{who}: {outcome:?}"
+        );
+    }
+}
