@@ -151,36 +151,51 @@ impl Queue {
     }
 
     /// Enqueues every job of `jobs` in one transaction with multi-row
-    /// inserts; returns their ids in order. If any unique key is taken,
-    /// nothing is enqueued and [`Error::Duplicate`] names the first.
+    /// inserts; returns their ids in order. All or nothing: if the
+    /// transaction fails, nothing is enqueued.
     pub fn enqueue_all<J: Job>(&self, jobs: &[J]) -> Result<Vec<i64>> {
-        let new = jobs
+        let requests = jobs
             .iter()
-            .map(|job| self.build(&JobRequest::new(job, EnqueueOptions::new())?))
+            .map(|job| JobRequest::new(job, EnqueueOptions::new()))
             .collect::<Result<Vec<_>>>()?;
+        self.enqueue_all_with(&requests)
+    }
+
+    /// Enqueues jobs of any types, each with its own options (unique keys
+    /// included), in one transaction, all or nothing; returns their ids in
+    /// order. If any `unique_key` is taken, nothing is enqueued and
+    /// [`Error::Duplicate`] names the first taken key and its holder.
+    /// ([`Queue::enqueue_batch`] enqueues the others instead.)
+    pub fn enqueue_all_with(&self, requests: &[JobRequest]) -> Result<Vec<i64>> {
+        let new = requests
+            .iter()
+            .map(|r| self.build(r))
+            .collect::<Result<Vec<_>>>()?;
+        let mut duplicate = None;
         let inserted = self.inner.store.with_driver("jobs_enqueue", |d| {
+            duplicate = None;
             store::in_transaction(d, |d| {
                 let inserted = Store::jobs_enqueue_on(d, &new, false)?;
                 if inserted.outcome.iter().any(|o| o.is_err()) {
-                    // Nothing is enqueued: the caller learns of the first
-                    // duplicate.
-                    return Ok(Err(inserted.outcome));
+                    // Rolled back: the jobs inserted before the duplicate
+                    // go too.
+                    duplicate = Some(first_duplicate(&new, &inserted.outcome));
+                    return Err(diesel::result::Error::RollbackTransaction);
                 }
-                Ok(Ok(inserted))
+                Ok(inserted)
             })
-        })?;
-        match inserted {
-            Ok(inserted) => {
-                self.inner.store.notify_ready(&new);
-                self.after_enqueue(&new, &inserted);
-                Ok(inserted
-                    .outcome
-                    .into_iter()
-                    .map(|o| o.unwrap_or_default())
-                    .collect())
-            }
-            Err(outcome) => Err(first_duplicate(&new, &outcome)),
+        });
+        if let Some(duplicate) = duplicate {
+            return Err(duplicate);
         }
+        let inserted = inserted?;
+        self.inner.store.notify_ready(&new);
+        self.after_enqueue(&new, &inserted);
+        Ok(inserted
+            .outcome
+            .into_iter()
+            .map(|o| o.unwrap_or_default())
+            .collect())
     }
 
     /// Enqueues `job` unless a job holds its `unique_key` already, and

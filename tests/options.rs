@@ -11,7 +11,9 @@ use common::child::Child;
 use common::jobs::{self, CustomBackoff, Echo, Fail, Flaky, Hopeless, Ledger, Sleep};
 use common::{TestDb, wait_for};
 use serde_json::json;
-use solidq::{Backoff, Delivery, EnqueueOptions, FailedFilter, JobInfo, JobStatus, Queue, Worker};
+use solidq::{
+    Backoff, Delivery, EnqueueOptions, FailedFilter, JobInfo, JobRequest, JobStatus, Queue, Worker,
+};
 
 backend_tests!(
     failing_twice_then_succeeding_follows_the_backoff,
@@ -23,6 +25,7 @@ backend_tests!(
     job_info_reports_every_status,
     paused_queue_is_skipped_but_accepts_jobs,
     failed_jobs_are_retried_and_discarded_singly_and_in_bulk,
+    bulk_enqueue_with_a_taken_unique_key_enqueues_nothing,
 );
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -506,4 +509,43 @@ fn failed_jobs_are_retried_and_discarded_singly_and_in_bulk(db: &TestDb) {
     );
     assert_eq!(db.count("solidq_jobs"), 0);
     common::assert_invariants(db);
+}
+
+/// `enqueue_all_with` is all or nothing: one taken unique key among many
+/// jobs enqueues none of them (the ones inserted before it are rolled
+/// back) and names the key and its holder; without it, all go in.
+fn bulk_enqueue_with_a_taken_unique_key_enqueues_nothing(db: &TestDb) {
+    let queue = db.queue();
+    let echo = |n: i64| Echo { value: json!(n) };
+    let holder = queue
+        .enqueue_with(&echo(0), EnqueueOptions::new().unique_key("taken"))
+        .unwrap();
+    let request = |n: i64, key: &str| {
+        JobRequest::new(&echo(n), EnqueueOptions::new().unique_key(key)).unwrap()
+    };
+    let batch = [
+        request(1, "free-1"),
+        request(2, "free-2"),
+        request(3, "taken"),
+        request(4, "free-4"),
+    ];
+    match queue.enqueue_all_with(&batch) {
+        Err(solidq::Error::Duplicate {
+            unique_key,
+            existing_id,
+        }) => {
+            assert_eq!(unique_key, "taken");
+            assert_eq!(existing_id, holder);
+        }
+        other => panic!("expected a duplicate, got {other:?}"),
+    }
+    assert_eq!(db.count("solidq_jobs"), 1, "nothing of the batch was kept");
+    assert!(queue.job_by_unique_key("free-1").is_err());
+
+    let ids = queue
+        .enqueue_all_with(&[request(5, "free-1"), request(6, "free-2")])
+        .unwrap();
+    assert_eq!(ids.len(), 2);
+    assert_eq!(queue.job_by_unique_key("free-2").unwrap().id, ids[1]);
+    assert_eq!(db.count("solidq_jobs"), 3);
 }
