@@ -26,6 +26,7 @@ backend_tests!(
     workers_of_a_killed_supervisor_shut_down_gracefully,
     hard_timeout_exits_the_worker_and_the_stall_rules_apply,
     supervisor_cleans_finished_jobs_past_keep_result,
+    a_reused_pid_of_another_supervisors_child_is_not_pruned,
 );
 
 /// A supervisor configuration for tests.
@@ -700,4 +701,56 @@ fn supervisor_cleans_finished_jobs_past_keep_result(db: &TestDb) {
         logs.contains("deleted 1 finished jobs past their keep_result"),
         "{logs}"
     );
+}
+
+/// A supervisor prunes a child that exited by its pid, but only the rows
+/// of that pid which it spawned: a row with the same host and pid under
+/// another supervisor (the pid was reused by the other's child) stays.
+fn a_reused_pid_of_another_supervisors_child_is_not_pruned(db: &TestDb) {
+    let _queue = db.queue();
+    let supervisor = supervisor(
+        db,
+        &Spec {
+            alive_ms: 60_000,
+            ..Spec::default()
+        },
+    );
+    wait_for("the child to register", Duration::from_secs(30), || {
+        supervised_pids(db).len() == 1
+    });
+    let pid = supervised_pids(db)[0];
+    let mut conn = db.conn();
+    let child_row = conn.scalar(&format!(
+        "SELECT id AS v FROM solidq_processes WHERE pid = {pid} AND supervisor_id IS NOT NULL"
+    ));
+    let now = match db.backend {
+        Backend::Postgres => "LOCALTIMESTAMP",
+        Backend::Sqlite => "strftime('%Y-%m-%d %H:%M:%f', 'now')",
+    };
+    conn.execute(&format!(
+        "INSERT INTO solidq_processes (kind, name, pid, hostname, supervisor_id, metadata, last_heartbeat_at, created_at)
+         SELECT 'worker', 'other-supervisors-child', pid, hostname, supervisor_id + 1000, '{{}}', {now}, {now}
+         FROM solidq_processes WHERE id = {child_row}"
+    ));
+    unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+    }
+    wait_for(
+        "the killed child's row to be pruned",
+        Duration::from_secs(30),
+        || {
+            conn.scalar(&format!(
+                "SELECT COUNT(*) AS v FROM solidq_processes WHERE id = {child_row}"
+            )) == 0
+        },
+    );
+    assert_eq!(
+        conn.scalar(
+            "SELECT COUNT(*) AS v FROM solidq_processes WHERE name = 'other-supervisors-child'"
+        ),
+        1,
+        "the other supervisor's row with the same pid stays"
+    );
+    let logs = stop(supervisor);
+    assert!(logs.contains("exited without deregistering"), "{logs}");
 }
