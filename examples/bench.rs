@@ -883,9 +883,16 @@ fn proc_status_kb(pid: u32, field: &str) -> Option<u64> {
         .ok()
 }
 
-/// Waits until no job is ready or claimed; returns how long the work took by
-/// the database's clock: from `start_us` to the last job's `finished_at`.
-fn wait_drained(db: &BenchDb, raw: &mut Raw, started: Instant, start_us: i64) -> Duration {
+/// Waits until no job is ready or claimed, checks that all `n` jobs
+/// succeeded, and returns how long the work took by the database's clock:
+/// from `start_us` to the last job's `finished_at`.
+fn wait_drained(
+    db: &BenchDb,
+    raw: &mut Raw,
+    n: usize,
+    started: Instant,
+    start_us: i64,
+) -> Duration {
     while db.busy(raw) {
         assert!(
             started.elapsed() < Duration::from_secs(900),
@@ -893,8 +900,23 @@ fn wait_drained(db: &BenchDb, raw: &mut Raw, started: Instant, start_us: i64) ->
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    assert_all_succeeded(raw, n);
     let end_us = raw.epoch_us("SELECT max(finished_at) AS t FROM solidq_jobs");
     Duration::from_micros((end_us - start_us).max(1) as u64)
+}
+
+/// Every one of the `n` jobs finished without an error: a rate is only
+/// reported for work that was done.
+fn assert_all_succeeded(raw: &mut Raw, n: usize) {
+    let succeeded = raw.scalar(
+        "SELECT count(*) AS v FROM solidq_jobs WHERE finished_at IS NOT NULL AND errors IS NULL",
+    );
+    let failed = raw.scalar("SELECT count(*) AS v FROM solidq_failed_executions");
+    assert_eq!(
+        (succeeded, failed),
+        (n as i64, 0),
+        "not every job succeeded (succeeded, failed)"
+    );
 }
 
 // ---------------------------------------------------------------- sections
@@ -944,7 +966,7 @@ fn bench_workdown(backend: &'static str, args: &Args, table: &mut Table) {
         let started = Instant::now();
         let start_us = raw.now_us();
         let workers = Workers::spawn(&db.url, args.processes, args.threads, args.prefetch);
-        let elapsed = wait_drained(&db, &mut raw, started, start_us);
+        let elapsed = wait_drained(&db, &mut raw, n, started, start_us);
         let server = postgres_cpu_since(&server_before);
         rss.extend(workers.peak_rss_mb());
         let report = workers.stop();
@@ -1066,6 +1088,13 @@ fn run_mixed(
     let mut raw = Raw::open(&db.url);
     let enqueued = produced.load(Ordering::Relaxed) as usize;
     let pending = db.pending(&mut raw).max(0) as usize;
+    assert_eq!(
+        raw.scalar(
+            "SELECT count(*) AS v FROM solidq_jobs WHERE errors IS NOT NULL OR id IN (SELECT job_id FROM solidq_failed_executions)"
+        ),
+        0,
+        "a job of the mixed run failed"
+    );
     (enqueued, enqueued.saturating_sub(pending), elapsed)
 }
 
@@ -1143,30 +1172,40 @@ fn wait_done(queue: &Queue, id: i64) -> i64 {
     }
 }
 
+/// Statements per second of an idle worker: with the defaults (a
+/// standalone worker: it also dispatches and keeps house) and as a
+/// supervisor's child (`standalone: false`).
 fn bench_idle(backend: &'static str, args: &Args, table: &mut Table) {
-    let mut per_second = vec![];
-    for _ in 0..args.repeat {
-        let db = BenchDb::new(backend, args);
-        let queue = db.queue();
-        let config = WorkerConfig {
-            threads: args.threads,
-            standalone: false,
-            ..WorkerConfig::default()
+    for standalone in [true, false] {
+        let mut per_second = vec![];
+        for _ in 0..args.repeat {
+            let db = BenchDb::new(backend, args);
+            let queue = db.queue();
+            let config = WorkerConfig {
+                threads: args.threads,
+                standalone,
+                ..WorkerConfig::default()
+            };
+            let handle = Worker::new(queue)
+                .config(config)
+                .register::<Noop>()
+                .start()
+                .expect("worker");
+            std::thread::sleep(Duration::from_secs(2));
+            let before = solidq::statements_executed();
+            let window = Duration::from_secs(20);
+            std::thread::sleep(window);
+            let statements = solidq::statements_executed() - before;
+            handle.stop().expect("stop");
+            per_second.push(statements as f64 / window.as_secs_f64());
+        }
+        let label = if standalone {
+            "idle worker, defaults (standalone), statements/s"
+        } else {
+            "idle worker, standalone: false (supervised), statements/s"
         };
-        let handle = Worker::new(queue)
-            .config(config)
-            .register::<Noop>()
-            .start()
-            .expect("worker");
-        std::thread::sleep(Duration::from_secs(2));
-        let before = solidq::statements_executed();
-        let window = Duration::from_secs(20);
-        std::thread::sleep(window);
-        let statements = solidq::statements_executed() - before;
-        handle.stop().expect("stop");
-        per_second.push(statements as f64 / window.as_secs_f64());
+        table.add(label, per_second);
     }
-    table.add("idle worker, statements per second", per_second);
 }
 
 fn soak(backend: &'static str, args: &Args, total: usize) {

@@ -112,6 +112,10 @@ impl Store {
     /// takes a slot, waits blocked, or is discarded.
     pub(crate) fn scheduled_dispatch_limited(&self, batch: usize) -> Result<Placement> {
         self.with_driver("scheduled_dispatch_limited", |d| {
+            // Read first: the common case, nothing due, writes nothing.
+            if !d.scheduled_limited_due()? {
+                return Ok(Placement::default());
+            }
             in_transaction(d, |d| {
                 let due = d.scheduled_take_limited(None, batch)?;
                 if due.is_empty() {

@@ -500,6 +500,10 @@ pub(crate) trait Driver {
     /// statistics say it is due; returns what it did ("VACUUM table").
     fn tables_tend(&mut self) -> QueryResult<Vec<String>>;
 
+    /// Whether any limited job is due: a read, so an idle dispatcher takes
+    /// no write lock (SQLite) and opens no transaction.
+    fn scheduled_limited_due(&mut self) -> QueryResult<bool>;
+
     /// Deletes and returns scheduled executions of limited jobs that are
     /// due: those of `ids` (just enqueued), or with `None` up to `batch` in
     /// due order, skipping rows another transaction locked.
@@ -570,6 +574,10 @@ macro_rules! forward_to_backend_modules {
             batch: usize,
         ) -> QueryResult<Vec<LimitedJob>> {
             concurrency::scheduled_take_limited(self, ids, batch)
+        }
+
+        fn scheduled_limited_due(&mut self) -> QueryResult<bool> {
+            concurrency::scheduled_limited_due(self)
         }
 
         fn semaphore_acquire(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {

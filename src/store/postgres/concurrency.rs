@@ -39,6 +39,21 @@ fn take_due_sql() -> String {
     )
 }
 
+#[derive(QueryableByName)]
+struct Due {
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    due: bool,
+}
+
+pub(super) fn scheduled_limited_due(conn: &mut PgConnection) -> QueryResult<bool> {
+    let rows: Vec<Due> = Cached(sql_query(
+        "SELECT EXISTS (SELECT 1 FROM solidq_scheduled_executions
+                        WHERE scheduled_at <= LOCALTIMESTAMP AND concurrency_key IS NOT NULL) AS due",
+    ))
+    .load(conn)?;
+    Ok(rows.first().is_some_and(|r| r.due))
+}
+
 pub(super) fn scheduled_take_limited(
     conn: &mut PgConnection,
     ids: Option<&[i64]>,

@@ -29,6 +29,24 @@ fn find_due_sql() -> String {
     )
 }
 
+#[derive(QueryableByName)]
+struct Due {
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    due: bool,
+}
+
+pub(super) fn scheduled_limited_due(conn: &mut SqliteConnection) -> QueryResult<bool> {
+    let rows: Vec<Due> = Cached(
+        sql_query(
+            "SELECT EXISTS (SELECT 1 FROM solidq_scheduled_executions
+                            WHERE scheduled_at <= ?1 AND concurrency_key IS NOT NULL) AS due",
+        )
+        .bind::<Timestamp, _>(utc_now()),
+    )
+    .load(conn)?;
+    Ok(rows.first().is_some_and(|r| r.due))
+}
+
 pub(super) fn scheduled_take_limited(
     conn: &mut SqliteConnection,
     ids: Option<&[i64]>,
