@@ -52,6 +52,11 @@ mod sqlite {
     }
 
     #[test]
+    fn an_at_most_once_job_whose_outcome_cannot_be_written_fails_instead_of_running_again() {
+        super::unwritten_at_most_once_outcome(&super::TestDb::sqlite());
+    }
+
+    #[test]
     fn standalone_dispatchers_and_schedulers_stop_when_heartbeats_keep_failing() {
         let db = super::TestDb::sqlite();
         super::services_stop(&db.url, &super::Outage::SqliteLock(db.url.clone()));
@@ -66,6 +71,13 @@ mod postgres {
         };
         let url = cluster.url();
         super::run(&url, &super::Outage::Server(cluster));
+    }
+
+    #[test]
+    fn an_at_most_once_job_whose_outcome_cannot_be_written_fails_instead_of_running_again() {
+        if let Some(db) = super::TestDb::postgres() {
+            super::unwritten_at_most_once_outcome(&db);
+        }
     }
 
     #[test]
@@ -266,4 +278,61 @@ fn services_stop(url: &str, outage: &Outage) {
             "{who}: {outcome:?}"
         );
     }
+}
+
+/// The database refuses an outcome with a transient error until the
+/// worker stops (a trigger stands in for an outage that outlasts the
+/// shutdown): the completer gives the outcome up at its deadline, and the
+/// job, which ran, is not released to run again but fails, being
+/// at-most-once; an at-least-once job beside it goes back to ready.
+fn unwritten_at_most_once_outcome(db: &TestDb) {
+    let queue = db.queue();
+    let refuse = match db.backend {
+        solidq::Backend::Postgres => {
+            "CREATE FUNCTION refuse_outcome() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN RAISE EXCEPTION 'outcome refused' USING ERRCODE = '40001'; END $$;
+             CREATE TRIGGER refuse_outcome BEFORE UPDATE ON solidq_jobs FOR EACH ROW
+             WHEN (NEW.finished_at IS NOT NULL AND OLD.finished_at IS NULL AND NEW.kind = 'echo')
+             EXECUTE FUNCTION refuse_outcome();"
+        }
+        solidq::Backend::Sqlite => {
+            "CREATE TRIGGER refuse_outcome BEFORE UPDATE ON solidq_jobs
+             WHEN NEW.finished_at IS NOT NULL AND OLD.finished_at IS NULL AND NEW.kind = 'echo'
+             BEGIN SELECT RAISE(ABORT, 'database is locked'); END;"
+        }
+    };
+    db.execute(refuse);
+    let once = queue
+        .enqueue_with(
+            &common::jobs::Echo {
+                value: serde_json::json!("once"),
+            },
+            EnqueueOptions::new().delivery(solidq::Delivery::AtMostOnce),
+        )
+        .unwrap();
+    let least = queue
+        .enqueue(&common::jobs::Echo {
+            value: serde_json::json!("at least once"),
+        })
+        .unwrap();
+    let worker = common::jobs::worker(queue.clone())
+        .config(solidq::WorkerConfig {
+            threads: 2,
+            shutdown_timeout: Duration::from_millis(500),
+            polling_interval: Duration::from_millis(50),
+            ..solidq::WorkerConfig::default()
+        })
+        .start()
+        .unwrap();
+    wait_for("both jobs to run", WAIT, || {
+        [once, least]
+            .iter()
+            .all(|&id| queue.job(id).unwrap().status == JobStatus::Running)
+    });
+    // Their outcomes are being retried; stop: the completer gives up.
+    std::thread::sleep(Duration::from_millis(300));
+    worker.stop().unwrap();
+    let info = queue.job(once).unwrap();
+    assert_eq!(info.status, JobStatus::Failed, "{info:?}");
+    assert_eq!(queue.job(least).unwrap().status, JobStatus::Ready);
 }

@@ -105,6 +105,9 @@ pub(crate) struct Completer {
     abandon: Arc<AtomicBool>,
     /// Jobs whose outcome was never written (given up on): they ran.
     given_up: Arc<Mutex<Vec<i64>>>,
+    /// The jobs of the write in flight: given up on too when it outlasts
+    /// the deadline (if it lands after all, its fence finds the claim gone).
+    writing: Arc<Mutex<Vec<i64>>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -121,9 +124,11 @@ impl Completer {
         let (exited_tx, exited) = crossbeam_channel::bounded(1);
         let abandon = Arc::new(AtomicBool::new(false));
         let given_up = Arc::new(Mutex::new(Vec::new()));
+        let writing = Arc::new(Mutex::new(Vec::new()));
         let thread = {
             let abandon = Arc::clone(&abandon);
             let given_up = Arc::clone(&given_up);
+            let writing = Arc::clone(&writing);
             std::thread::Builder::new()
                 .name("solidq-completer".into())
                 .spawn(move || {
@@ -136,6 +141,7 @@ impl Completer {
                         events,
                         backlog,
                         given_up,
+                        writing,
                         pending: Vec::new(),
                         facts: Vec::new(),
                         starts: Vec::new(),
@@ -154,25 +160,38 @@ impl Completer {
             exited,
             abandon,
             given_up,
+            writing,
             thread: Some(thread),
         })
     }
 
     /// Asks the completer to write what it has and exit; waits until
     /// `deadline`, then tells it to give up on writes still failing.
-    /// Returns the jobs whose outcome it never wrote: they ran.
+    /// Returns the jobs whose outcome it never wrote, or is still writing
+    /// (a write stuck past the deadline): they ran.
     pub(crate) fn stop(&mut self, deadline: Instant) -> Vec<i64> {
         let _ = self.tx.send(Message::Stop);
         if self.exited.recv_deadline(deadline).is_err() {
             self.abandon.store(true, Ordering::SeqCst);
             let _ = self.exited.recv_timeout(Duration::from_secs(1));
         }
-        if let Some(thread) = self.thread.take()
-            && thread.is_finished()
-        {
-            let _ = thread.join();
+        let mut unwritten =
+            std::mem::take(&mut *self.given_up.lock().unwrap_or_else(|p| p.into_inner()));
+        match self.thread.take() {
+            Some(thread) if thread.is_finished() => {
+                let _ = thread.join();
+            }
+            Some(_) => {
+                let writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
+                log::error!(
+                    "a write of {} outcomes is still in flight at shutdown; those jobs are treated as not recorded (at-most-once ones fail; a late write finds their claims gone)",
+                    writing.len()
+                );
+                unwritten.extend(writing.iter().copied());
+            }
+            None => {}
         }
-        std::mem::take(&mut *self.given_up.lock().unwrap_or_else(|p| p.into_inner()))
+        unwritten
     }
 }
 
@@ -186,6 +205,8 @@ struct Run {
     events: Arc<dyn Events>,
     backlog: Arc<Backlog>,
     given_up: Arc<Mutex<Vec<i64>>>,
+    /// The ids of `pending` while a write is in flight.
+    writing: Arc<Mutex<Vec<i64>>>,
     /// Completions and their facts, in the same order.
     pending: Vec<Completion>,
     facts: Vec<Ran>,
@@ -229,7 +250,13 @@ impl Run {
                 }
             }
             let take = self.pending.len().min(self.batch_size);
+            *self.writing.lock().unwrap_or_else(|p| p.into_inner()) =
+                self.pending.iter().map(|c| c.job_id).collect();
             let written = self.write(take);
+            self.writing
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clear();
             if let Err(error) = written {
                 if self.abandon.load(Ordering::SeqCst) {
                     log::error!(
