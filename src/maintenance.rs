@@ -3,8 +3,8 @@
 //! without a supervisor must still recover a crashed worker's jobs). Every
 //! heartbeat interval a round prunes processes whose heartbeat is older
 //! than the alive threshold (on any host), releases claims whose process
-//! row does not exist at all, deletes finished jobs past their retention
-//! and tends the tables. Any number of processes can run it at once: each
+//! row does not exist at all, deletes finished jobs and recurring tick
+//! guards past their retention and tends the tables. Any number of processes can run it at once: each
 //! dead process is pruned in one transaction by exactly one of them.
 //!
 //! A process judges others dead by heartbeat age only once its own
@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
+use crate::config::RECURRING_GUARD_RETENTION;
 use crate::events::{Events, JobReleased, JobStalled, ProcessPruned, PruneReason, ReleaseCause};
 use crate::process::StoppableThread;
 use crate::process::heartbeat::Lease;
@@ -119,12 +120,24 @@ pub(crate) fn run_once(
     tend(store);
 }
 
-/// Deletes finished jobs whose `keep_result` has ended, in batches.
+/// Deletes finished jobs whose `keep_result` has ended, and the guards of
+/// recurring ticks older than [`RECURRING_GUARD_RETENTION`] (but each
+/// task's latest), in batches. Guards are aged out on their own, not with
+/// their jobs: a tick whose job was deleted must still not fire again
+/// while any scheduler could still fire it.
 pub(crate) fn clean(store: &Store) {
     match store.jobs_clean(None) {
         Ok(0) => {}
         Ok(n) => log::info!("deleted {n} finished jobs past their keep_result"),
         Err(error) => log::warn!("cleaning finished jobs failed: {error}"),
+    }
+    match store.recurring_guards_clean(RECURRING_GUARD_RETENTION) {
+        Ok(0) => {}
+        Ok(n) => log::info!(
+            "deleted {n} recurring tick guards older than {}",
+            humantime::format_duration(RECURRING_GUARD_RETENTION)
+        ),
+        Err(error) => log::warn!("cleaning recurring tick guards failed: {error}"),
     }
 }
 

@@ -190,8 +190,10 @@ impl Queue {
 
     /// Enqueues recurring task `key` (as the schedulers declared it) now,
     /// through the same exactly-once path as its ticks, its run time being
-    /// the current second. Returns the job's id, or `None` when this
-    /// second's run exists already.
+    /// the current second of the database's clock. Returns the job's id,
+    /// or `None` when this second's run exists already (its guard is kept
+    /// even when its job was deleted, see
+    /// [`RECURRING_GUARD_RETENTION`](crate::config::RECURRING_GUARD_RETENTION)).
     pub fn run_recurring(&self, key: &str) -> Result<Option<i64>> {
         let info = self
             .recurring_tasks()?

@@ -61,6 +61,21 @@ pub const DEFAULT_DISPATCHER_POLLING_INTERVAL: Duration = Duration::from_secs(1)
 /// before it gives up catching up (after a long pause of the host or the
 /// database), skips to the present and logs a warning.
 pub const RECURRING_MAX_CATCH_UP: u32 = 100;
+/// The latest past its time a tick of a recurring task is fired: 1 day.
+/// A scheduler that finds an older tick due (its host slept, the database
+/// was unreachable for that long) skips to the present and reports the
+/// skipped ticks, and no tick that old is ever inserted, by any path.
+/// Well below [`RECURRING_GUARD_RETENTION`], so the guard of any tick that
+/// can still fire exists.
+pub const RECURRING_MAX_LATENESS: Duration = Duration::from_secs(24 * 3600);
+/// How long the guard of a recurring task's tick (its `(task, run_at)` row
+/// in `solidq_recurring_executions`, which makes each tick fire once) is
+/// kept after the tick: 3 days, whatever became of the tick's job (it may
+/// be deleted at once with `keep_result` 0). The cleaner deletes older
+/// guards in batches, but never a task's latest (the last run `solidq
+/// recurring` shows). Longer than [`RECURRING_MAX_LATENESS`] by two days,
+/// so a tick is never fired again once its guard is gone.
+pub const RECURRING_GUARD_RETENTION: Duration = Duration::from_secs(3 * 24 * 3600);
 /// How often a dispatcher deletes expired concurrency semaphores and offers
 /// slots to blocked jobs that waited past their limit's duration. A slot
 /// is given back when its holder ends; this sweep only catches slots whose

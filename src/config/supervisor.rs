@@ -43,7 +43,7 @@ use super::{
     DEFAULT_CONCURRENCY_MAINTENANCE_INTERVAL, DEFAULT_DISPATCHER_BATCH_SIZE,
     DEFAULT_DISPATCHER_POLLING_INTERVAL, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_POLLING_INTERVAL,
     DEFAULT_PROCESS_ALIVE_THRESHOLD, DEFAULT_SHUTDOWN_TIMEOUT, DEFAULT_THREADS, DispatcherConfig,
-    MAX_UNIQUE_KEY_LEN, Warnings, WorkerConfig,
+    MAX_KIND_LEN, MAX_UNIQUE_KEY_LEN, Warnings, WorkerConfig,
 };
 use crate::types::{DatabaseUrl, Error, QueuePattern, Result, Schedule, validate_queue_name};
 
@@ -163,16 +163,40 @@ pub(crate) fn validate_task_key(key: &str) -> Result<()> {
     Ok(())
 }
 
-/// A recurring task's job kind: not blank.
+/// A recurring task's job kind: not blank, at most [`MAX_KIND_LEN`]
+/// bytes, no control characters (as every job's kind).
 pub(crate) fn validate_task_kind(key: &str, kind: &str) -> Result<()> {
+    let bad = |reason: String| Error::InvalidOption {
+        option: "recurring task kind",
+        value: kind.to_string(),
+        reason,
+    };
     if kind.trim().is_empty() {
-        return Err(Error::InvalidOption {
-            option: "recurring task kind",
-            value: kind.to_string(),
-            reason: format!("task {key:?} needs the kind of job to enqueue"),
-        });
+        return Err(bad(format!(
+            "task {key:?} needs the kind of job to enqueue"
+        )));
+    }
+    if kind.len() > MAX_KIND_LEN || kind.chars().any(char::is_control) {
+        return Err(bad(format!(
+            "task {key:?}: must be 1 to {MAX_KIND_LEN} bytes, without control characters"
+        )));
     }
     Ok(())
+}
+
+/// A recurring task's description: any text but NUL, which the database
+/// cannot store (PostgreSQL refuses it).
+pub(crate) fn validate_task_description(key: &str, description: Option<&str>) -> Result<()> {
+    match description {
+        Some(text) if text.contains('\0') => Err(Error::InvalidOption {
+            option: "recurring task description",
+            value: text.to_string(),
+            reason: format!(
+                "task {key:?}: contains a NUL character, which the database cannot store"
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn utc() -> String {
@@ -443,6 +467,7 @@ impl SupervisorConfig {
                 let resolve = || -> Result<Schedule> {
                     validate_task_key(key)?;
                     validate_task_kind(key, &section.kind)?;
+                    validate_task_description(key, section.description.as_deref())?;
                     if let Some(queue) = &section.queue {
                         validate_queue_name(queue)?;
                     }

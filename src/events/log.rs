@@ -125,6 +125,14 @@ impl Events for LogEvents {
                 e.task_key,
                 e.run_at
             ),
+            SkipReason::TooLate => log::warn!(
+                "recurring task {}: skipped {} ticks from {} through {}, more than {} late",
+                e.task_key,
+                e.ticks,
+                e.run_at,
+                e.through,
+                humantime::format_duration(crate::config::RECURRING_MAX_LATENESS)
+            ),
             _ => log::warn!(
                 "recurring task {} fell too far behind; skipped {} ticks from {} through {}",
                 e.task_key,

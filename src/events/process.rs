@@ -88,6 +88,13 @@ pub enum SkipReason {
     /// ticks behind (a paused host, a slow database) and skipped to the
     /// present.
     TooFarBehind,
+    /// The ticks were more than
+    /// [`RECURRING_MAX_LATENESS`](crate::config::RECURRING_MAX_LATENESS)
+    /// in the past by the database's clock (the scheduler's host slept, the
+    /// database was unreachable): too late to fire, since their guards may
+    /// have been aged out. The scheduler goes on from the first tick that
+    /// is not.
+    TooLate,
 }
 
 /// Ticks of a recurring task that a scheduler did not enqueue.

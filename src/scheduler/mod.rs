@@ -1,6 +1,7 @@
 //! Recurring tasks on cron schedules ([`crate::Schedule`]), and the scheduler that enqueues each
 //! task once per tick however many schedulers run.
 
+mod clock;
 mod runner;
 mod task;
 

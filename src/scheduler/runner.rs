@@ -1,35 +1,44 @@
 //! The scheduler loop: sleeps until the earliest next tick of its tasks,
 //! fires it, and computes that task's following tick from the one it just
 //! fired (not from the clock), so a late loop catches up instead of
-//! skipping, and never fires a tick twice.
+//! skipping, and never fires a tick twice. It never fires a tick more than
+//! [`RECURRING_MAX_LATENESS`] late, so a tick whose guard was aged out
+//! ([`crate::config::RECURRING_GUARD_RETENTION`]) cannot fire again.
+//!
+//! It waits by this host's clock corrected to the database's, but a tick
+//! is decided by the database: the fire transaction commits only when the
+//! database's clock has reached the tick ("not yet" otherwise: the loop
+//! follows the database's clock more closely and tries again), so a tick's
+//! job is never created before its tick.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use super::RecurringTask;
+use super::clock::Clock;
 use super::task::{Build, build};
 use crate::client::Queue;
 use crate::config::{
     DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_PROCESS_ALIVE_THRESHOLD,
-    RECURRING_MAX_CATCH_UP as MAX_CATCH_UP,
+    RECURRING_MAX_CATCH_UP as MAX_CATCH_UP, RECURRING_MAX_LATENESS,
 };
 use crate::events::{
     Events, JobDiscarded, JobEnqueued, RecurringFired, RecurringSkipped, SkipReason,
 };
 use crate::job::Job;
 use crate::process::{self, ProcessKind, RegistrationSpec, Service, wakeups};
-use crate::store::{NewJob, Store};
+use crate::store::{Fire, NewJob, Store, TickFire};
 use crate::types::{Error, Result};
 
 /// The longest the loop sleeps before looking at the clock again.
 const MAX_SLEEP: Duration = Duration::from_secs(60);
-/// How often the offset between the host's clock and the database's is
-/// measured again.
-const CLOCK_CHECK: Duration = Duration::from_secs(60);
+/// The shortest wait before firing again a tick the database's clock had
+/// not reached.
+const MIN_NOT_YET_PAUSE: Duration = Duration::from_millis(1);
 
 /// Enqueues recurring tasks at their ticks, each tick once however many
 /// schedulers run, on any hosts: a tick's job and its `(task, run_at)` row
@@ -37,11 +46,17 @@ const CLOCK_CHECK: Duration = Duration::from_secs(60);
 /// other scheduler's insert of the same tick roll back (reported as
 /// [`Events::recurring_skipped`], not an error).
 ///
-/// Ticks come from the database's clock. A scheduler starts from the first
-/// tick after it starts: ticks missed while no scheduler ran are not fired
-/// later. While it runs, a tick it is late for (a slow database, a paused
-/// host) is still fired, up to [`crate::config::RECURRING_MAX_CATCH_UP`] in
-/// a row per task.
+/// Ticks come from the database's clock: a tick's job is created when the
+/// database's clock has reached the tick, never before. A scheduler starts
+/// from the first tick after it starts: ticks missed while no scheduler ran
+/// are not fired later. While it runs, a tick it is late for (a slow
+/// database, a paused host) is still fired, up to
+/// [`crate::config::RECURRING_MAX_CATCH_UP`] in a row per task, and never
+/// more than [`RECURRING_MAX_LATENESS`] late (older ticks are skipped and
+/// reported as [`SkipReason::TooLate`]). A tick's guard row outlives its
+/// job and is kept for [`crate::config::RECURRING_GUARD_RETENTION`], well
+/// past that lateness, so a tick is fired once even when its job was
+/// deleted as it finished.
 ///
 /// On start it makes the `recurring_tasks` table mirror its tasks (adding,
 /// updating and deleting rows), so every scheduler of a deployment should be
@@ -141,6 +156,7 @@ impl Scheduler {
                         reason: "given twice".into(),
                     });
                 }
+                task.validate()?;
                 let request = task.request(self.kinds.get(task.kind()).copied())?;
                 let job = self.queue.build(&request)?;
                 Ok(Prepared {
@@ -154,7 +170,8 @@ impl Scheduler {
     /// Enqueues task `key` now, through the same exactly-once path as its
     /// ticks (its run time is the current second of the database's clock):
     /// for `solidq recurring run`. Returns the job's id, or `None` when this
-    /// second's run of the task exists already.
+    /// second's run of the task exists already (also when that run's job
+    /// is gone: the run's guard outlives it).
     pub fn fire_now(&self, key: &str) -> Result<Option<i64>> {
         let prepared = self.prepare()?;
         let Some(p) = prepared.iter().find(|p| p.task.key() == key) else {
@@ -164,9 +181,29 @@ impl Scheduler {
                 reason: "no such task".into(),
             });
         };
-        let now = Clock::new(self.queue.store().clone()).now();
+        let store = self.queue.store();
+        let now = store.db_now()?.and_utc();
         let second = DateTime::from_timestamp(now.timestamp(), 0).unwrap_or(now);
-        fire(self.queue.store(), p, second, now, self.events.as_ref())
+        // The fire transaction starts after this reading, so the database's
+        // clock has reached `second` unless it was set back meanwhile.
+        for _ in 0..3 {
+            match fire(store, p, second, self.events.as_ref())? {
+                Fire::Enqueued { job_id, .. } => return Ok(Some(job_id)),
+                Fire::Elsewhere => return Ok(None),
+                Fire::NotYet { now } => {
+                    let wait = (second - now.and_utc()).to_std().unwrap_or_default();
+                    std::thread::sleep(wait.min(Duration::from_secs(1)));
+                }
+                Fire::TooLate { .. } => break,
+            }
+        }
+        Err(Error::InvalidOption {
+            option: "recurring task key",
+            value: key.to_string(),
+            reason: format!(
+                "its run for {second} could not be fired: the database's clock moved back"
+            ),
+        })
     }
 
     /// Syncs the `recurring_tasks` table, then starts the loop on its own
@@ -240,84 +277,49 @@ struct Prepared {
     job: NewJob,
 }
 
-/// Fires the tick `at` of a task at `now` (the database's clock): `Some(job
-/// id)`, or `None` when another scheduler had fired it. Tells `events`
-/// either way, once the transaction is over.
-fn fire(
-    store: &Store,
-    p: &Prepared,
-    at: DateTime<Utc>,
-    now: DateTime<Utc>,
-    events: &dyn Events,
-) -> Result<Option<i64>> {
+/// Tries to fire the tick `at` of a task ([`Store::recurring_fire`]), and
+/// tells `events` what became of it once the transaction is over: fired
+/// (with the times the database stored), or fired elsewhere. A tick not
+/// yet due or too late by the database's clock is left to the caller.
+fn fire(store: &Store, p: &Prepared, at: DateTime<Utc>, events: &dyn Events) -> Result<Fire> {
     let key = p.task.key();
-    let fired = store.recurring_fire(key, at.naive_utc(), &p.job)?;
+    let fired = store.recurring_fire(&TickFire {
+        task_key: key,
+        run_at: at.naive_utc(),
+        job: &p.job,
+        max_lateness: RECURRING_MAX_LATENESS,
+    })?;
     match &fired {
-        Some((id, discarded)) => {
-            let id = *id;
+        Fire::Enqueued {
+            job_id,
+            created_at,
+            discarded,
+        } => {
+            let created_at = created_at.and_utc();
             wakeups::wake(store.url().expose());
-            events.job_enqueued(&JobEnqueued::of(&p.job, id, now));
+            events.job_enqueued(&JobEnqueued::of(&p.job, *job_id, created_at));
             if let Some(job) = discarded {
                 events.job_discarded(&JobDiscarded::of(job));
             }
             events.recurring_fired(&RecurringFired {
                 task_key: key.to_string(),
                 run_at: at,
-                job_id: id,
+                job_id: *job_id,
                 kind: p.job.kind.clone(),
                 queue: p.job.queue_name.clone(),
-                late_by: (now - at).to_std().unwrap_or_default(),
+                late_by: (created_at - at).to_std().unwrap_or_default(),
             });
         }
-        None => events.recurring_skipped(&RecurringSkipped {
+        Fire::Elsewhere => events.recurring_skipped(&RecurringSkipped {
             task_key: key.to_string(),
             reason: SkipReason::FiredElsewhere,
             run_at: at,
             through: at,
             ticks: 1,
         }),
+        Fire::NotYet { .. } | Fire::TooLate { .. } => {}
     }
-    Ok(fired.map(|(id, _)| id))
-}
-
-/// The host's clock corrected to the database's.
-struct Clock {
-    store: Store,
-    offset: chrono::Duration,
-    checked: Option<Instant>,
-}
-
-impl Clock {
-    fn new(store: Store) -> Clock {
-        Clock {
-            store,
-            offset: chrono::Duration::zero(),
-            checked: None,
-        }
-    }
-
-    fn now(&mut self) -> DateTime<Utc> {
-        if self.checked.is_none_or(|c| c.elapsed() >= CLOCK_CHECK) {
-            let before = Utc::now();
-            match self.store.db_now() {
-                Ok(db) => {
-                    let after = Utc::now();
-                    self.offset = db.and_utc() - (before + (after - before) / 2);
-                    if self.offset.num_milliseconds().abs() > 1_000 {
-                        log::info!(
-                            "this host's clock is {} ms off the database's; the scheduler follows the database",
-                            -self.offset.num_milliseconds()
-                        );
-                    }
-                }
-                Err(error) => {
-                    log::warn!("cannot read the database's clock ({error}); using this host's")
-                }
-            }
-            self.checked = Some(Instant::now());
-        }
-        Utc::now() + self.offset
-    }
+    Ok(fired)
 }
 
 struct Loop {
@@ -370,8 +372,39 @@ impl Loop {
                 }
                 continue;
             }
-            match fire(&self.store, &self.tasks[i], at, now, self.events.as_ref()) {
-                Ok(_) => {
+            if let Some(skip) = too_late(self.tasks[i].task.schedule(), at, now) {
+                self.skip_late(i, at, skip);
+                continue;
+            }
+            match fire(&self.store, &self.tasks[i], at, self.events.as_ref()) {
+                Ok(Fire::NotYet { now: db }) => {
+                    // This host's clock runs ahead of the database's: wait
+                    // for the database's, and follow it from now on.
+                    log::debug!(
+                        "recurring task {}: the database's clock ({db}) has not reached the {at} tick yet",
+                        self.tasks[i].task.key()
+                    );
+                    let db = db.and_utc();
+                    self.clock.observed(db);
+                    let wait = (at - db)
+                        .to_std()
+                        .unwrap_or_default()
+                        .clamp(MIN_NOT_YET_PAUSE, MAX_SLEEP);
+                    if !matches!(stopped.recv_timeout(wait), Err(RecvTimeoutError::Timeout)) {
+                        return;
+                    }
+                }
+                Ok(Fire::TooLate { now: db }) => {
+                    let schedule = self.tasks[i].task.schedule();
+                    let skip = too_late(schedule, at, db.and_utc()).unwrap_or(Skip {
+                        ticks: 1,
+                        through: at,
+                        next: schedule.next_after(at),
+                    });
+                    failures = 0;
+                    self.skip_late(i, at, skip);
+                }
+                Ok(Fire::Enqueued { .. } | Fire::Elsewhere) => {
                     failures = 0;
                     self.advance(i, at, now);
                 }
@@ -418,6 +451,52 @@ impl Loop {
     }
 }
 
+impl Loop {
+    /// Skips the ticks of task `i` from `first` that are too late to fire,
+    /// reporting them, and goes on from the first that is not.
+    fn skip_late(&mut self, i: usize, first: DateTime<Utc>, skip: Skip) {
+        self.events.recurring_skipped(&RecurringSkipped {
+            task_key: self.tasks[i].task.key().to_string(),
+            reason: SkipReason::TooLate,
+            run_at: first,
+            through: skip.through,
+            ticks: skip.ticks,
+        });
+        self.behind[i] = 0;
+        self.next[i] = skip.next;
+    }
+}
+
+/// Ticks skipped for being too late.
+#[derive(Debug, PartialEq, Eq)]
+struct Skip {
+    /// How many (counting stops at [`MAX_SKIPPED_COUNTED`]).
+    ticks: u64,
+    /// The last of them.
+    through: DateTime<Utc>,
+    /// The first tick after them, not too late at `now`.
+    next: Option<DateTime<Utc>>,
+}
+
+/// When tick `at` is more than [`RECURRING_MAX_LATENESS`] before `now`:
+/// the ticks of `schedule` from `at` that are, and the first that is not.
+fn too_late(
+    schedule: &crate::types::Schedule,
+    at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Option<Skip> {
+    let cutoff = now - chrono::Duration::from_std(RECURRING_MAX_LATENESS).ok()?;
+    if at >= cutoff {
+        return None;
+    }
+    let (ticks, through) = skipped(schedule, at, cutoff);
+    Some(Skip {
+        ticks,
+        through,
+        next: schedule.next_after(through.max(cutoff)),
+    })
+}
+
 /// Most ticks counted one by one when a scheduler skips ahead; past it the
 /// count stops (a per-second task paused for days).
 const MAX_SKIPPED_COUNTED: u64 = 100_000;
@@ -456,5 +535,40 @@ mod tests {
             (6, first + chrono::Duration::seconds(5))
         );
         assert_eq!(skipped(&every_second, first, first), (1, first));
+    }
+
+    fn utc(day: u32, hour: u32, minute: u32) -> DateTime<Utc> {
+        chrono::NaiveDate::from_ymd_opt(2026, 3, day)
+            .and_then(|d| d.and_hms_opt(hour, minute, 0))
+            .unwrap()
+            .and_utc()
+    }
+
+    #[test]
+    fn ticks_older_than_the_max_lateness_are_skipped_up_to_the_first_that_is_not() {
+        assert_eq!(RECURRING_MAX_LATENESS, Duration::from_secs(24 * 3600));
+        let hourly = crate::types::Schedule::parse("0 0 * * * ?", "UTC").unwrap();
+        let now = utc(14, 22, 13);
+        // Two days late: the ticks up to one day before now are skipped
+        // (24 on the 12th, 23 on the 13th), then it goes on from 23:00.
+        assert_eq!(
+            too_late(&hourly, utc(12, 0, 0), now),
+            Some(Skip {
+                ticks: 47,
+                through: utc(13, 22, 0),
+                next: Some(utc(13, 23, 0)),
+            })
+        );
+        // Within the lateness: fired.
+        assert_eq!(too_late(&hourly, utc(13, 23, 0), now), None);
+        assert_eq!(too_late(&hourly, utc(14, 22, 0), now), None);
+        // A weekly task a week late: its one tick is skipped, and it goes
+        // on from the next, due now.
+        let weekly = crate::types::Schedule::parse("0 0 0 ? * MON", "UTC").unwrap();
+        let skip = too_late(&weekly, utc(2, 0, 0), utc(9, 0, 1)).unwrap();
+        assert_eq!(
+            (skip.ticks, skip.through, skip.next),
+            (1, utc(2, 0, 0), Some(utc(9, 0, 0)))
+        );
     }
 }

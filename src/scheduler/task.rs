@@ -3,7 +3,10 @@
 use std::fmt;
 
 use crate::client::JobRequest;
-use crate::config::{ResolvedRecurring, SupervisorConfig, validate_task_key, validate_task_kind};
+use crate::config::{
+    ResolvedRecurring, SupervisorConfig, validate_task_description, validate_task_key,
+    validate_task_kind,
+};
 use crate::job::{EnqueueOptions, Job};
 use crate::store::RecurringTaskRow;
 use crate::types::{Error, Result, Schedule, validate_queue_name};
@@ -128,7 +131,10 @@ impl RecurringTask {
         self
     }
 
-    /// What it is for, shown by `solidq recurring`.
+    /// What it is for, shown by `solidq recurring`. Any text but NUL
+    /// (which the database cannot store): a description holding NUL is
+    /// refused by [`crate::Scheduler::check`] and
+    /// [`crate::Scheduler::start`].
     pub fn description(mut self, description: impl Into<String>) -> RecurringTask {
         self.description = Some(description.into());
         self
@@ -152,6 +158,11 @@ impl RecurringTask {
     /// The arguments of its jobs.
     pub fn arguments(&self) -> &serde_json::Value {
         &self.arguments
+    }
+
+    /// Checks what its constructors could not: the description.
+    pub(crate) fn validate(&self) -> Result<()> {
+        validate_task_description(&self.key, self.description.as_deref())
     }
 
     /// The request for one of its jobs; `known` builds kinds a scheduler

@@ -47,7 +47,7 @@ pub(crate) use listener::{Heard, Listener};
 pub(crate) use options::StoredOptions;
 pub(crate) use params::*;
 pub(crate) use processes::{PruneTarget, Pruned, ReleaseReason, ReleaseReport};
-pub(crate) use recurring::RecurringTaskRow;
+pub(crate) use recurring::{Fire, RecurringTaskRow, TickFire};
 
 use crate::config::DEFAULT_SQLITE_BUSY_TIMEOUT;
 use crate::types::{Backend, DatabaseUrl, Error, ErrorInfo, Result, StoredLimit};
@@ -553,15 +553,26 @@ pub(crate) trait Driver {
     /// Makes `recurring_tasks` hold exactly `tasks` (inside a transaction).
     fn recurring_tasks_sync(&mut self, tasks: &[RecurringTaskRow]) -> QueryResult<()>;
 
-    /// Inserts the row of one tick of a recurring task unless it exists;
-    /// returns whether it was inserted. On PostgreSQL a racing insert of
-    /// the same tick waits for the first to commit or roll back.
+    /// Inserts the guard of one tick of a recurring task, for job `job_id`
+    /// (inserted in this transaction), unless the tick has one; returns the
+    /// job's `created_at` (the database's clock) when it was inserted. On
+    /// PostgreSQL a racing insert of the same tick waits for the first to
+    /// commit or roll back.
     fn recurring_execution_insert(
         &mut self,
         task_key: &str,
         run_at: NaiveDateTime,
         job_id: i64,
-    ) -> QueryResult<bool>;
+    ) -> QueryResult<Option<NaiveDateTime>>;
+
+    /// Operation: deletes up to `limit` tick guards whose tick is more
+    /// than `older_than` ago (the database's clock), never a task's
+    /// latest; returns how many.
+    fn recurring_executions_delete_old(
+        &mut self,
+        older_than: Duration,
+        limit: usize,
+    ) -> QueryResult<usize>;
 }
 
 /// The [`Driver`] methods each backend writes in its own `concurrency` and
@@ -625,8 +636,16 @@ macro_rules! forward_to_backend_modules {
             task_key: &str,
             run_at: NaiveDateTime,
             job_id: i64,
-        ) -> QueryResult<bool> {
+        ) -> QueryResult<Option<NaiveDateTime>> {
             recurring::execution_insert(self, task_key, run_at, job_id)
+        }
+
+        fn recurring_executions_delete_old(
+            &mut self,
+            older_than: Duration,
+            limit: usize,
+        ) -> QueryResult<usize> {
+            recurring::executions_delete_old(self, older_than, limit)
         }
     };
 }

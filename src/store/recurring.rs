@@ -1,10 +1,15 @@
 //! Recurring tasks in the store: the `recurring_tasks` table mirrors the
 //! scheduler's configuration, and each tick is fired through one
-//! transaction that inserts the job and the `(task_key, run_at)` row whose
-//! primary key makes a tick fire once however many schedulers race for it.
+//! transaction that inserts the job and the `(task_key, run_at)` guard row
+//! whose primary key makes a tick fire once however many schedulers race
+//! for it. Guards do not refer to their job by a foreign key: they outlive
+//! it (a job may be deleted as it finishes) and are aged out on their own.
+
+use std::time::Duration;
 
 use chrono::NaiveDateTime;
 
+use super::admin::CLEAN_BATCH;
 use super::{LimitedJob, NewJob, Store, in_transaction};
 use crate::types::Result;
 
@@ -111,37 +116,97 @@ impl Store {
         })
     }
 
-    /// Fires one tick of `task_key`: inserts `job` and the tick's row in one
-    /// transaction. Returns the job's id (and the job, if its concurrency
-    /// limit discarded it on the way in), or `None` when another scheduler
-    /// fired this tick first (then nothing was written).
-    pub(crate) fn recurring_fire(
-        &self,
-        task_key: &str,
-        run_at: NaiveDateTime,
-        job: &NewJob,
-    ) -> Result<Option<(i64, Option<LimitedJob>)>> {
+    /// Fires one tick: inserts its job and its guard in one transaction,
+    /// and commits only if the database's clock, as the job's `created_at`
+    /// stored it, is at or past the tick and not more than
+    /// `tick.max_lateness` past it. Nothing is written unless it returns
+    /// [`Fire::Enqueued`].
+    pub(crate) fn recurring_fire(&self, tick: &TickFire<'_>) -> Result<Fire> {
         self.with_driver("recurring_fire", |d| {
-            let mut lost = false;
+            let mut refused = None;
             let outcome = in_transaction(d, |d| {
-                let mut inserted = Store::jobs_enqueue_on(d, std::slice::from_ref(job), true)?;
-                let id = match inserted.outcome.pop() {
+                let mut inserted = Store::jobs_enqueue_on(d, std::slice::from_ref(tick.job), true)?;
+                let job_id = match inserted.outcome.pop() {
                     Some(Ok(id)) => id,
                     // Its unique key is held by another job: nothing to do.
-                    Some(Err(_)) | None => return Ok(None),
+                    Some(Err(_)) | None => return Ok(Fire::Elsewhere),
                 };
-                if d.recurring_execution_insert(task_key, run_at, id)? {
-                    Ok(Some((id, inserted.discarded.pop())))
-                } else {
-                    // Another scheduler fired this tick: undo our job.
-                    lost = true;
+                let refuse = |fire: Fire, refused: &mut Option<Fire>| {
+                    *refused = Some(fire);
                     Err(diesel::result::Error::RollbackTransaction)
+                };
+                let Some(created_at) =
+                    d.recurring_execution_insert(tick.task_key, tick.run_at, job_id)?
+                else {
+                    // Fired already (by another scheduler, or a run of
+                    // the same second): undo our job.
+                    return refuse(Fire::Elsewhere, &mut refused);
+                };
+                if created_at < tick.run_at {
+                    return refuse(Fire::NotYet { now: created_at }, &mut refused);
                 }
+                let late = (created_at - tick.run_at).to_std().unwrap_or_default();
+                if late > tick.max_lateness {
+                    return refuse(Fire::TooLate { now: created_at }, &mut refused);
+                }
+                Ok(Fire::Enqueued {
+                    job_id,
+                    created_at,
+                    discarded: inserted.discarded.pop(),
+                })
             });
-            match outcome {
-                Err(diesel::result::Error::RollbackTransaction) if lost => Ok(None),
-                other => other,
+            match (outcome, refused) {
+                (Err(diesel::result::Error::RollbackTransaction), Some(fire)) => Ok(fire),
+                (other, _) => other,
             }
         })
     }
+
+    /// Deletes tick guards whose tick is more than `older_than` ago (the
+    /// database's clock), in batches, but never a task's latest; returns
+    /// how many.
+    pub(crate) fn recurring_guards_clean(&self, older_than: Duration) -> Result<u64> {
+        let mut done = 0u64;
+        loop {
+            let n = self.with_driver("recurring_guards_clean", |d| {
+                d.recurring_executions_delete_old(older_than, CLEAN_BATCH)
+            })?;
+            done += n as u64;
+            if n < CLEAN_BATCH {
+                return Ok(done);
+            }
+        }
+    }
+}
+
+/// One tick to fire ([`Store::recurring_fire`]).
+pub(crate) struct TickFire<'a> {
+    pub task_key: &'a str,
+    /// The tick, on the database's clock.
+    pub run_at: NaiveDateTime,
+    pub job: &'a NewJob,
+    /// The latest past `run_at` the tick may still be fired.
+    pub max_lateness: Duration,
+}
+
+/// What became of a tick ([`Store::recurring_fire`]).
+#[derive(Debug)]
+pub(crate) enum Fire {
+    /// Its job was enqueued, created at `created_at` (the database's
+    /// clock); `discarded` is the job if its concurrency limit discarded
+    /// it on the way in.
+    Enqueued {
+        job_id: i64,
+        created_at: NaiveDateTime,
+        discarded: Option<LimitedJob>,
+    },
+    /// It was fired already (its guard exists), or its job's unique key is
+    /// held: nothing was written.
+    Elsewhere,
+    /// The database's clock (`now`) has not reached the tick: nothing was
+    /// written.
+    NotYet { now: NaiveDateTime },
+    /// The database's clock (`now`) is more than the allowed lateness past
+    /// the tick: nothing was written.
+    TooLate { now: NaiveDateTime },
 }

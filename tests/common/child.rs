@@ -233,7 +233,8 @@ impl Child {
 }
 
 /// Runs a standalone scheduler with one task, `SOLIDQ_TEST_TASK` on
-/// `SOLIDQ_TEST_SCHEDULE`, enqueuing `Echo`, until SIGTERM.
+/// `SOLIDQ_TEST_SCHEDULE`, enqueuing `Echo`, until SIGTERM; it heartbeats
+/// every `SOLIDQ_TEST_HEARTBEAT_MS` (200).
 pub fn run_scheduler() {
     let url = std::env::var("SOLIDQ_TEST_URL").expect("SOLIDQ_TEST_URL");
     let key = std::env::var("SOLIDQ_TEST_TASK").expect("SOLIDQ_TEST_TASK");
@@ -249,7 +250,7 @@ pub fn run_scheduler() {
     .expect("task");
     solidq::Scheduler::new(queue)
         .task(task)
-        .heartbeat_interval(Duration::from_millis(200))
+        .heartbeat_interval(Duration::from_millis(var("SOLIDQ_TEST_HEARTBEAT_MS", 200)))
         .run()
         .expect("scheduler run");
 }
@@ -257,6 +258,16 @@ pub fn run_scheduler() {
 impl Child {
     /// Spawns a scheduler process (see [`run_scheduler`]).
     pub fn scheduler(url: &str, task: &str, schedule: &str) -> Child {
+        Child::scheduler_with(url, task, schedule, &[])
+    }
+
+    /// Spawns a scheduler process with extra `SOLIDQ_TEST_*` settings.
+    pub fn scheduler_with(
+        url: &str,
+        task: &str,
+        schedule: &str,
+        settings: &[(&str, &str)],
+    ) -> Child {
         let argv = child_command();
         let mut command = Command::new(&argv[0]);
         command
@@ -266,6 +277,9 @@ impl Child {
             .env("SOLIDQ_TEST_TASK", task)
             .env("SOLIDQ_TEST_SCHEDULE", schedule)
             .env("RUST_LOG", "solidq=debug");
+        for (key, value) in settings {
+            command.env(key, value);
+        }
         Child::spawn(command)
     }
 }

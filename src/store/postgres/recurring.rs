@@ -1,10 +1,13 @@
-//! PostgreSQL primitives of recurring tasks.
+//! PostgreSQL primitives of recurring tasks. Times are the database's
+//! (`LOCALTIMESTAMP`, the start of the enclosing transaction).
+
+use std::time::Duration;
 
 use chrono::NaiveDateTime;
 use diesel::sql_types::{Array, BigInt, Integer, Nullable, Text, Timestamp};
 use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
-use crate::store::{Cached, RecurringTaskRow};
+use crate::store::{Cached, RecurringTaskRow, micros};
 
 const UPSERT_TASK: &str = "\
 INSERT INTO solidq_recurring_tasks AS t
@@ -41,11 +44,30 @@ pub(super) fn tasks_sync(conn: &mut PgConnection, tasks: &[RecurringTaskRow]) ->
     .map(drop)
 }
 
+/// The tick's guard takes its job's `created_at`: within the fire
+/// transaction both are the transaction's start on the database's clock.
+const INSERT_GUARD: &str = "\
+INSERT INTO solidq_recurring_executions (task_key, run_at, job_id, created_at)
+SELECT $1, $2, id, created_at FROM solidq_jobs WHERE id = $3
+ON CONFLICT (task_key, run_at) DO NOTHING
+RETURNING created_at";
+
+/// Guards older than the retention, but each task's latest, a batch at a
+/// time (the run_at index finds the old ones, the primary key the later
+/// guard of the same task).
+const DELETE_OLD_GUARDS: &str = "\
+DELETE FROM solidq_recurring_executions
+WHERE (task_key, run_at) IN (
+    SELECT e.task_key, e.run_at FROM solidq_recurring_executions e
+    WHERE e.run_at < LOCALTIMESTAMP - $1 * INTERVAL '1 microsecond'
+      AND EXISTS (SELECT 1 FROM solidq_recurring_executions later
+                  WHERE later.task_key = e.task_key AND later.run_at > e.run_at)
+    LIMIT $2)";
+
 #[derive(QueryableByName)]
 struct Inserted {
-    #[diesel(sql_type = BigInt)]
-    #[allow(dead_code)]
-    job_id: i64,
+    #[diesel(sql_type = Timestamp)]
+    created_at: NaiveDateTime,
 }
 
 pub(super) fn execution_insert(
@@ -53,18 +75,26 @@ pub(super) fn execution_insert(
     task_key: &str,
     run_at: NaiveDateTime,
     job_id: i64,
-) -> QueryResult<bool> {
+) -> QueryResult<Option<NaiveDateTime>> {
     let rows: Vec<Inserted> = Cached(
-        sql_query(
-            "INSERT INTO solidq_recurring_executions (task_key, run_at, job_id, created_at)
-             VALUES ($1, $2, $3, LOCALTIMESTAMP)
-             ON CONFLICT (task_key, run_at) DO NOTHING
-             RETURNING job_id",
-        )
-        .bind::<Text, _>(task_key)
-        .bind::<Timestamp, _>(run_at)
-        .bind::<BigInt, _>(job_id),
+        sql_query(INSERT_GUARD)
+            .bind::<Text, _>(task_key)
+            .bind::<Timestamp, _>(run_at)
+            .bind::<BigInt, _>(job_id),
     )
     .load(conn)?;
-    Ok(!rows.is_empty())
+    Ok(rows.into_iter().next().map(|r| r.created_at))
+}
+
+pub(super) fn executions_delete_old(
+    conn: &mut PgConnection,
+    older_than: Duration,
+    limit: usize,
+) -> QueryResult<usize> {
+    Cached(
+        sql_query(DELETE_OLD_GUARDS)
+            .bind::<BigInt, _>(micros(older_than))
+            .bind::<BigInt, _>(limit as i64),
+    )
+    .execute(conn)
 }

@@ -1,4 +1,7 @@
-//! SQLite primitives of recurring tasks.
+//! SQLite primitives of recurring tasks. Times are this host's clock,
+//! which is the database's.
+
+use std::time::Duration;
 
 use chrono::NaiveDateTime;
 use diesel::sql_types::{BigInt, Integer, Nullable, Text, Timestamp};
@@ -52,11 +55,30 @@ pub(super) fn tasks_sync(
     .map(drop)
 }
 
+/// The tick's guard takes its job's `created_at`, the time the database
+/// stored for the tick.
+const INSERT_GUARD: &str = "\
+INSERT INTO solidq_recurring_executions (task_key, run_at, job_id, created_at)
+SELECT ?1, ?2, id, created_at FROM solidq_jobs WHERE id = ?3
+ON CONFLICT (task_key, run_at) DO NOTHING
+RETURNING created_at";
+
+/// Guards older than `?1`, but each task's latest, a batch at a time (the
+/// run_at index finds the old ones, the primary key the later guard of the
+/// same task).
+const DELETE_OLD_GUARDS: &str = "\
+DELETE FROM solidq_recurring_executions
+WHERE rowid IN (
+    SELECT e.rowid FROM solidq_recurring_executions e
+    WHERE e.run_at < ?1
+      AND EXISTS (SELECT 1 FROM solidq_recurring_executions later
+                  WHERE later.task_key = e.task_key AND later.run_at > e.run_at)
+    LIMIT ?2)";
+
 #[derive(QueryableByName)]
 struct Inserted {
-    #[diesel(sql_type = BigInt)]
-    #[allow(dead_code)]
-    job_id: i64,
+    #[diesel(sql_type = Timestamp)]
+    created_at: NaiveDateTime,
 }
 
 pub(super) fn execution_insert(
@@ -64,19 +86,30 @@ pub(super) fn execution_insert(
     task_key: &str,
     run_at: NaiveDateTime,
     job_id: i64,
-) -> QueryResult<bool> {
+) -> QueryResult<Option<NaiveDateTime>> {
     let rows: Vec<Inserted> = Cached(
-        sql_query(
-            "INSERT INTO solidq_recurring_executions (task_key, run_at, job_id, created_at)
-             VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (task_key, run_at) DO NOTHING
-             RETURNING job_id",
-        )
-        .bind::<Text, _>(task_key)
-        .bind::<Timestamp, _>(run_at)
-        .bind::<BigInt, _>(job_id)
-        .bind::<Timestamp, _>(utc_now()),
+        sql_query(INSERT_GUARD)
+            .bind::<Text, _>(task_key)
+            .bind::<Timestamp, _>(run_at)
+            .bind::<BigInt, _>(job_id),
     )
     .load(conn)?;
-    Ok(!rows.is_empty())
+    Ok(rows.into_iter().next().map(|r| r.created_at))
+}
+
+pub(super) fn executions_delete_old(
+    conn: &mut SqliteConnection,
+    older_than: Duration,
+    limit: usize,
+) -> QueryResult<usize> {
+    let cutoff = chrono::Duration::from_std(older_than)
+        .ok()
+        .and_then(|age| utc_now().checked_sub_signed(age))
+        .unwrap_or(NaiveDateTime::MIN);
+    Cached(
+        sql_query(DELETE_OLD_GUARDS)
+            .bind::<Timestamp, _>(cutoff)
+            .bind::<BigInt, _>(limit as i64),
+    )
+    .execute(conn)
 }
