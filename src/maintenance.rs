@@ -4,8 +4,9 @@
 //! heartbeat interval a round prunes processes whose heartbeat is older
 //! than the alive threshold (on any host), releases claims whose process
 //! row does not exist at all, deletes finished jobs and recurring tick
-//! guards past their retention and tends the tables. Any number of processes can run it at once: each
-//! dead process is pruned in one transaction by exactly one of them.
+//! guards past their retention and tends the tables. Any number of
+//! processes can run it at once: each dead process is pruned in one
+//! transaction by exactly one of them.
 //!
 //! A process judges others dead by heartbeat age only once its own
 //! heartbeats have succeeded for a whole threshold ([`Lease::healthy_for`]):
