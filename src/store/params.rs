@@ -34,6 +34,7 @@ pub(crate) struct ClaimQuery {
     pub(crate) patterns: Vec<crate::types::QueuePattern>,
     postgres_sql: std::sync::OnceLock<String>,
     pub(super) sqlite_sql: std::sync::OnceLock<String>,
+    pub(super) sqlite_ahead_sql: std::sync::OnceLock<String>,
 }
 
 impl ClaimQuery {
@@ -42,6 +43,7 @@ impl ClaimQuery {
             patterns,
             postgres_sql: Default::default(),
             sqlite_sql: Default::default(),
+            sqlite_ahead_sql: Default::default(),
         }
     }
 
