@@ -34,7 +34,10 @@ use diesel::{
     Connection, PgConnection, QueryResult, QueryableByName, RunQueryDsl, SqliteConnection,
 };
 use serde::{Deserialize, Serialize};
-use solidq::{Job, JobContext, JobResult, JobStatus, Queue, QueueConfig, Worker, WorkerConfig};
+use solidq::{
+    Job, JobContext, JobResult, JobStatus, Queue, QueueConfig, SqliteSynchronous, Worker,
+    WorkerConfig,
+};
 
 /// The flags, printed by `--help` and after a bad flag.
 const USAGE: &str = "\
@@ -55,6 +58,8 @@ cargo run --release --example bench -- [flags]
                     throughput and worker RSS per tenth
   --only a,b        run only these sections: enqueue, workdown, mixed,
                     latency, idle
+  --sqlite-synchronous normal|full   SQLite's synchronous setting for every
+                    connection, solidq's and the raw baseline's (solidq's default)
 ";
 
 /// Does nothing.
@@ -104,6 +109,14 @@ struct Args {
     only: Option<Vec<String>>,
 }
 
+/// `--sqlite-synchronous`: set once in `main`, read by every connection the
+/// bench opens (worker processes get it as `SOLIDQ_SQLITE_SYNCHRONOUS`).
+static SQLITE_SYNCHRONOUS: std::sync::OnceLock<SqliteSynchronous> = std::sync::OnceLock::new();
+
+fn sqlite_synchronous() -> SqliteSynchronous {
+    *SQLITE_SYNCHRONOUS.get_or_init(|| solidq::config::DEFAULT_SQLITE_SYNCHRONOUS)
+}
+
 fn parse_args() -> Args {
     let mut args = Args {
         backends: vec!["sqlite", "postgres"],
@@ -148,6 +161,15 @@ fn parse_args() -> Args {
             "--latency-samples" => args.latency_samples = number(&flag, value()),
             "--prefetch" => args.prefetch = number(&flag, value()),
             "--soak" => args.soak = Some(number(&flag, value())),
+            "--sqlite-synchronous" => {
+                let value = value();
+                let setting = value
+                    .parse()
+                    .unwrap_or_else(|e| usage_error(&format!("{e}")));
+                SQLITE_SYNCHRONOUS
+                    .set(setting)
+                    .unwrap_or_else(|_| usage_error("--sqlite-synchronous given twice"));
+            }
             "--only" => {
                 let sections: Vec<String> = value().split(',').map(str::to_string).collect();
                 if let Some(bad) = sections.iter().find(|s| !SECTIONS.contains(&s.as_str())) {
@@ -202,8 +224,13 @@ fn main() {
     }
     let args = parse_args();
     println!(
-        "solidq bench: {} processes x {} threads, {} jobs per work-down, {} runs per figure",
-        args.processes, args.threads, args.jobs, args.repeat
+        "solidq bench: {} processes x {} threads, {} jobs per work-down, {} runs per figure, \
+         sqlite synchronous={}",
+        args.processes,
+        args.threads,
+        args.jobs,
+        args.repeat,
+        sqlite_synchronous()
     );
     for backend in args.backends.clone() {
         if let Some(n) = args.soak {
@@ -238,7 +265,7 @@ fn run_worker(url: &str, threads: usize, prefetch: usize, standalone: bool) {
         url,
         QueueConfig {
             pool_size: threads as u32 + 4,
-            ..QueueConfig::default()
+            ..QueueConfig::from_env().expect("SOLIDQ_SQLITE_SYNCHRONOUS")
         },
     )
     .expect("connect");
@@ -477,6 +504,7 @@ impl BenchDb {
             &self.url,
             QueueConfig {
                 pool_size: 16,
+                sqlite_synchronous: sqlite_synchronous(),
                 ..QueueConfig::default()
             },
         )
@@ -568,9 +596,10 @@ impl Raw {
         match url.strip_prefix("sqlite://") {
             Some(path) => {
                 let mut c = SqliteConnection::establish(path).expect("open");
-                c.batch_execute(
-                    "PRAGMA busy_timeout = 5000; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
-                )
+                c.batch_execute(&format!(
+                    "PRAGMA busy_timeout = 5000; PRAGMA journal_mode = WAL; PRAGMA synchronous = {}; PRAGMA foreign_keys = ON;",
+                    sqlite_synchronous()
+                ))
                 .expect("pragma");
                 Raw::Sqlite(c)
             }
@@ -796,6 +825,10 @@ impl Workers {
                     .env(
                         "RUST_LOG",
                         std::env::var("BENCH_WORKER_LOG").unwrap_or_else(|_| "error".into()),
+                    )
+                    .env(
+                        solidq::config::ENV_SQLITE_SYNCHRONOUS,
+                        sqlite_synchronous().to_string(),
                     )
                     .stdin(Stdio::null())
                     .stdout(Stdio::piped())

@@ -13,7 +13,8 @@ use crate::events::{Events, JobDiscarded, JobEnqueued, default_events};
 use crate::job::{EnqueueOptions, Job, JobOptions};
 use crate::process::wakeups;
 use crate::store::{
-    self, AnyConnection, Driver, Inserted, NewJob, PoolOptions, Store, StoredOptions,
+    self, AnyConnection, Driver, Inserted, NewJob, PoolOptions, SqliteSettings, Store,
+    StoredOptions,
 };
 use crate::types::{
     Backend, DatabaseUrl, Error, JobInfo, Result, StoredLimit, validate_queue_name,
@@ -50,7 +51,10 @@ impl Queue {
             &PoolOptions {
                 size: config.pool_size,
                 timeout: config.pool_timeout,
-                sqlite_busy_timeout: config.sqlite_busy_timeout,
+                sqlite: SqliteSettings {
+                    busy_timeout: config.sqlite_busy_timeout,
+                    synchronous: config.sqlite_synchronous,
+                },
             },
         )?;
         Ok(Queue {

@@ -13,7 +13,9 @@
 //! operations on [`Queue`], and [`events`] hooks for metrics.
 //!
 //! ## The promises
-//! 1. Nothing is lost: once `enqueue` returns, the job survives any crash.
+//! 1. Nothing is lost: once `enqueue` returns, the job survives any crash,
+//!    power loss included with the default settings (on SQLite,
+//!    [`SqliteSynchronous::Full`]; see [`QueueConfig::sqlite_synchronous`]).
 //! 2. At least once, and no more than needed: a job runs again only when
 //!    the process running it is gone, never because it is slow.
 //! 3. A stalled job is counted, logged and bounded.
@@ -45,7 +47,7 @@
 //!
 //! | layer | modules | what |
 //! | --- | --- | --- |
-//! | 0 | `types` | plain data every layer shares: [`Error`], [`JobStatus`], [`Delivery`], [`Backoff`], [`ErrorInfo`], [`JobInfo`], [`QueuePattern`], stored limits, [`Schedule`], [`DatabaseUrl`]; imports nothing of solidq |
+//! | 0 | `types` | plain data every layer shares: [`Error`], [`JobStatus`], [`Delivery`], [`Backoff`], [`ErrorInfo`], [`JobInfo`], [`QueuePattern`], stored limits, [`Schedule`], [`DatabaseUrl`], [`SqliteSynchronous`]; imports nothing of solidq |
 //! | 1 | [`config`], [`concurrency`] | settings and their defaults; the limit builder |
 //! | 2 | `job` | the [`Job`] trait, its options and context |
 //! | 3 | `store` | all SQL, one implementation per backend |
@@ -127,7 +129,7 @@ pub use supervisor::{
 };
 pub use types::{
     Backend, Backoff, DatabaseUrl, Delivery, Error, ErrorInfo, JobInfo, JobStatus, QueuePattern,
-    Result, Schedule, ScheduleError,
+    Result, Schedule, ScheduleError, SqliteSynchronous,
 };
 pub use worker::{Worker, WorkerHandle, WorkerStats};
 

@@ -60,6 +60,14 @@ fn each_bad_configuration_gets_one_clear_line_and_starts_nothing() {
             2,
         ),
         (
+            "bad sqlite_synchronous",
+            Some(format!(
+                "{good_db}sqlite_synchronous = \"fsync\"\n{workers}"
+            )),
+            r#"invalid sqlite_synchronous "fsync": expected "normal" or "full""#,
+            2,
+        ),
+        (
             "empty command",
             Some(format!("{good_db}[[workers]]\ncommand = []\n")),
             "workers[0].command is empty",
@@ -189,6 +197,40 @@ fn each_bad_configuration_gets_one_clear_line_and_starts_nothing() {
         0,
         "no process registered"
     );
+}
+
+/// `SOLIDQ_SQLITE_SYNCHRONOUS` is read by every command that connects (and
+/// by worker processes, through `QueueConfig::from_env`): a bad value is
+/// one line naming the variable and the value, exit 2, nothing written.
+#[test]
+fn a_bad_sqlite_synchronous_in_the_environment_is_one_clear_line() {
+    let db = common::TestDb::sqlite();
+    db.queue();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("solidq.toml");
+    std::fs::write(&config, format!("database_url = \"{}\"\n", db.url)).unwrap();
+    let runs: [&[&str]; 3] = [
+        &["queues", "--database-url", &db.url],
+        &["enqueue", "echo", "--database-url", &db.url],
+        &["check", "--config", config.to_str().unwrap()],
+    ];
+    for args in runs {
+        let output = Command::new(env!("CARGO_BIN_EXE_solidq"))
+            .args(args)
+            .env_remove("SOLIDQ_DATABASE_URL")
+            .env("SOLIDQ_SQLITE_SYNCHRONOUS", "fsync")
+            .env("RUST_LOG", "error")
+            .output()
+            .expect("run solidq");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.trim(),
+            r#"solidq: invalid SOLIDQ_SQLITE_SYNCHRONOUS "fsync": expected "normal" or "full""#,
+            "{args:?}"
+        );
+    }
+    assert_eq!(db.count("solidq_jobs"), 0, "nothing enqueued");
 }
 
 #[test]

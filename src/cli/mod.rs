@@ -231,13 +231,17 @@ impl Db {
     /// Connects to the database the arguments name, and checks it is
     /// migrated.
     fn queue(&self) -> crate::Result<Queue> {
+        let mut config = QueueConfig {
+            pool_size: 2,
+            ..QueueConfig::from_env()?
+        };
         let url = match (&self.database_url, &self.config) {
             (Some(url), _) if !url.trim().is_empty() => url.clone(),
-            (_, Some(path)) => from_config(path)?,
+            (_, Some(path)) => from_config(path, &mut config)?,
             _ => {
                 let default = PathBuf::from("solidq.toml");
                 if default.exists() {
-                    from_config(&default)?
+                    from_config(&default, &mut config)?
                 } else {
                     return Err(Error::Config {
                         origin: "command line".into(),
@@ -248,13 +252,7 @@ impl Db {
                 }
             }
         };
-        let queue = Queue::connect_with(
-            &url,
-            QueueConfig {
-                pool_size: 2,
-                ..QueueConfig::default()
-            },
-        )?;
+        let queue = Queue::connect_with(&url, config)?;
         let pending = queue.store().migrations_pending()?;
         if !pending.is_empty() {
             return Err(Error::Config {
@@ -269,15 +267,18 @@ impl Db {
     }
 }
 
-fn from_config(path: &std::path::Path) -> crate::Result<String> {
+/// The database URL of the configuration file at `path`; its settings
+/// that a client uses go into `queue`.
+fn from_config(path: &std::path::Path, queue: &mut QueueConfig) -> crate::Result<String> {
     let config = SupervisorConfig::load(path)?;
+    queue.sqlite_synchronous = config.sqlite_synchronous;
     Ok(config.database_url()?.expose().to_string())
 }
 
 fn run(command: Command) -> crate::Result<()> {
     match command {
         Command::Migrate { database_url } => {
-            let queue = Queue::connect(&database_url)?;
+            let queue = Queue::connect_with(&database_url, QueueConfig::from_env()?)?;
             let applied = queue.migrate()?;
             if applied.is_empty() {
                 println!("{}: up to date", queue.url());

@@ -12,11 +12,18 @@ use std::time::Duration;
 pub use supervisor::*;
 
 pub use crate::types::MAX_QUEUE_NAME_LEN;
+pub use crate::types::SqliteSynchronous;
 use crate::types::{Backoff, Delivery, Error, Result, validate_queue_name};
 
 /// How long an SQLite connection waits for the write lock before reporting
 /// `database is locked` (which solidq retries up to this long too).
 pub const DEFAULT_SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How far an SQLite commit is pushed to disk before it returns: `full`,
+/// so a job is on disk once `enqueue` returns, power loss included (see
+/// [`SqliteSynchronous`] for what each value keeps, and the README's
+/// SQLite section for what it costs).
+pub const DEFAULT_SQLITE_SYNCHRONOUS: SqliteSynchronous = SqliteSynchronous::Full;
 
 /// The queue a job goes to when neither its type nor the enqueue names one.
 pub const DEFAULT_QUEUE: &str = "default";
@@ -118,6 +125,13 @@ pub struct QueueConfig {
     /// SQLite only: how long to wait for the write lock. Defaults to
     /// [`DEFAULT_SQLITE_BUSY_TIMEOUT`].
     pub sqlite_busy_timeout: Duration,
+    /// SQLite only: the `synchronous` pragma of every connection this queue
+    /// opens: whether a commit survives a power loss once it returns
+    /// ([`SqliteSynchronous::Full`]) or only a crash of the process
+    /// ([`SqliteSynchronous::Normal`]). Read from `SOLIDQ_SQLITE_SYNCHRONOUS`
+    /// by [`QueueConfig::from_env`]. Defaults to
+    /// [`DEFAULT_SQLITE_SYNCHRONOUS`].
+    pub sqlite_synchronous: SqliteSynchronous,
 }
 
 impl Default for QueueConfig {
@@ -132,6 +146,7 @@ impl Default for QueueConfig {
             pool_size: DEFAULT_POOL_SIZE,
             pool_timeout: Duration::from_secs(30),
             sqlite_busy_timeout: DEFAULT_SQLITE_BUSY_TIMEOUT,
+            sqlite_synchronous: DEFAULT_SQLITE_SYNCHRONOUS,
         }
     }
 }

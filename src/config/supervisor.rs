@@ -7,6 +7,7 @@
 //! process_alive_threshold = "60s"
 //! shutdown_timeout = "10s"
 //! max_stalled_count = 1
+//! sqlite_synchronous = "full"        # or "normal"; SOLIDQ_SQLITE_SYNCHRONOUS overrides
 //!
 //! [dispatcher]
 //! polling_interval = "1s"
@@ -42,8 +43,9 @@ use serde::Deserialize;
 use super::{
     DEFAULT_CONCURRENCY_MAINTENANCE_INTERVAL, DEFAULT_DISPATCHER_BATCH_SIZE,
     DEFAULT_DISPATCHER_POLLING_INTERVAL, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_POLLING_INTERVAL,
-    DEFAULT_PROCESS_ALIVE_THRESHOLD, DEFAULT_SHUTDOWN_TIMEOUT, DEFAULT_THREADS, DispatcherConfig,
-    MAX_KIND_LEN, MAX_UNIQUE_KEY_LEN, Warnings, WorkerConfig,
+    DEFAULT_PROCESS_ALIVE_THRESHOLD, DEFAULT_SHUTDOWN_TIMEOUT, DEFAULT_SQLITE_SYNCHRONOUS,
+    DEFAULT_THREADS, DispatcherConfig, MAX_KIND_LEN, MAX_UNIQUE_KEY_LEN, QueueConfig,
+    SqliteSynchronous, Warnings, WorkerConfig,
 };
 use crate::types::{DatabaseUrl, Error, QueuePattern, Result, Schedule, validate_queue_name};
 
@@ -70,6 +72,11 @@ pub const ENV_SHUTDOWN_TIMEOUT: &str = "SOLIDQ_SHUTDOWN_TIMEOUT";
 pub const ENV_POLLING_INTERVAL: &str = "SOLIDQ_POLLING_INTERVAL";
 /// Hard timeout handed to a worker process (see `WorkerConfig::hard_timeout`).
 pub const ENV_HARD_TIMEOUT: &str = "SOLIDQ_HARD_TIMEOUT";
+/// SQLite's `synchronous` setting (`normal` or `full`, see
+/// [`QueueConfig::sqlite_synchronous`]): overrides `sqlite_synchronous` of
+/// `solidq.toml`, is handed to a supervisor's worker processes, and is read
+/// by [`QueueConfig::from_env`].
+pub const ENV_SQLITE_SYNCHRONOUS: &str = "SOLIDQ_SQLITE_SYNCHRONOUS";
 
 /// Everything a supervisor runs with. Load it with
 /// [`SupervisorConfig::load`] or build it in code.
@@ -97,6 +104,13 @@ pub struct SupervisorConfig {
     /// to [`DEFAULT_MAX_STALLED_COUNT`]; a job type can override it.
     #[serde(default = "default_max_stalled")]
     pub max_stalled_count: u32,
+    /// SQLite only: the `synchronous` setting of the supervisor's
+    /// connections and of its worker processes' (handed to them as
+    /// `SOLIDQ_SQLITE_SYNCHRONOUS`, which also overrides this value). See
+    /// [`QueueConfig::sqlite_synchronous`]. Defaults to
+    /// [`DEFAULT_SQLITE_SYNCHRONOUS`].
+    #[serde(default = "default_sqlite_synchronous")]
+    pub sqlite_synchronous: SqliteSynchronous,
     /// The dispatcher the supervisor runs.
     #[serde(default)]
     pub dispatcher: DispatcherSection,
@@ -296,6 +310,9 @@ fn default_shutdown() -> Duration {
 fn default_max_stalled() -> u32 {
     DEFAULT_MAX_STALLED_COUNT
 }
+fn default_sqlite_synchronous() -> SqliteSynchronous {
+    DEFAULT_SQLITE_SYNCHRONOUS
+}
 fn default_dispatcher_polling() -> Duration {
     DEFAULT_DISPATCHER_POLLING_INTERVAL
 }
@@ -319,8 +336,9 @@ fn default_polling() -> Duration {
 }
 
 impl SupervisorConfig {
-    /// Reads, parses and validates `path`, applying `SOLIDQ_DATABASE_URL`.
-    /// Every error is one line naming the file and the problem.
+    /// Reads, parses and validates `path`, applying `SOLIDQ_DATABASE_URL`
+    /// and `SOLIDQ_SQLITE_SYNCHRONOUS`. Every error is one line naming the
+    /// file (or the variable) and the problem.
     pub fn load(path: &Path) -> Result<SupervisorConfig> {
         let origin = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
@@ -332,6 +350,9 @@ impl SupervisorConfig {
             && !url.trim().is_empty()
         {
             config.database_url = Some(url);
+        }
+        if let Some(value) = sqlite_synchronous_from_env()? {
+            config.sqlite_synchronous = value;
         }
         config.validate(&origin)?;
         Ok(config)
@@ -535,6 +556,10 @@ impl SupervisorConfig {
                 ENV_POLLING_INTERVAL.to_string(),
                 duration(group.polling_interval),
             ),
+            (
+                ENV_SQLITE_SYNCHRONOUS.to_string(),
+                self.sqlite_synchronous.to_string(),
+            ),
         ];
         if let Some(hard) = group.hard_timeout {
             env.push((ENV_HARD_TIMEOUT.to_string(), duration(hard)));
@@ -595,6 +620,36 @@ impl WorkerConfig {
     }
 }
 
+impl QueueConfig {
+    /// The default configuration with what a supervisor hands its worker
+    /// processes through the environment: `SOLIDQ_SQLITE_SYNCHRONOUS`.
+    /// An unset variable keeps its default; a bad value is an error naming
+    /// the variable and its value.
+    pub fn from_env() -> Result<QueueConfig> {
+        let mut config = QueueConfig::default();
+        if let Some(value) = sqlite_synchronous_from_env()? {
+            config.sqlite_synchronous = value;
+        }
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+/// `SOLIDQ_SQLITE_SYNCHRONOUS`, if set.
+fn sqlite_synchronous_from_env() -> Result<Option<SqliteSynchronous>> {
+    env_var(ENV_SQLITE_SYNCHRONOUS)
+        .map(|value| {
+            value.parse().map_err(|_| {
+                env_error(
+                    ENV_SQLITE_SYNCHRONOUS,
+                    &value,
+                    "expected \"normal\" or \"full\"",
+                )
+            })
+        })
+        .transpose()
+}
+
 fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
@@ -637,7 +692,25 @@ mod tests {
         assert_eq!(config.shutdown_timeout, DEFAULT_SHUTDOWN_TIMEOUT);
         assert_eq!(config.workers[0].threads, DEFAULT_THREADS);
         assert_eq!(config.max_stalled_count, DEFAULT_MAX_STALLED_COUNT);
+        assert_eq!(config.sqlite_synchronous, DEFAULT_SQLITE_SYNCHRONOUS);
         assert!(config.validate("t").is_ok());
+    }
+
+    #[test]
+    fn sqlite_synchronous_is_read_and_handed_to_workers() {
+        let text = r#"
+            database_url = "sqlite://jobs.sqlite3"
+            sqlite_synchronous = "Normal"
+            [[workers]]
+            command = ["app", "work"]
+        "#;
+        let config = SupervisorConfig::parse(text, "t").unwrap();
+        assert_eq!(config.sqlite_synchronous, SqliteSynchronous::Normal);
+        let env = config.child_env(&config.workers[0], 1);
+        assert!(
+            env.contains(&(ENV_SQLITE_SYNCHRONOUS.to_string(), "normal".to_string())),
+            "{env:?}"
+        );
     }
 
     #[test]
@@ -666,6 +739,10 @@ mod tests {
                 "must be longer than heartbeat_interval",
             ),
             ("database_url = [", "line 1"),
+            (
+                "database_url = \"x.db\"\nsqlite_synchronous = \"fsync\"",
+                r#"invalid sqlite_synchronous "fsync": expected "normal" or "full""#,
+            ),
         ];
         for (text, expected) in cases {
             let error = error_of(text);

@@ -6,7 +6,8 @@ use std::time::Duration;
 use diesel::connection::SimpleConnection;
 use diesel::{Connection, PgConnection, SqliteConnection};
 
-use crate::types::{DatabaseUrl, Error, Result};
+use crate::config::{DEFAULT_SQLITE_BUSY_TIMEOUT, DEFAULT_SQLITE_SYNCHRONOUS};
+use crate::types::{DatabaseUrl, Error, Result, SqliteSynchronous};
 
 /// One connection to either backend. Shared (backend-neutral) queries run on
 /// the enum itself; backend-only SQL matches on the variant. Only `store/`
@@ -15,7 +16,8 @@ use crate::types::{DatabaseUrl, Error, Result};
 pub enum AnyConnection {
     /// A PostgreSQL connection.
     Postgres(PgConnection),
-    /// An SQLite connection (WAL, busy timeout, foreign keys on).
+    /// An SQLite connection (WAL, `synchronous` as configured, busy
+    /// timeout, foreign keys on).
     Sqlite(SqliteConnection),
 }
 
@@ -40,9 +42,27 @@ pub fn statements_executed() -> u64 {
     STATEMENTS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// How solidq sets up an SQLite connection (PostgreSQL needs nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SqliteSettings {
+    /// How long a statement waits for the write lock.
+    pub busy_timeout: Duration,
+    /// The `synchronous` pragma.
+    pub synchronous: SqliteSynchronous,
+}
+
+impl Default for SqliteSettings {
+    fn default() -> Self {
+        SqliteSettings {
+            busy_timeout: DEFAULT_SQLITE_BUSY_TIMEOUT,
+            synchronous: DEFAULT_SQLITE_SYNCHRONOUS,
+        }
+    }
+}
+
 impl DatabaseUrl {
     /// Opens one connection, configured as every pooled connection is.
-    pub(crate) fn establish(&self, sqlite_busy_timeout: Duration) -> Result<AnyConnection> {
+    pub(crate) fn establish(&self, sqlite: SqliteSettings) -> Result<AnyConnection> {
         let connect_error = |source| Error::Connect {
             url: self.redacted(),
             source,
@@ -57,11 +77,9 @@ impl DatabaseUrl {
                 let path = path.to_string_lossy();
                 let mut conn = SqliteConnection::establish(&path).map_err(connect_error)?;
                 conn.set_instrumentation(StatementCounter);
-                configure_sqlite(&mut conn, sqlite_busy_timeout).map_err(|source| {
-                    Error::Connect {
-                        url: self.redacted(),
-                        source: diesel::ConnectionError::CouldntSetupConfiguration(source),
-                    }
+                configure_sqlite(&mut conn, sqlite).map_err(|source| Error::Connect {
+                    url: self.redacted(),
+                    source: diesel::ConnectionError::CouldntSetupConfiguration(source),
                 })?;
                 Ok(AnyConnection::Sqlite(conn))
             }
@@ -79,16 +97,17 @@ impl DatabaseUrl {
 /// for up to the configured busy timeout.
 fn configure_sqlite(
     conn: &mut SqliteConnection,
-    busy_timeout: Duration,
+    settings: SqliteSettings,
 ) -> diesel::QueryResult<()> {
     conn.batch_execute(&format!(
         "PRAGMA busy_timeout = {};
          PRAGMA journal_mode = WAL;
-         PRAGMA synchronous = NORMAL;
+         PRAGMA synchronous = {};
          PRAGMA foreign_keys = ON;
          PRAGMA temp_store = MEMORY;
          PRAGMA busy_timeout = 0;",
-        busy_timeout.as_millis()
+        settings.busy_timeout.as_millis(),
+        settings.synchronous.as_str().to_uppercase(),
     ))
 }
 
@@ -106,7 +125,7 @@ pub(crate) struct PoolConn {
 /// pragmas to each new connection.
 pub(crate) struct Manager {
     pub(crate) url: DatabaseUrl,
-    pub(crate) sqlite_busy_timeout: Duration,
+    pub(crate) sqlite: SqliteSettings,
 }
 
 impl r2d2::ManageConnection for Manager {
@@ -115,7 +134,7 @@ impl r2d2::ManageConnection for Manager {
 
     fn connect(&self) -> Result<PoolConn> {
         Ok(PoolConn {
-            conn: self.url.establish(self.sqlite_busy_timeout)?,
+            conn: self.url.establish(self.sqlite)?,
             broken: false,
             verified_at: std::time::Instant::now(),
         })
@@ -137,5 +156,74 @@ impl r2d2::ManageConnection for Manager {
             )
             .transaction_depth()
             .map_or(true, |depth| depth.is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use diesel::sql_types::Integer;
+    use diesel::{QueryableByName, RunQueryDsl};
+
+    use super::*;
+    use crate::store::{PoolOptions, Store};
+
+    #[derive(QueryableByName)]
+    struct Pragma {
+        #[diesel(sql_type = Integer)]
+        v: i32,
+    }
+
+    /// (synchronous, busy_timeout) of an SQLite connection.
+    fn pragmas(conn: &mut AnyConnection) -> (i32, i32) {
+        let AnyConnection::Sqlite(conn) = conn else {
+            panic!("an SQLite connection");
+        };
+        let read = |conn: &mut SqliteConnection, pragma: &str, column: &str| {
+            diesel::sql_query(format!("SELECT {column} AS v FROM pragma_{pragma}"))
+                .get_result::<Pragma>(conn)
+                .unwrap()
+                .v
+        };
+        (
+            read(conn, "synchronous", "synchronous"),
+            read(conn, "busy_timeout", "timeout"),
+        )
+    }
+
+    #[test]
+    fn every_sqlite_connection_solidq_opens_has_the_configured_synchronous() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = DatabaseUrl::parse(&dir.path().join("t.sqlite3").display().to_string()).unwrap();
+        for synchronous in SqliteSynchronous::ALL {
+            let sqlite = SqliteSettings {
+                busy_timeout: Duration::from_millis(1234),
+                synchronous,
+            };
+            let store = Store::connect(
+                &url,
+                &PoolOptions {
+                    size: 3,
+                    timeout: Duration::from_secs(5),
+                    sqlite,
+                },
+            )
+            .unwrap();
+            let level = synchronous.pragma_level();
+            // Three at once, so the pool opens three.
+            let mut pooled: Vec<_> = (0..3).map(|_| store.conn().unwrap()).collect();
+            for conn in &mut pooled {
+                let conn: &mut PoolConn = conn;
+                // solidq's own wait nothing: the store retries.
+                assert_eq!(pragmas(&mut conn.conn), (level, 0), "pooled, {synchronous}");
+            }
+            drop(pooled);
+            let via_store = store.with_conn("test", |c| Ok(pragmas(c))).unwrap();
+            assert_eq!(via_store, (level, 0), "with_conn, {synchronous}");
+            assert_eq!(
+                pragmas(&mut store.dedicated_connection().unwrap()),
+                (level, 0),
+                "dedicated, {synchronous}"
+            );
+        }
     }
 }

@@ -52,7 +52,7 @@ impl Store {
     pub(crate) fn listener(&self, sqlite_interval: Duration) -> Result<Box<dyn Listener>> {
         match self.backend() {
             Backend::Postgres => Ok(Box::new(PgListener::connect(self.url())?)),
-            Backend::Sqlite => Ok(Box::new(SqliteWatcher::open(self.url(), sqlite_interval)?)),
+            Backend::Sqlite => Ok(Box::new(SqliteWatcher::open(self, sqlite_interval)?)),
         }
     }
 }
@@ -221,8 +221,8 @@ struct DataVersion {
 }
 
 impl SqliteWatcher {
-    fn open(url: &DatabaseUrl, interval: Duration) -> Result<SqliteWatcher> {
-        let mut conn = match url.establish(super::DEFAULT_SQLITE_BUSY_TIMEOUT)? {
+    fn open(store: &Store, interval: Duration) -> Result<SqliteWatcher> {
+        let mut conn = match store.dedicated_connection()? {
             super::AnyConnection::Sqlite(conn) => conn,
             super::AnyConnection::Postgres(_) => unreachable!("the backend is SQLite"),
         };

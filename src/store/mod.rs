@@ -41,6 +41,7 @@ use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 
 pub(crate) use admin::FailedSelection;
 use connection::PoolConn;
+pub(crate) use connection::SqliteSettings;
 pub use connection::{AnyConnection, statements_executed};
 pub(crate) use info::{JobLookup, JobSelection};
 pub(crate) use listener::{Heard, Listener};
@@ -49,7 +50,6 @@ pub(crate) use params::*;
 pub(crate) use processes::{PruneTarget, Pruned, ReleaseReason, ReleaseReport};
 pub(crate) use recurring::{Fire, RecurringTaskRow, TickFire};
 
-use crate::config::DEFAULT_SQLITE_BUSY_TIMEOUT;
 use crate::types::{Backend, DatabaseUrl, Error, ErrorInfo, Result, StoredLimit};
 
 const POSTGRES_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/postgres");
@@ -73,6 +73,8 @@ pub(crate) struct Store {
     notifier: Arc<std::sync::OnceLock<notifier::Notifier>>,
     /// How long an operation keeps retrying lock conflicts.
     lock_budget: Duration,
+    /// How SQLite connections are set up.
+    sqlite: SqliteSettings,
 }
 
 /// Connection pool settings.
@@ -80,7 +82,7 @@ pub(crate) struct Store {
 pub(crate) struct PoolOptions {
     pub size: u32,
     pub timeout: Duration,
-    pub sqlite_busy_timeout: Duration,
+    pub sqlite: SqliteSettings,
 }
 
 impl Store {
@@ -88,11 +90,11 @@ impl Store {
     /// fails at once with libpq's or SQLite's own message, then builds the
     /// pool around it lazily.
     pub(crate) fn connect(url: &DatabaseUrl, options: &PoolOptions) -> Result<Store> {
-        let first = url.establish(options.sqlite_busy_timeout)?;
+        let first = url.establish(options.sqlite)?;
         drop(first);
         let manager = connection::Manager {
             url: url.clone(),
-            sqlite_busy_timeout: options.sqlite_busy_timeout,
+            sqlite: options.sqlite,
         };
         let pool = r2d2::Pool::builder()
             .max_size(options.size.max(1))
@@ -107,9 +109,10 @@ impl Store {
             lost_at: Arc::default(),
             notifier: Arc::default(),
             lock_budget: match url.backend() {
-                Backend::Sqlite => options.sqlite_busy_timeout,
+                Backend::Sqlite => options.sqlite.busy_timeout,
                 Backend::Postgres => LOCK_RETRY_BUDGET,
             },
+            sqlite: options.sqlite,
         })
     }
 
@@ -154,11 +157,10 @@ impl Store {
         }
     }
 
-    /// Opens a connection outside the pool (the PostgreSQL listener keeps
-    /// one for itself).
-    #[allow(dead_code)]
+    /// Opens one of solidq's connections outside the pool (the SQLite
+    /// change watcher keeps one for itself), set up as the pooled ones.
     pub(crate) fn dedicated_connection(&self) -> Result<AnyConnection> {
-        self.url.establish(DEFAULT_SQLITE_BUSY_TIMEOUT)
+        self.url.establish(self.sqlite)
     }
 
     /// Runs `op` on a pooled connection, retrying while the database reports

@@ -27,8 +27,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
 
-use super::{AnyConnection, driver};
-use crate::config::DEFAULT_SQLITE_BUSY_TIMEOUT;
+use super::{AnyConnection, SqliteSettings, driver};
 use crate::types::DatabaseUrl;
 
 /// The longest a flush waits for pending notifications to be sent.
@@ -152,7 +151,7 @@ fn run(url: &DatabaseUrl, rx: &Receiver<Vec<String>>) {
         // Two tries: the first on a connection that may have died.
         for attempt in 0..2 {
             if conn.is_none() {
-                match url.establish(DEFAULT_SQLITE_BUSY_TIMEOUT) {
+                match url.establish(SqliteSettings::default()) {
                     Ok(c) => conn = Some(c),
                     Err(error) => {
                         log::warn!(

@@ -144,6 +144,7 @@ impl Supervisor {
             url.expose(),
             QueueConfig {
                 pool_size: 6,
+                sqlite_synchronous: self.config.sqlite_synchronous,
                 ..QueueConfig::default()
             },
         )?

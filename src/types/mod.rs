@@ -1,6 +1,7 @@
 //! The bottom layer: the plain data every other module shares — errors,
 //! job statuses, delivery modes, backoff policies, recorded errors, queue
-//! patterns, stored concurrency limits, cron schedules and database URLs.
+//! patterns, stored concurrency limits, cron schedules, database URLs and
+//! SQLite's durability setting.
 //! It imports nothing of solidq, so config, store, worker, scheduler and
 //! supervisor all stand on it without loops (see the layering in the crate
 //! docs).
@@ -10,6 +11,7 @@ mod error;
 mod job;
 mod limit;
 mod queue;
+mod sqlite;
 mod url;
 
 pub use cron::{Schedule, ScheduleError};
@@ -20,4 +22,5 @@ pub(crate) use limit::StoredLimit;
 pub use limit::{DEFAULT_CONCURRENCY_DURATION, OnConflict};
 pub(crate) use queue::validate_queue_name;
 pub use queue::{MAX_QUEUE_NAME_LEN, QueuePattern};
+pub use sqlite::SqliteSynchronous;
 pub use url::{Backend, DatabaseUrl};

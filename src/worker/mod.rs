@@ -73,7 +73,8 @@ impl Worker {
 
     /// A worker configured by its supervisor through the environment
     /// (`SOLIDQ_DATABASE_URL`, `SOLIDQ_QUEUES`, `SOLIDQ_THREADS`,
-    /// `SOLIDQ_SUPERVISOR_ID`, …; see [`WorkerConfig::from_env`]), with a
+    /// `SOLIDQ_SUPERVISOR_ID`, …; see [`WorkerConfig::from_env`] and
+    /// [`QueueConfig::from_env`](crate::QueueConfig::from_env)), with a
     /// pool sized for its threads. A `work` subcommand is then one line:
     ///
     /// ```no_run
@@ -95,7 +96,7 @@ impl Worker {
             &url,
             crate::QueueConfig {
                 pool_size: runtime::connections_needed(&config),
-                ..crate::QueueConfig::default()
+                ..crate::QueueConfig::from_env()?
             },
         )?;
         Ok(Worker::new(queue).config(config))
