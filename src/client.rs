@@ -13,8 +13,8 @@ use crate::events::{Events, JobDiscarded, JobEnqueued, default_events};
 use crate::job::{EnqueueOptions, Job, JobOptions};
 use crate::process::wakeups;
 use crate::store::{
-    self, AnyConnection, Driver, Inserted, NewJob, PoolOptions, SqliteSettings, Store,
-    StoredOptions,
+    self, AnyConnection, ConnectionCustomizer, Driver, Inserted, NewJob, PoolOptions,
+    SqliteSettings, Store, StoredOptions,
 };
 use crate::types::{
     Backend, DatabaseUrl, Error, JobInfo, Result, StoredLimit, validate_queue_name,
@@ -244,15 +244,22 @@ impl Queue {
     /// [`Events::job_enqueued`] fires when solidq's statements ran, before
     /// the caller's transaction commits or rolls back.
     ///
+    /// Open `conn` with [`Queue::open_connection`] (or set up your pool
+    /// with [`Queue::connection_customizer`]): on SQLite a connection of
+    /// your own otherwise has no busy timeout and fails with `database is
+    /// locked` whenever a worker holds the write lock. On SQLite, write in
+    /// `immediate_transaction` ([`AnyConnection::write_transaction`] on an
+    /// `AnyConnection`), not `transaction`: see the README's SQLite section.
+    ///
     /// ```no_run
-    /// # use diesel::Connection;
+    /// # use diesel::{Connection, SqliteConnection};
     /// # use serde::{Deserialize, Serialize};
     /// # #[derive(Serialize, Deserialize)] struct ShipOrder { id: i64 }
     /// # impl solidq::Job for ShipOrder { const KIND: &'static str = "ship";
     /// #   fn perform(&self, _: &solidq::JobContext) -> solidq::JobResult { Ok(serde_json::Value::Null) } }
-    /// # let queue = solidq::Queue::connect("postgres://localhost/app")?;
-    /// let mut conn = diesel::PgConnection::establish("postgres://localhost/app").unwrap();
-    /// conn.transaction::<_, solidq::Error, _>(|conn| {
+    /// let queue = solidq::Queue::connect("sqlite://app.sqlite3")?;
+    /// let mut conn: SqliteConnection = queue.open_connection()?;
+    /// conn.immediate_transaction::<_, solidq::Error, _>(|conn| {
     ///     // insert the order with diesel, then:
     ///     queue.enqueue_on(conn, &ShipOrder { id: 7 })?;
     ///     Ok(())
@@ -279,6 +286,56 @@ impl Queue {
         // a job that never was (documented above).
         self.after_enqueue(std::slice::from_ref(&new), &inserted);
         single(&new, inserted.outcome)
+    }
+
+    /// Opens a new connection to this queue's database for your own
+    /// queries and transactions (and [`Queue::enqueue_on`]), set up exactly
+    /// as solidq's own: on SQLite WAL, `synchronous` from
+    /// [`QueueConfig::sqlite_synchronous`], `foreign_keys` on, an in-memory
+    /// temp store, and a busy timeout of [`QueueConfig::sqlite_busy_timeout`]
+    /// (a statement waits that long for the write lock, where a plain
+    /// `SqliteConnection::establish` fails at once with `database is
+    /// locked` while a worker writes); on PostgreSQL a plain connection.
+    /// Its statements are not counted by [`crate::statements_executed`].
+    ///
+    /// Ask for the type your code uses: [`SqliteConnection`] or
+    /// [`PgConnection`] (the one the URL names, else
+    /// [`Error::InvalidOption`]), or [`AnyConnection`] for either.
+    ///
+    /// solidq's pool does not lend its connections: they fail a busy lock at
+    /// once and the store retries the whole operation, which it cannot do
+    /// for your transaction, and the pool is sized for the worker's loops.
+    /// For a pool of your own, see [`Queue::connection_customizer`].
+    ///
+    /// ```no_run
+    /// use diesel::{Connection, SqliteConnection};
+    /// let queue = solidq::Queue::connect("sqlite://app.sqlite3")?;
+    /// let mut conn: SqliteConnection = queue.open_connection()?;
+    /// let any = queue.open_connection::<solidq::AnyConnection>()?;
+    /// # Ok::<(), solidq::Error>(())
+    /// ```
+    pub fn open_connection<C: EnqueueConnection>(&self) -> Result<C> {
+        let conn = self.inner.store.caller_connection()?;
+        C::solidq_from_any(conn).map_err(|conn| Error::InvalidOption {
+            option: "connection type",
+            value: C::SOLIDQ_NAME.to_string(),
+            reason: format!(
+                "the queue's database {} is {}: ask for a {} or an AnyConnection",
+                self.url(),
+                self.backend(),
+                match conn {
+                    AnyConnection::Postgres(_) => "PgConnection",
+                    AnyConnection::Sqlite(_) => "SqliteConnection",
+                }
+            ),
+        })
+    }
+
+    /// An r2d2 connection customizer that sets up the connections of your
+    /// own diesel pool as [`Queue::open_connection`] does (see
+    /// [`ConnectionCustomizer`]).
+    pub fn connection_customizer(&self) -> ConnectionCustomizer {
+        self.inner.store.caller_customizer()
     }
 
     /// Everything known about job `id`.
@@ -590,12 +647,22 @@ mod sealed {
     impl Sealed for crate::store::AnyConnection {}
 }
 
-/// A diesel connection solidq can enqueue on: [`PgConnection`],
-/// [`SqliteConnection`] or solidq's own [`AnyConnection`]. Pooled
-/// connections deref to these (`&mut *pooled`).
+/// A diesel connection solidq can enqueue on, and open for you
+/// ([`Queue::open_connection`]): [`PgConnection`], [`SqliteConnection`] or
+/// solidq's own [`AnyConnection`]. Pooled connections deref to these
+/// (`&mut *pooled`).
 pub trait EnqueueConnection: sealed::Sealed {
     #[doc(hidden)]
+    const SOLIDQ_NAME: &'static str;
+
+    #[doc(hidden)]
     fn solidq_driver(&mut self) -> DriverRef<'_>;
+
+    /// The connection inside `conn` when it is of this type.
+    #[doc(hidden)]
+    fn solidq_from_any(conn: AnyConnection) -> std::result::Result<Self, AnyConnection>
+    where
+        Self: Sized;
 }
 
 /// Internal: the store's view of a caller's connection.
@@ -603,19 +670,43 @@ pub trait EnqueueConnection: sealed::Sealed {
 pub struct DriverRef<'a>(&'a mut dyn Driver);
 
 impl EnqueueConnection for PgConnection {
+    const SOLIDQ_NAME: &'static str = "PgConnection";
+
     fn solidq_driver(&mut self) -> DriverRef<'_> {
         DriverRef(self)
+    }
+
+    fn solidq_from_any(conn: AnyConnection) -> std::result::Result<Self, AnyConnection> {
+        match conn {
+            AnyConnection::Postgres(conn) => Ok(conn),
+            other => Err(other),
+        }
     }
 }
 
 impl EnqueueConnection for SqliteConnection {
+    const SOLIDQ_NAME: &'static str = "SqliteConnection";
+
     fn solidq_driver(&mut self) -> DriverRef<'_> {
         DriverRef(self)
+    }
+
+    fn solidq_from_any(conn: AnyConnection) -> std::result::Result<Self, AnyConnection> {
+        match conn {
+            AnyConnection::Sqlite(conn) => Ok(conn),
+            other => Err(other),
+        }
     }
 }
 
 impl EnqueueConnection for AnyConnection {
+    const SOLIDQ_NAME: &'static str = "AnyConnection";
+
     fn solidq_driver(&mut self) -> DriverRef<'_> {
         DriverRef(store::driver(self))
+    }
+
+    fn solidq_from_any(conn: AnyConnection) -> std::result::Result<Self, AnyConnection> {
+        Ok(conn)
     }
 }

@@ -126,7 +126,8 @@ pub struct QueueConfig {
     /// [`DEFAULT_SQLITE_BUSY_TIMEOUT`].
     pub sqlite_busy_timeout: Duration,
     /// SQLite only: the `synchronous` pragma of every connection this queue
-    /// opens: whether a commit survives a power loss once it returns
+    /// opens (its pool, and [`Queue::open_connection`](crate::Queue::open_connection)):
+    /// whether a commit survives a power loss once it returns
     /// ([`SqliteSynchronous::Full`]) or only a crash of the process
     /// ([`SqliteSynchronous::Normal`]). Read from `SOLIDQ_SQLITE_SYNCHRONOUS`
     /// by [`QueueConfig::from_env`]. Defaults to

@@ -9,9 +9,12 @@ use diesel::{Connection, PgConnection, SqliteConnection};
 use crate::config::{DEFAULT_SQLITE_BUSY_TIMEOUT, DEFAULT_SQLITE_SYNCHRONOUS};
 use crate::types::{DatabaseUrl, Error, Result, SqliteSynchronous};
 
-/// One connection to either backend. Shared (backend-neutral) queries run on
-/// the enum itself; backend-only SQL matches on the variant. Only `store/`
-/// looks inside.
+/// One connection to either backend, set up as solidq sets up its own.
+/// [`Queue::open_connection`](crate::Queue::open_connection) gives the
+/// caller one: diesel queries both backends accept run on the enum itself,
+/// a `match` on the variant reaches backend-only ones, and
+/// [`AnyConnection::write_transaction`] writes safely on SQLite. (Inside
+/// solidq only `store/` looks inside.)
 #[derive(diesel::MultiConnection)]
 pub enum AnyConnection {
     /// A PostgreSQL connection.
@@ -19,6 +22,65 @@ pub enum AnyConnection {
     /// An SQLite connection (WAL, `synchronous` as configured, busy
     /// timeout, foreign keys on).
     Sqlite(SqliteConnection),
+}
+
+impl AnyConnection {
+    /// Runs `f` in a write transaction and commits it if `f` returns `Ok`
+    /// (rolls it back otherwise): `BEGIN IMMEDIATE` on SQLite, `BEGIN` on
+    /// PostgreSQL; a savepoint when a transaction is already open.
+    ///
+    /// On SQLite this is what a transaction that writes should be. A plain
+    /// (deferred) `BEGIN` takes no lock: a transaction that reads first
+    /// holds a snapshot, and when another connection commits before its
+    /// first write, that write cannot upgrade to the write lock and fails
+    /// with `database is locked` (`SQLITE_BUSY`) at once, whatever the busy
+    /// timeout, because waiting could not help. `BEGIN IMMEDIATE` takes the
+    /// write lock first, waiting for it up to the busy timeout, so nothing
+    /// inside can fail that way. (On a
+    /// [`SqliteConnection`] itself, diesel's
+    /// [`immediate_transaction`](SqliteConnection::immediate_transaction)
+    /// does the same.)
+    ///
+    /// ```no_run
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Serialize, Deserialize)] struct ShipOrder { id: i64 }
+    /// # impl solidq::Job for ShipOrder { const KIND: &'static str = "ship";
+    /// #   fn perform(&self, _: &solidq::JobContext) -> solidq::JobResult { Ok(serde_json::Value::Null) } }
+    /// let queue = solidq::Queue::connect("sqlite://app.sqlite3")?;
+    /// let mut conn: solidq::AnyConnection = queue.open_connection()?;
+    /// conn.write_transaction(|conn| {
+    ///     // insert the order with diesel, then:
+    ///     queue.enqueue_on(conn, &ShipOrder { id: 7 })
+    /// })?;
+    /// # Ok::<(), solidq::Error>(())
+    /// ```
+    pub fn write_transaction<T, E, F>(&mut self, f: F) -> std::result::Result<T, E>
+    where
+        F: FnOnce(&mut AnyConnection) -> std::result::Result<T, E>,
+        E: From<diesel::result::Error>,
+    {
+        use diesel::connection::{AnsiTransactionManager, TransactionManager};
+        let AnyConnection::Sqlite(sqlite) = self else {
+            return Connection::transaction(self, f);
+        };
+        let depth =
+            AnsiTransactionManager::transaction_manager_status_mut(sqlite).transaction_depth()?;
+        if depth.is_some() {
+            return Connection::transaction(self, f);
+        }
+        AnsiTransactionManager::begin_transaction_sql(sqlite, "BEGIN IMMEDIATE")?;
+        type Manager = <AnyConnection as Connection>::TransactionManager;
+        match f(self) {
+            Ok(value) => {
+                Manager::commit_transaction(self)?;
+                Ok(value)
+            }
+            Err(error) => {
+                Manager::rollback_transaction(self)?;
+                Err(error)
+            }
+        }
+    }
 }
 
 static STATEMENTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -60,9 +122,32 @@ impl Default for SqliteSettings {
     }
 }
 
+/// Whose connection it is, which decides who waits for a busy lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Owner {
+    /// solidq's own: SQLite does not wait (busy timeout 0); the store
+    /// retries the whole operation with short pauses (`Store::with_conn`).
+    /// Its statements are counted ([`statements_executed`]).
+    Solidq,
+    /// The caller's: solidq cannot retry the caller's transaction, so
+    /// SQLite's own busy handler waits up to the busy timeout.
+    Caller,
+}
+
 impl DatabaseUrl {
-    /// Opens one connection, configured as every pooled connection is.
+    /// Opens one of solidq's own connections, configured as every pooled
+    /// connection is.
     pub(crate) fn establish(&self, sqlite: SqliteSettings) -> Result<AnyConnection> {
+        self.open(sqlite, Owner::Solidq)
+    }
+
+    /// Opens a connection for the caller, with the same pragmas as
+    /// solidq's own but a busy timeout that stays (see [`Owner::Caller`]).
+    pub(crate) fn establish_for_caller(&self, sqlite: SqliteSettings) -> Result<AnyConnection> {
+        self.open(sqlite, Owner::Caller)
+    }
+
+    fn open(&self, sqlite: SqliteSettings, owner: Owner) -> Result<AnyConnection> {
         let connect_error = |source| Error::Connect {
             url: self.redacted(),
             source,
@@ -70,14 +155,18 @@ impl DatabaseUrl {
         match self.sqlite_path() {
             None => {
                 let mut conn = PgConnection::establish(self.expose()).map_err(connect_error)?;
-                conn.set_instrumentation(StatementCounter);
+                if owner == Owner::Solidq {
+                    conn.set_instrumentation(StatementCounter);
+                }
                 Ok(AnyConnection::Postgres(conn))
             }
             Some(path) => {
                 let path = path.to_string_lossy();
                 let mut conn = SqliteConnection::establish(&path).map_err(connect_error)?;
-                conn.set_instrumentation(StatementCounter);
-                configure_sqlite(&mut conn, sqlite).map_err(|source| Error::Connect {
+                if owner == Owner::Solidq {
+                    conn.set_instrumentation(StatementCounter);
+                }
+                configure_sqlite(&mut conn, sqlite, owner).map_err(|source| Error::Connect {
                     url: self.redacted(),
                     source: diesel::ConnectionError::CouldntSetupConfiguration(source),
                 })?;
@@ -89,26 +178,83 @@ impl DatabaseUrl {
 
 /// The pragmas every SQLite connection gets. `busy_timeout` comes first so
 /// the switch to WAL itself waits for a concurrent opener instead of
-/// failing; then it goes to 0. SQLite's own busy handler sleeps 1 ms, then
-/// 2, 5, 10…, however briefly the lock is held (our write transactions hold
-/// it for a fraction of a millisecond), which halved the throughput of two
-/// worker processes on one file. A taken lock now fails at once and the
-/// store retries with pauses that start at 50 µs (see `Store::with_conn`),
-/// for up to the configured busy timeout.
+/// failing. On solidq's own connections it then goes to 0: SQLite's own
+/// busy handler sleeps 1 ms, then 2, 5, 10…, however briefly the lock is
+/// held (our write transactions hold it for a fraction of a millisecond),
+/// which halved the throughput of two worker processes on one file. A taken
+/// lock there fails at once and the store retries with pauses that start at
+/// 50 µs (see `Store::with_conn`), for up to the configured busy timeout.
+/// A caller's connection keeps the busy timeout: nobody else could retry
+/// its transactions.
 fn configure_sqlite(
     conn: &mut SqliteConnection,
     settings: SqliteSettings,
+    owner: Owner,
 ) -> diesel::QueryResult<()> {
     conn.batch_execute(&format!(
         "PRAGMA busy_timeout = {};
          PRAGMA journal_mode = WAL;
          PRAGMA synchronous = {};
          PRAGMA foreign_keys = ON;
-         PRAGMA temp_store = MEMORY;
-         PRAGMA busy_timeout = 0;",
+         PRAGMA temp_store = MEMORY;",
         settings.busy_timeout.as_millis(),
         settings.synchronous.as_str().to_uppercase(),
-    ))
+    ))?;
+    if owner == Owner::Solidq {
+        conn.batch_execute("PRAGMA busy_timeout = 0;")?;
+    }
+    Ok(())
+}
+
+/// Sets up the connections of the caller's own r2d2 pool (diesel's
+/// `r2d2::Pool<ConnectionManager<_>>`) as solidq sets up its own, so that
+/// transactions on them that enqueue wait for SQLite's write lock instead
+/// of failing with `database is locked`: on SQLite the pragmas of
+/// [`Queue::open_connection`](crate::Queue::open_connection) (WAL, the
+/// queue's `synchronous` and busy timeout, foreign keys, in-memory temp
+/// store); on PostgreSQL nothing. Get one from
+/// [`Queue::connection_customizer`](crate::Queue::connection_customizer).
+///
+/// ```no_run
+/// use diesel::r2d2::{ConnectionManager, Pool};
+/// use diesel::SqliteConnection;
+///
+/// let queue = solidq::Queue::connect("sqlite://app.sqlite3")?;
+/// let pool = Pool::builder()
+///     .connection_customizer(Box::new(queue.connection_customizer()))
+///     .build(ConnectionManager::<SqliteConnection>::new("app.sqlite3"))
+///     .expect("pool");
+/// # Ok::<(), solidq::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionCustomizer {
+    sqlite: SqliteSettings,
+}
+
+impl ConnectionCustomizer {
+    pub(crate) fn new(sqlite: SqliteSettings) -> ConnectionCustomizer {
+        ConnectionCustomizer { sqlite }
+    }
+}
+
+impl r2d2::CustomizeConnection<SqliteConnection, diesel::r2d2::Error> for ConnectionCustomizer {
+    fn on_acquire(
+        &self,
+        conn: &mut SqliteConnection,
+    ) -> std::result::Result<(), diesel::r2d2::Error> {
+        configure_sqlite(conn, self.sqlite, Owner::Caller).map_err(diesel::r2d2::Error::QueryError)
+    }
+}
+
+impl r2d2::CustomizeConnection<PgConnection, diesel::r2d2::Error> for ConnectionCustomizer {}
+
+impl r2d2::CustomizeConnection<AnyConnection, diesel::r2d2::Error> for ConnectionCustomizer {
+    fn on_acquire(&self, conn: &mut AnyConnection) -> std::result::Result<(), diesel::r2d2::Error> {
+        match conn {
+            AnyConnection::Sqlite(conn) => self.on_acquire(conn),
+            AnyConnection::Postgres(_) => Ok(()),
+        }
+    }
 }
 
 /// A pooled connection: the connection, and whether an error showed it is
@@ -223,6 +369,12 @@ mod tests {
                 pragmas(&mut store.dedicated_connection().unwrap()),
                 (level, 0),
                 "dedicated, {synchronous}"
+            );
+            // The caller's waits: nobody could retry its transaction.
+            assert_eq!(
+                pragmas(&mut store.caller_connection().unwrap()),
+                (level, 1234),
+                "caller's, {synchronous}"
             );
         }
     }

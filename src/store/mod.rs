@@ -42,7 +42,7 @@ use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 pub(crate) use admin::FailedSelection;
 use connection::PoolConn;
 pub(crate) use connection::SqliteSettings;
-pub use connection::{AnyConnection, statements_executed};
+pub use connection::{AnyConnection, ConnectionCustomizer, statements_executed};
 pub(crate) use info::{JobLookup, JobSelection};
 pub(crate) use listener::{Heard, Listener};
 pub(crate) use options::StoredOptions;
@@ -161,6 +161,18 @@ impl Store {
     /// change watcher keeps one for itself), set up as the pooled ones.
     pub(crate) fn dedicated_connection(&self) -> Result<AnyConnection> {
         self.url.establish(self.sqlite)
+    }
+
+    /// Opens a connection for the caller: the pragmas of solidq's own
+    /// connections, and SQLite waiting out a busy lock for up to the busy
+    /// timeout (solidq cannot retry the caller's transactions).
+    pub(crate) fn caller_connection(&self) -> Result<AnyConnection> {
+        self.url.establish_for_caller(self.sqlite)
+    }
+
+    /// Sets up the caller's pooled connections as [`Store::caller_connection`].
+    pub(crate) fn caller_customizer(&self) -> ConnectionCustomizer {
+        ConnectionCustomizer::new(self.sqlite)
     }
 
     /// Runs `op` on a pooled connection, retrying while the database reports
