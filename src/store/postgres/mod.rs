@@ -397,11 +397,15 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
     let immediate = claim.candidates_sql("$1", LOCK);
     let ahead = claim.candidates_where_sql(
         "$3",
-        " AND job_id <> ALL (ARRAY(SELECT job_id FROM immediate)) \
+        " AND job_id <> ALL ((SELECT ids FROM started)::bigint[]) \
          AND EXISTS (SELECT 1 FROM solidq_jobs j WHERE j.id = r.job_id \
                      AND j.kind = ANY ($4) AND j.delivery = 'at_least_once')",
         LOCK,
     );
+    // Ahead candidates exclude the jobs picked for idle threads, not every
+    // row the immediate part locked: with several patterns it locks up to
+    // `$1` per pattern, and a row locked but not picked (the next in claim
+    // order) must stay a candidate, or the claim order breaks.
     // With several patterns a job can match more than one (`mail` and `*`):
     // keep its first. Nothing is picked unless the claiming process's row
     // exists; locking it (KEY SHARE) makes a concurrent prune of that row
@@ -426,8 +430,8 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
     format!(
         "WITH alive AS (SELECT id FROM solidq_processes WHERE id = $2 FOR KEY SHARE),
          immediate AS ({immediate}),
-         ahead AS ({ahead}),
          started AS (SELECT ARRAY({pick_immediate}) AS ids),
+         ahead AS ({ahead}),
          picked AS (SELECT unnest(ids) AS job_id FROM started UNION ALL ({pick_ahead})),
          deleted AS (DELETE FROM solidq_ready_executions
                      WHERE job_id = ANY (ARRAY(SELECT job_id FROM picked)) RETURNING job_id),
