@@ -225,7 +225,13 @@ fn run(url: &str, outage: &Outage) {
         starts.values().sum::<usize>(),
         twice.len()
     );
-    assert_eq!(pruned_alive, 0, "a live worker was pruned:\n{logs}");
+    let evidence: Vec<&str> = logs
+        .lines()
+        .filter(|l| {
+            l.contains("is gone") || l.contains("pruned worker") || l.contains("deregister")
+        })
+        .collect();
+    assert_eq!(pruned_alive, 0, "a live worker was pruned:\n{evidence:#?}");
     assert!(twice.is_empty(), "jobs started twice: {twice:?}");
     assert_eq!(stalled, 0, "stalls counted for live workers");
     assert_eq!(starts.len(), ids.len(), "every job started once");

@@ -67,6 +67,9 @@ pub(super) fn run(shared: &Arc<Shared>, parts: &mut Parts) -> Result<()> {
         // gets as long as the outcomes got: a deregistration that lands
         // releases the claims at once and counts no stall.
         let deadline = grace_end.max(Instant::now() + Duration::from_secs(2));
+        // The heartbeat leaves the row alone from here (a beat landing just
+        // after the row is deleted would take it for a prune).
+        shared.process_id.store(0, Ordering::SeqCst);
         let mut deregistered = shared.store.process_deregister(process_id, &reason);
         let mut pause = Duration::from_millis(50);
         while let Err(error) = &deregistered {
@@ -98,6 +101,7 @@ pub(super) fn run(shared: &Arc<Shared>, parts: &mut Parts) -> Result<()> {
             }
             Ok(_) => {}
             Err(error) => {
+                shared.process_id.store(process_id, Ordering::SeqCst);
                 log::error!(
                     "cannot deregister process {process_id}: {error}; its claims will be released when it is pruned"
                 );

@@ -247,13 +247,12 @@ pub(super) fn plus(now: NaiveDateTime, d: std::time::Duration) -> NaiveDateTime 
 
 impl ClaimQuery {
     fn sqlite_candidates(&self) -> &str {
-        self.sqlite_sql
-            .get_or_init(|| {
-                format!(
-                    "SELECT job_id, ord, priority, 0 AS eligible FROM ({}) AS c",
-                    self.candidates_sql("?1", "")
-                )
-            })
+        self.sqlite_sql.get_or_init(|| {
+            format!(
+                "SELECT job_id, ord, priority, 0 AS eligible FROM ({}) AS c",
+                self.candidates_sql("?1", "")
+            )
+        })
     }
 
     /// The candidates with whether each may be claimed ahead (a kind of
