@@ -171,14 +171,15 @@ impl Completer {
     /// (a write stuck past the deadline): they ran.
     pub(crate) fn stop(&mut self, deadline: Instant) -> Vec<i64> {
         let _ = self.tx.send(Message::Stop);
-        if self.exited.recv_deadline(deadline).is_err() {
+        let exited = self.exited.recv_deadline(deadline).is_ok() || {
             self.abandon.store(true, Ordering::SeqCst);
-            let _ = self.exited.recv_timeout(Duration::from_secs(1));
-        }
+            self.exited.recv_timeout(Duration::from_secs(1)).is_ok()
+        };
         let mut unwritten =
             std::mem::take(&mut *self.given_up.lock().unwrap_or_else(|p| p.into_inner()));
         match self.thread.take() {
-            Some(thread) if thread.is_finished() => {
+            // Its loop has returned: joining waits only for the thread's end.
+            Some(thread) if exited => {
                 let _ = thread.join();
             }
             Some(_) => {
