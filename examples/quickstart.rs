@@ -35,6 +35,12 @@ impl Job for ResizeImage {
     }
 }
 
+/// The app's mail client: state the worker shares with every job (see
+/// `Worker::state`), reached with `ctx.state()` instead of a `static`.
+struct Mailer {
+    from: String,
+}
+
 /// Pretends to send an email.
 #[derive(Serialize, Deserialize)]
 struct SendEmail {
@@ -43,8 +49,9 @@ struct SendEmail {
 
 impl Job for SendEmail {
     const KIND: &'static str = "send_email";
-    fn perform(&self, _ctx: &JobContext) -> JobResult {
-        Ok(serde_json::json!({ "delivered_to": self.to }))
+    fn perform(&self, ctx: &JobContext) -> JobResult {
+        let mailer = ctx.state::<Mailer>()?;
+        Ok(serde_json::json!({ "from": mailer.from, "delivered_to": self.to }))
     }
     fn options() -> JobOptions {
         JobOptions::new().queue("mail").priority(-1)
@@ -119,6 +126,9 @@ fn main() -> Result<(), solidq::Error> {
         .queues(["mail", "images", "*"])
         .threads(4)
         .polling_interval(Duration::from_millis(200))
+        .state(Mailer {
+            from: "shop@example.com".into(),
+        })
         .register::<ResizeImage>()
         .register::<SendEmail>()
         .register::<CallWebhook>()

@@ -1,10 +1,13 @@
 //! What a job is: the [`Job`] trait, its options, the [`JobContext`] it runs
-//! with, the [`JobError`] it may return, and the [`JobInfo`] a query reports.
+//! with, the [`JobError`] it may return, the [`Middleware`] that wraps it,
+//! and the shared state a worker gives it.
+
+mod context;
+mod middleware;
+mod state;
 
 use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -12,6 +15,12 @@ use serde::de::DeserializeOwned;
 
 use crate::concurrency::ConcurrencyLimit;
 use crate::types::{Backoff, Delivery, ErrorInfo};
+
+pub use context::JobContext;
+pub(crate) use context::ShutdownSignal;
+pub(crate) use middleware::run_chain;
+pub use middleware::{Middleware, Next};
+pub(crate) use state::StateMap;
 
 /// A unit of background work.
 ///
@@ -199,95 +208,6 @@ impl EnqueueOptions {
     }
 }
 option_setters!(EnqueueOptions.job);
-
-/// What a running job can see about itself, and how it learns it should stop.
-#[derive(Debug, Clone)]
-pub struct JobContext {
-    pub(crate) id: i64,
-    pub(crate) kind: String,
-    pub(crate) queue: String,
-    pub(crate) attempt: u32,
-    pub(crate) max_attempts: u32,
-    pub(crate) stalled_count: u32,
-    pub(crate) enqueued_at: DateTime<Utc>,
-    pub(crate) deadline: Option<Instant>,
-    pub(crate) shutdown: Arc<ShutdownSignal>,
-}
-
-impl JobContext {
-    /// The job's id.
-    pub fn job_id(&self) -> i64 {
-        self.id
-    }
-
-    /// The job's kind (its type's `KIND`).
-    pub fn kind(&self) -> &str {
-        &self.kind
-    }
-
-    /// The queue it was claimed from.
-    pub fn queue(&self) -> &str {
-        &self.queue
-    }
-
-    /// Which attempt this is, starting at 1.
-    pub fn attempt(&self) -> u32 {
-        self.attempt
-    }
-
-    /// The most attempts the job gets.
-    pub fn max_attempts(&self) -> u32 {
-        self.max_attempts
-    }
-
-    /// How many times the job was released because its process died.
-    pub fn stalled_count(&self) -> u32 {
-        self.stalled_count
-    }
-
-    /// When the job was enqueued.
-    pub fn enqueued_at(&self) -> DateTime<Utc> {
-        self.enqueued_at
-    }
-
-    /// The instant by which the job should return: its timeout, or the end of
-    /// the worker's shutdown grace period, whichever is earlier.
-    pub fn deadline(&self) -> Option<Instant> {
-        match (self.deadline, self.shutdown.deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// True once the deadline has passed or the worker is shutting down: a
-    /// long job should check this between steps and return early.
-    pub fn is_cancelled(&self) -> bool {
-        self.shutdown.is_requested() || self.deadline.is_some_and(|d| Instant::now() >= d)
-    }
-}
-
-/// Shared between a worker and its running jobs: set once when shutdown
-/// begins, with the grace period's end.
-#[derive(Debug, Default)]
-pub(crate) struct ShutdownSignal {
-    requested: AtomicBool,
-    deadline: std::sync::OnceLock<Instant>,
-}
-
-impl ShutdownSignal {
-    pub(crate) fn request(&self, grace: Duration) {
-        let _ = self.deadline.set(Instant::now() + grace);
-        self.requested.store(true, Ordering::SeqCst);
-    }
-
-    pub(crate) fn is_requested(&self) -> bool {
-        self.requested.load(Ordering::SeqCst)
-    }
-
-    pub(crate) fn deadline(&self) -> Option<Instant> {
-        self.deadline.get().copied()
-    }
-}
 
 /// The error a job returns. Any `std::error::Error` converts into it with
 /// `?`, keeping its type name as the error's kind and its source chain in the

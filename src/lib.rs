@@ -119,7 +119,7 @@ pub use concurrency::{ConcurrencyLimit, OnConflict};
 pub use config::{DispatcherConfig, QueueConfig, WorkerConfig};
 pub use dispatcher::{Dispatcher, DispatcherHandle};
 pub use events::{Events, LogEvents, NoEvents};
-pub use job::{EnqueueOptions, Job, JobContext, JobError, JobOptions, JobResult};
+pub use job::{EnqueueOptions, Job, JobContext, JobError, JobOptions, JobResult, Middleware, Next};
 pub use process::{install_signal_handlers, signal_received};
 pub use scheduler::{RecurringTask, Scheduler, SchedulerHandle};
 pub use store::{AnyConnection, ConnectionCustomizer, statements_executed};

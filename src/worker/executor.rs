@@ -90,6 +90,7 @@ pub(crate) fn execute(
         enqueued_at: job.created_at.and_utc(),
         deadline,
         shutdown: Arc::clone(shutdown),
+        state: registry.state.clone(),
     };
 
     let ran = catch_unwind(AssertUnwindSafe(|| {
@@ -120,25 +121,13 @@ pub(crate) fn execute(
                 false,
             ))
         }
-        Ok(Some(Err(parse_error))) => Err((
-            info(
-                "malformed_arguments",
-                format!(
-                    "arguments of kind {:?} do not deserialize: {parse_error}; arguments: {}",
-                    job.kind, job.arguments
-                ),
-                None,
-                attempt,
-            ),
-            false,
-        )),
-        Ok(Some(Ok(Err(JobError {
+        Ok(Some(Err(JobError {
             kind,
             message,
             backtrace,
             retry,
-        })))) => Err((info(&kind, message, backtrace, attempt), retry)),
-        Ok(Some(Ok(Ok(value)))) => Ok(value),
+        }))) => Err((info(&kind, message, backtrace, attempt), retry)),
+        Ok(Some(Ok(value))) => Ok(value),
     };
     // A job that returns after its deadline failed by timeout, whatever it
     // returned: its caller was promised an answer by then.

@@ -144,6 +144,24 @@ impl Worker {
         self
     }
 
+    /// Gives every job of this worker `value`, read back by type with
+    /// [`JobContext::state`](crate::JobContext::state): a database pool, an
+    /// HTTP client, the app's settings. One value per type (a second of the
+    /// same type replaces the first); wrap a plain type in a newtype to tell
+    /// two values of it apart.
+    pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Worker {
+        self.registry.state.insert(value);
+        self
+    }
+
+    /// Wraps every execution of a job in `middleware` (see
+    /// [`Middleware`](crate::Middleware)); the first added is the
+    /// outermost.
+    pub fn wrap(mut self, middleware: impl crate::Middleware) -> Worker {
+        self.registry.wrap(Arc::new(middleware));
+        self
+    }
+
     /// Teaches the worker a job type.
     pub fn register<J: Job>(mut self) -> Worker {
         self.registry.register::<J>();

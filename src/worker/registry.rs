@@ -1,16 +1,18 @@
 //! The job types a worker knows: kind → a function that rebuilds the job
 //! from its JSON arguments and runs it, the type's retry backoff, and how
-//! long its jobs take here (which decides whether they are claimed ahead).
+//! long its jobs take here (which decides whether they are claimed ahead);
+//! with the middleware that wraps every run and the state jobs share.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::types::{Backoff, ErrorInfo};
 
 use super::stats::Ewma;
-use crate::job::{Job, JobContext, JobResult};
+use crate::job::{Job, JobContext, JobError, JobResult, Middleware, StateMap, run_chain};
 
-type Run = Box<dyn Fn(&str, &JobContext) -> Result<JobResult, serde_json::Error> + Send + Sync>;
+type Run = Box<dyn Fn(&str, &JobContext) -> JobResult + Send + Sync>;
 
 /// A type's retry delay function ([`Job::retry_delay`]).
 pub(crate) type RetryDelay = fn(u32, &ErrorInfo, &Backoff) -> Duration;
@@ -27,14 +29,27 @@ struct Handler {
 pub(crate) struct Registry {
     handlers: HashMap<&'static str, Handler>,
     duplicates: Vec<&'static str>,
+    /// Wraps every run, outermost first.
+    middleware: Vec<Arc<dyn Middleware>>,
+    /// Given to every job's context.
+    pub(crate) state: StateMap,
 }
 
 impl Registry {
     pub(crate) fn register<J: Job>(&mut self) {
         let handler = Handler {
             run: Box::new(|arguments, ctx| {
-                let job: J = serde_json::from_str(arguments)?;
-                Ok(job.perform(ctx))
+                let job: J = serde_json::from_str(arguments).map_err(|e| {
+                    JobError::new(
+                        "malformed_arguments",
+                        format!(
+                            "arguments of kind {:?} do not deserialize: {e}; arguments: {arguments}",
+                            J::KIND
+                        ),
+                    )
+                    .no_retry()
+                })?;
+                job.perform(ctx)
             }),
             retry_delay: J::retry_delay,
             time: Ewma::default(),
@@ -44,15 +59,19 @@ impl Registry {
         }
     }
 
-    /// Runs the job of `kind`: `None` if the kind is unknown, `Some(Err)` if
-    /// its arguments do not deserialize.
-    pub(crate) fn run(
-        &self,
-        kind: &str,
-        arguments: &str,
-        ctx: &JobContext,
-    ) -> Option<Result<JobResult, serde_json::Error>> {
-        self.handlers.get(kind).map(|h| (h.run)(arguments, ctx))
+    /// Adds middleware inside what was added before.
+    pub(crate) fn wrap(&mut self, middleware: Arc<dyn Middleware>) {
+        self.middleware.push(middleware);
+    }
+
+    /// Runs the job of `kind` inside the middleware: `None` if the kind is
+    /// unknown (no middleware runs). Arguments that do not deserialize are
+    /// a final `malformed_arguments` error, seen by the middleware.
+    pub(crate) fn run(&self, kind: &str, arguments: &str, ctx: &JobContext) -> Option<JobResult> {
+        let handler = self.handlers.get(kind)?;
+        Some(run_chain(&self.middleware, ctx, &|ctx| {
+            (handler.run)(arguments, ctx)
+        }))
     }
 
     /// The retry delay function of `kind`, if it is registered.

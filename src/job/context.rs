@@ -1,0 +1,149 @@
+//! What a running job sees: [`JobContext`] — its identity, attempt,
+//! deadline, whether it should stop, and the worker's shared state.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+
+use super::JobError;
+use super::state::StateMap;
+
+/// What a running job can see about itself, and how it learns it should stop.
+#[derive(Debug, Clone)]
+pub struct JobContext {
+    pub(crate) id: i64,
+    pub(crate) kind: String,
+    pub(crate) queue: String,
+    pub(crate) attempt: u32,
+    pub(crate) max_attempts: u32,
+    pub(crate) stalled_count: u32,
+    pub(crate) enqueued_at: DateTime<Utc>,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) shutdown: Arc<ShutdownSignal>,
+    pub(crate) state: StateMap,
+}
+
+impl JobContext {
+    /// The job's id.
+    pub fn job_id(&self) -> i64 {
+        self.id
+    }
+
+    /// The job's kind (its type's `KIND`).
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    /// The queue it was claimed from.
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// Which attempt this is, starting at 1.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The most attempts the job gets.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// How many times the job was released because its process died.
+    pub fn stalled_count(&self) -> u32 {
+        self.stalled_count
+    }
+
+    /// When the job was enqueued.
+    pub fn enqueued_at(&self) -> DateTime<Utc> {
+        self.enqueued_at
+    }
+
+    /// The instant by which the job should return: its timeout, or the end of
+    /// the worker's shutdown grace period, whichever is earlier.
+    pub fn deadline(&self) -> Option<Instant> {
+        match (self.deadline, self.shutdown.deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// True once the deadline has passed or the worker is shutting down: a
+    /// long job should check this between steps and return early.
+    pub fn is_cancelled(&self) -> bool {
+        self.shutdown.is_requested() || self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+}
+
+impl JobContext {
+    /// The value of type `T` the worker was given with
+    /// [`Worker::state`](crate::Worker::state): a database pool, an HTTP
+    /// client, settings. Shared by every job of the worker; wrap what needs
+    /// mutation in a `Mutex` or use a type that shares itself (a pool).
+    ///
+    /// Without one, an error naming `T` and the types the worker holds,
+    /// which fails the job without a retry (`?` returns it): a missing
+    /// value is a mistake in the worker's setup that retrying cannot fix.
+    ///
+    /// ```
+    /// # use serde::{Deserialize, Serialize};
+    /// use solidq::{Job, JobContext, JobResult};
+    ///
+    /// struct Mailer { from: String }
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Welcome { to: String }
+    ///
+    /// impl Job for Welcome {
+    ///     const KIND: &'static str = "welcome";
+    ///     fn perform(&self, ctx: &JobContext) -> JobResult {
+    ///         let mailer = ctx.state::<Mailer>()?;
+    ///         Ok(serde_json::json!({ "from": mailer.from, "to": self.to }))
+    ///     }
+    /// }
+    /// // Worker::new(queue).state(Mailer { from: "shop@example.com".into() }).register::<Welcome>()
+    /// ```
+    pub fn state<T: Send + Sync + 'static>(&self) -> Result<&T, JobError> {
+        self.state.get::<T>().ok_or_else(|| {
+            let held = self.state.names();
+            JobError::new(
+                "missing_state",
+                format!(
+                    "no state of type {} on this worker (it holds: {}); give it with Worker::state",
+                    std::any::type_name::<T>(),
+                    if held.is_empty() {
+                        "nothing".to_string()
+                    } else {
+                        held.join(", ")
+                    }
+                ),
+            )
+            .no_retry()
+        })
+    }
+}
+
+/// Shared between a worker and its running jobs: set once when shutdown
+/// begins, with the grace period's end.
+#[derive(Debug, Default)]
+pub(crate) struct ShutdownSignal {
+    requested: AtomicBool,
+    deadline: std::sync::OnceLock<Instant>,
+}
+
+impl ShutdownSignal {
+    pub(crate) fn request(&self, grace: Duration) {
+        let _ = self.deadline.set(Instant::now() + grace);
+        self.requested.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn is_requested(&self) -> bool {
+        self.requested.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.deadline.get().copied()
+    }
+}
