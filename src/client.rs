@@ -418,6 +418,7 @@ impl Queue {
             keep_result_ms: keep_result.as_millis() as u64,
             backoff: o.backoff.or(defaults.backoff).unwrap_or(config.backoff),
             concurrency,
+            max_snoozes: o.max_snoozes.or(defaults.max_snoozes),
         };
         Ok(NewJob {
             queue_name: queue,

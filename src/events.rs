@@ -29,7 +29,7 @@
 //!   [`Queue::enqueue_on`](crate::Queue::enqueue_on) runs on the caller's
 //!   connection, so its `job_enqueued` fires once solidq's statements ran,
 //!   and the caller's transaction may still roll back.
-//! * Each claim ends in exactly one of `job_succeeded`, `job_retried`,
+//! * Each claim ends in exactly one of `job_succeeded`, `job_retried`, `job_snoozed`,
 //!   `job_failed`, `job_stalled` or `job_released`, possibly in another
 //!   process (a stall is reported by the supervisor that pruned the dead
 //!   worker), so `claimed - ended` over a fleet is the number of jobs
@@ -63,8 +63,8 @@ use std::sync::Arc;
 
 pub use self::log::LogEvents;
 pub use job::{
-    JobClaimed, JobDiscarded, JobEnqueued, JobFailed, JobReleased, JobRetried, JobStalled,
-    JobSucceeded, ReleaseCause,
+    JobClaimed, JobDiscarded, JobEnqueued, JobFailed, JobReleased, JobRetried, JobSnoozed,
+    JobStalled, JobSucceeded, ReleaseCause,
 };
 pub use process::{
     ProcessPruned, ProcessRegistered, PruneReason, RecurringFired, RecurringSkipped, SkipReason,
@@ -85,6 +85,12 @@ pub trait Events: Send + Sync + 'static {
 
     /// An attempt failed and a retry was scheduled after a delay.
     fn job_retried(&self, _event: &JobRetried) {}
+
+    /// A job handed itself back without spending an attempt
+    /// ([`JobError::snooze`](crate::JobError::snooze) or
+    /// [`JobError::interrupted`](crate::JobError::interrupted)) and is due
+    /// again after `delay`.
+    fn job_snoozed(&self, _event: &JobSnoozed) {}
 
     /// An attempt failed and the job failed for good (no attempts left, or
     /// its error said not to retry). It is kept with its error until an
@@ -142,6 +148,9 @@ impl<E: Events + ?Sized> Events for Arc<E> {
     fn job_retried(&self, event: &JobRetried) {
         (**self).job_retried(event);
     }
+    fn job_snoozed(&self, event: &JobSnoozed) {
+        (**self).job_snoozed(event);
+    }
     fn job_failed(&self, event: &JobFailed) {
         (**self).job_failed(event);
     }
@@ -186,6 +195,10 @@ impl<A: Events, B: Events> Events for (A, B) {
     fn job_retried(&self, event: &JobRetried) {
         self.0.job_retried(event);
         self.1.job_retried(event);
+    }
+    fn job_snoozed(&self, event: &JobSnoozed) {
+        self.0.job_snoozed(event);
+        self.1.job_snoozed(event);
     }
     fn job_failed(&self, event: &JobFailed) {
         self.0.job_failed(event);
@@ -262,6 +275,7 @@ guarded_hooks!(
     job_claimed(JobClaimed),
     job_succeeded(JobSucceeded),
     job_retried(JobRetried),
+    job_snoozed(JobSnoozed),
     job_failed(JobFailed),
     job_stalled(JobStalled),
     job_released(JobReleased),

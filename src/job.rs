@@ -18,6 +18,7 @@ use crate::types::{Backoff, Delivery, ErrorInfo};
 
 pub use context::JobContext;
 pub(crate) use context::ShutdownSignal;
+
 pub(crate) use middleware::run_chain;
 pub use middleware::{Middleware, Next};
 pub(crate) use state::StateMap;
@@ -100,6 +101,7 @@ pub struct JobOptions {
     pub(crate) keep_result: Option<Duration>,
     pub(crate) max_stalled_count: Option<u32>,
     pub(crate) concurrency: Option<ConcurrencyLimit>,
+    pub(crate) max_snoozes: Option<u32>,
 }
 
 macro_rules! option_setters {
@@ -147,6 +149,14 @@ macro_rules! option_setters {
             /// before it fails instead. Defaults to the supervisor's setting.
             pub fn max_stalled_count(mut self, count: u32) -> Self {
                 self$(.$inner)?.max_stalled_count = Some(count);
+                self
+            }
+            /// How many times the job may hand itself back without spending
+            /// an attempt ([`JobError::snooze`], [`JobError::interrupted`]);
+            /// the snooze after that fails it (error kind `snoozed_too_often`).
+            /// Defaults to [`DEFAULT_MAX_SNOOZES`](crate::config::DEFAULT_MAX_SNOOZES).
+            pub fn max_snoozes(mut self, snoozes: u32) -> Self {
+                self$(.$inner)?.max_snoozes = Some(snoozes);
                 self
             }
         }
@@ -212,11 +222,24 @@ option_setters!(EnqueueOptions.job);
 /// The error a job returns. Any `std::error::Error` converts into it with
 /// `?`, keeping its type name as the error's kind and its source chain in the
 /// message; [`JobError::new`] builds one by hand.
+///
+/// Two constructors are not failures: [`JobError::snooze`] and
+/// [`JobError::interrupted`] hand the job back without spending an attempt.
 pub struct JobError {
     pub(crate) kind: String,
     pub(crate) message: String,
     pub(crate) backtrace: Option<String>,
     pub(crate) retry: bool,
+    pub(crate) hand_back: Option<HandBack>,
+}
+
+/// How a job handed itself back instead of failing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HandBack {
+    /// Run again after this long.
+    Snooze(Duration),
+    /// Asked to stop (shutdown): ready again at once, for another worker.
+    Interrupted,
 }
 
 impl JobError {
@@ -228,6 +251,60 @@ impl JobError {
             message: message.into(),
             backtrace: None,
             retry: true,
+            hand_back: None,
+        }
+    }
+
+    /// Not a failure: hand the job back to run again after `delay`, without
+    /// spending an attempt (River's `JobSnooze`, Oban's `{:snooze, n}`) —
+    /// for a resource that is not ready yet, a rate limit, a poll. The job
+    /// is scheduled `delay` from now (by the database's clock), its attempt
+    /// count unchanged; each snooze is counted, and one past the job's
+    /// `max_snoozes` (default
+    /// [`DEFAULT_MAX_SNOOZES`](crate::config::DEFAULT_MAX_SNOOZES)) fails
+    /// it with `snoozed_too_often` instead. A job under a concurrency limit
+    /// gives its slot back while it waits.
+    ///
+    /// ```
+    /// # use solidq::{JobContext, JobError, JobResult};
+    /// # fn export_ready() -> bool { false }
+    /// fn perform(ctx: &JobContext) -> JobResult {
+    ///     if !export_ready() {
+    ///         return Err(JobError::snooze(std::time::Duration::from_secs(30)));
+    ///     }
+    ///     Ok(serde_json::Value::Null)
+    /// }
+    /// ```
+    pub fn snooze(delay: Duration) -> JobError {
+        JobError {
+            hand_back: Some(HandBack::Snooze(delay)),
+            ..JobError::new("snooze", format!("snoozed for {delay:?}"))
+        }
+    }
+
+    /// Not a failure: the job stopped because it was asked to (it saw
+    /// [`JobContext::is_cancelled`] during a shutdown) and goes back to ready
+    /// at once for another worker, without spending an attempt — two deploys
+    /// in a row do not fail a well-behaved job. Counted like a
+    /// [`snooze`](JobError::snooze). When the attempt's own timeout has
+    /// passed, the attempt fails by timeout instead.
+    ///
+    /// ```
+    /// # use solidq::{JobContext, JobError, JobResult};
+    /// fn perform(ctx: &JobContext) -> JobResult {
+    ///     for _batch in 0..1000 {
+    ///         if ctx.is_cancelled() {
+    ///             return Err(JobError::interrupted());
+    ///         }
+    ///         // ... one batch of work, idempotent ...
+    ///     }
+    ///     Ok(serde_json::Value::Null)
+    /// }
+    /// ```
+    pub fn interrupted() -> JobError {
+        JobError {
+            hand_back: Some(HandBack::Interrupted),
+            ..JobError::new("interrupted", "stopped when asked to; handed back")
         }
     }
 
@@ -278,6 +355,7 @@ where
             backtrace: (backtrace.status() == std::backtrace::BacktraceStatus::Captured)
                 .then(|| backtrace.to_string()),
             retry: true,
+            hand_back: None,
         }
     }
 }

@@ -37,6 +37,13 @@ pub const DEFAULT_BACKOFF: Backoff = Backoff::Exponential {
     max_ms: 3_600_000,
     jitter: 0.1,
 };
+/// How many times a job may hand itself back without spending an attempt
+/// ([`JobError::snooze`](crate::JobError::snooze),
+/// [`JobError::interrupted`](crate::JobError::interrupted)) before the next
+/// snooze fails it instead: a job cannot snooze forever unnoticed. Set per
+/// type or enqueue with `max_snoozes`.
+pub const DEFAULT_MAX_SNOOZES: u32 = 100;
+
 /// How long finished jobs and their results are kept: 1 day, as SolidQueue
 /// and River keep them.
 pub const DEFAULT_KEEP_RESULT: Duration = Duration::from_secs(24 * 3600);

@@ -95,6 +95,27 @@ pub struct JobRetried {
     pub error: String,
 }
 
+/// A job handed itself back without spending an attempt: it snoozed, or
+/// stopped when asked to at shutdown (`delay` zero).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobSnoozed {
+    /// The job.
+    pub job_id: i64,
+    /// Its kind.
+    pub kind: String,
+    /// Its queue.
+    pub queue: String,
+    /// The attempt that ran, from 1; the next run is the same attempt.
+    pub attempt: u32,
+    /// The worker's process row.
+    pub process_id: i64,
+    /// How long it ran before handing itself back.
+    pub run_time: Duration,
+    /// How long until it is due again.
+    pub delay: Duration,
+}
+
 /// An attempt failed and the job failed for good.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -1,7 +1,7 @@
 //! The default hooks: one log line per event.
 
 use super::{
-    Events, JobClaimed, JobDiscarded, JobEnqueued, JobFailed, JobRetried, JobSucceeded,
+    Events, JobClaimed, JobDiscarded, JobEnqueued, JobFailed, JobRetried, JobSnoozed, JobSucceeded,
     ProcessRegistered, RecurringFired, RecurringSkipped, SkipReason,
 };
 
@@ -71,6 +71,17 @@ impl Events for LogEvents {
             e.run_time,
             e.error_kind,
             e.error,
+            e.delay
+        );
+    }
+
+    fn job_snoozed(&self, e: &JobSnoozed) {
+        log::info!(
+            "job {} ({}) handed itself back after {:?} without spending attempt {}; due again in {:?}",
+            e.job_id,
+            e.kind,
+            e.run_time,
+            e.attempt,
             e.delay
         );
     }

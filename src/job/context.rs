@@ -19,6 +19,7 @@ pub struct JobContext {
     pub(crate) attempt: u32,
     pub(crate) max_attempts: u32,
     pub(crate) stalled_count: u32,
+    pub(crate) snoozes: u32,
     pub(crate) enqueued_at: DateTime<Utc>,
     pub(crate) deadline: Option<Instant>,
     pub(crate) shutdown: Arc<ShutdownSignal>,
@@ -54,6 +55,12 @@ impl JobContext {
     /// How many times the job was released because its process died.
     pub fn stalled_count(&self) -> u32 {
         self.stalled_count
+    }
+
+    /// How many times the job handed itself back before
+    /// ([`JobError::snooze`], [`JobError::interrupted`]).
+    pub fn snoozes(&self) -> u32 {
+        self.snoozes
     }
 
     /// When the job was enqueued.

@@ -30,6 +30,8 @@ struct JobRow {
     max_attempts: i32,
     attempts: i32,
     stalled_count: i32,
+    snoozes: i32,
+    progress: Option<String>,
     result: Option<String>,
     errors: Option<String>,
     scheduled_at: NaiveDateTime,
@@ -259,5 +261,10 @@ fn to_info(
         error,
         errors,
         process_id,
+        snoozes: row.snoozes.max(0) as u32,
+        progress: row
+            .progress
+            .as_deref()
+            .and_then(|p| serde_json::from_str(p).ok()),
     }
 }

@@ -7,7 +7,8 @@ use diesel::QueryResult;
 
 use super::{
     ClaimLimits, ClaimQuery, ClaimedJob, Completion, Driver, Failed, FinishReport, Inserted,
-    NewJob, Outcome, Released, Retried, Slot, Start, Store, Succeeded, concurrency, in_transaction,
+    NewJob, Outcome, Released, Retried, Slot, Snoozed, Start, Store, Succeeded, concurrency,
+    in_transaction,
 };
 use crate::types::Result;
 
@@ -222,7 +223,7 @@ fn finish_on_driver(
             .filter_map(|c| c.slot.clone())
             .collect()
     };
-    let (mut deleted, mut retried, mut failed) = (vec![], vec![], vec![]);
+    let (mut deleted, mut retried, mut failed, mut snoozed) = (vec![], vec![], vec![], vec![]);
     for (process_id, group) in &others {
         let ids: Vec<i64> = group.iter().map(|c| c.job_id).collect();
         let fenced: HashSet<i64> = d
@@ -244,6 +245,10 @@ fn finish_on_driver(
                     ends_attempt: true,
                     stalled: false,
                 }),
+                Outcome::Snoozed { delay } => snoozed.push(Snoozed {
+                    id: c.job_id,
+                    delay: *delay,
+                }),
             }
         }
     }
@@ -255,6 +260,9 @@ fn finish_on_driver(
     }
     if !failed.is_empty() {
         d.jobs_fail(&failed)?;
+    }
+    if !snoozed.is_empty() {
+        d.jobs_snooze(&snoozed)?;
     }
     // Slots of limited jobs go to the next blocked job of their key, in
     // this same transaction.

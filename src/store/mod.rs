@@ -445,6 +445,12 @@ pub(crate) trait Driver {
     /// Records a failed attempt and schedules the retry.
     fn jobs_retry(&mut self, rows: &[Retried]) -> QueryResult<()>;
 
+    /// Hands jobs back without spending an attempt (`snoozes + 1`): due
+    /// again after their delay — straight to ready when it is zero and the
+    /// job has no concurrency key (notified on PostgreSQL), through
+    /// scheduled otherwise.
+    fn jobs_snooze(&mut self, rows: &[Snoozed]) -> QueryResult<()>;
+
     /// Moves jobs to failed_executions with their error.
     fn jobs_fail(&mut self, rows: &[Failed]) -> QueryResult<()>;
 

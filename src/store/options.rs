@@ -25,6 +25,9 @@ pub(crate) struct StoredOptions {
     pub backoff: Backoff,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<StoredLimit>,
+    /// `None`: [`crate::config::DEFAULT_MAX_SNOOZES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_snoozes: Option<u32>,
 }
 
 fn default_keep_ms() -> u64 {
@@ -50,6 +53,7 @@ impl Default for StoredOptions {
             keep_result_ms: default_keep_ms(),
             backoff: default_backoff(),
             concurrency: None,
+            max_snoozes: None,
         }
     }
 }
@@ -86,6 +90,7 @@ mod tests {
             keep_result_ms: 0,
             backoff: Backoff::fixed(Duration::from_secs(1)),
             concurrency: None,
+            max_snoozes: Some(3),
         };
         let json = serde_json::to_string(&custom).unwrap();
         assert_eq!(StoredOptions::parse(&json), custom);

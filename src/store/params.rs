@@ -124,6 +124,9 @@ pub(crate) struct ClaimedJob {
     pub attempts: i32,
     #[diesel(sql_type = diesel::sql_types::Integer)]
     pub stalled_count: i32,
+    /// Times it handed itself back (snoozed or interrupted).
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub snoozes: i32,
     #[diesel(sql_type = diesel::sql_types::Timestamp)]
     pub created_at: NaiveDateTime,
     /// When it last became due (enqueued, its run time, its retry time, or
@@ -216,6 +219,13 @@ pub(crate) struct Retried {
     pub delay: Duration,
 }
 
+/// A job handing itself back (snoozed, or interrupted at shutdown).
+#[derive(Debug, Clone)]
+pub(crate) struct Snoozed {
+    pub id: i64,
+    pub delay: Duration,
+}
+
 /// A job failing for good.
 #[derive(Debug, Clone)]
 pub(crate) struct Failed {
@@ -259,6 +269,12 @@ pub(crate) enum Outcome {
     },
     Failed {
         error: String,
+    },
+    /// Handed back without spending an attempt: due again after `delay`
+    /// (zero: ready at once, unless a concurrency limit must be taken
+    /// again).
+    Snoozed {
+        delay: Duration,
     },
 }
 

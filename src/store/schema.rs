@@ -18,6 +18,8 @@ diesel::table! {
         max_stalled_count -> Nullable<Integer>,
         attempts -> Integer,
         stalled_count -> Integer,
+        snoozes -> Integer,
+        progress -> Nullable<Text>,
         result -> Nullable<Text>,
         errors -> Nullable<Text>,
         scheduled_at -> Timestamp,

@@ -287,6 +287,12 @@ pub struct JobInfo {
     pub errors: Vec<ErrorInfo>,
     /// The process holding it, when claimed or running.
     pub process_id: Option<i64>,
+    /// Times it handed itself back without spending an attempt (snoozes,
+    /// interruptions at shutdown).
+    pub snoozes: u32,
+    /// The progress its current (or last) attempt reported with
+    /// `JobContext::set_progress`, as last written.
+    pub progress: Option<serde_json::Value>,
 }
 
 #[cfg(test)]

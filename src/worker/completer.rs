@@ -31,7 +31,7 @@ use chrono::{DateTime, Utc};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::stats::Stats;
-use crate::events::{Events, JobFailed, JobRetried, JobSucceeded};
+use crate::events::{Events, JobFailed, JobRetried, JobSnoozed, JobSucceeded};
 use crate::store::{Completion, FinishReport, Outcome, Start, Store};
 use crate::types::{Error, ErrorInfo, Result};
 
@@ -445,6 +445,15 @@ fn report_outcome(events: &dyn Events, completion: &Completion, ran: Ran) {
             delay: *delay,
             error_kind,
             error,
+        }),
+        Outcome::Snoozed { delay } => events.job_snoozed(&JobSnoozed {
+            job_id: completion.job_id,
+            kind: ran.kind,
+            queue: ran.queue,
+            attempt: ran.attempt,
+            process_id: completion.process_id,
+            run_time: ran.run_time,
+            delay: *delay,
         }),
         Outcome::Failed { .. } => events.job_failed(&JobFailed {
             job_id: completion.job_id,

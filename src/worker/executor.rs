@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 use super::registry::Registry;
-use crate::job::{JobContext, JobError, ShutdownSignal};
+use crate::config::DEFAULT_MAX_SNOOZES;
+use crate::job::{HandBack, JobContext, JobError, ShutdownSignal};
 use crate::store::{ClaimedJob, Outcome, StoredOptions};
 use crate::types::{Delivery, ErrorInfo};
 
@@ -87,6 +88,7 @@ pub(crate) fn execute(
         attempt,
         max_attempts,
         stalled_count: u32::try_from(job.stalled_count).unwrap_or(0),
+        snoozes: u32::try_from(job.snoozes).unwrap_or(0),
         enqueued_at: job.created_at.and_utc(),
         deadline,
         shutdown: Arc::clone(shutdown),
@@ -122,10 +124,17 @@ pub(crate) fn execute(
             ))
         }
         Ok(Some(Err(JobError {
+            hand_back: Some(hand_back),
+            ..
+        }))) if !timed_out => {
+            return hand_back_execution(job, options, hand_back, elapsed, attempt);
+        }
+        Ok(Some(Err(JobError {
             kind,
             message,
             backtrace,
             retry,
+            ..
         }))) => Err((info(&kind, message, backtrace, attempt), retry)),
         Ok(Some(Ok(value))) => Ok(value),
     };
@@ -195,6 +204,48 @@ pub(crate) fn execute(
                 error: summary,
             }
         }
+    }
+}
+
+/// A job that handed itself back: snoozed (or interrupted) without spending
+/// an attempt, unless it has used up its snoozes, which fails it.
+fn hand_back_execution(
+    job: &ClaimedJob,
+    options: &StoredOptions,
+    hand_back: HandBack,
+    elapsed: Duration,
+    attempt: u32,
+) -> Execution {
+    let max = options.max_snoozes.unwrap_or(DEFAULT_MAX_SNOOZES);
+    let (delay, asked) = match hand_back {
+        HandBack::Snooze(delay) => (delay, format!("a snooze of {delay:?}")),
+        HandBack::Interrupted => (
+            Duration::ZERO,
+            "to be handed back after an interruption".into(),
+        ),
+    };
+    if u32::try_from(job.snoozes).unwrap_or(u32::MAX) >= max {
+        let error = info(
+            "snoozed_too_often",
+            format!(
+                "handed back {} times, its max_snoozes; asked for {asked} once more",
+                job.snoozes
+            ),
+            None,
+            attempt,
+        );
+        return Execution {
+            error: Some((error.kind.clone(), error.message.clone())),
+            outcome: Outcome::Failed {
+                error: error.to_stored_json(),
+            },
+            elapsed,
+        };
+    }
+    Execution {
+        outcome: Outcome::Snoozed { delay },
+        elapsed,
+        error: None,
     }
 }
 

@@ -18,7 +18,8 @@ pub(in crate::store) use explain::explain;
 
 use super::{
     Cached, ClaimLimits, ClaimQuery, ClaimedJob, Discarded, Driver, Failed, LimitedJob, NewJob,
-    NewProcess, ProcessRow, RecurringTaskRow, Released, ReleasedJob, Retried, Succeeded, micros,
+    NewProcess, ProcessRow, RecurringTaskRow, Released, ReleasedJob, Retried, Snoozed, Succeeded,
+    micros,
 };
 use crate::types::StoredLimit;
 
@@ -339,6 +340,32 @@ fn fail_sql() -> String {
     )
 }
 
+/// Jobs handed back without an attempt spent: due again after their delay,
+/// straight to ready (and notified) when it is zero and no concurrency slot
+/// must be taken again.
+const SNOOZE: &str = "\
+WITH u AS (SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS u(id, delay_us)),
+upd AS (
+    UPDATE solidq_jobs j SET snoozes = j.snoozes + 1,
+           scheduled_at = LOCALTIMESTAMP + u.delay_us * INTERVAL '1 microsecond',
+           updated_at = LOCALTIMESTAMP
+    FROM u WHERE j.id = u.id
+    RETURNING j.id, j.queue_name, j.priority, j.scheduled_at, j.concurrency_key,
+              u.delay_us = 0 AND j.concurrency_key IS NULL AS now),
+ready AS (
+    INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+    SELECT id, queue_name, priority, LOCALTIMESTAMP FROM upd WHERE now RETURNING queue_name),
+later AS (
+    INSERT INTO solidq_scheduled_executions
+        (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
+    SELECT id, queue_name, priority, scheduled_at, LOCALTIMESTAMP, concurrency_key FROM upd
+    WHERE NOT now RETURNING job_id),
+notified AS (
+    SELECT count(pg_notify('solidq', current_schema() || ':' || q.queue_name)) AS n
+    FROM (SELECT DISTINCT queue_name FROM ready) q)
+SELECT (SELECT count(*) FROM ready) + (SELECT count(*) FROM later) AS moved,
+       (SELECT n FROM notified) AS notified";
+
 const RELEASE: &str = "\
 WITH u AS (SELECT * FROM unnest($1::bigint[], $2::int[]) AS u(id, stall_inc)),
 upd AS (
@@ -441,7 +468,7 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
                                  THEN LOCALTIMESTAMP END
                      FROM deleted RETURNING job_id)
          SELECT j.id, j.queue_name, j.kind, j.arguments, j.concurrency_key, j.priority, j.options, j.delivery,
-                j.max_attempts, j.attempts, j.stalled_count, j.created_at,
+                j.max_attempts, j.attempts, j.stalled_count, j.snoozes, j.created_at,
                 GREATEST(j.scheduled_at, j.updated_at) AS due_at, LOCALTIMESTAMP AS claimed_at,
                 0::bigint AS ord, j.id = ANY ((SELECT ids FROM started)::bigint[]) AS started
          FROM solidq_jobs j
@@ -651,6 +678,16 @@ impl Driver for PgConnection {
                         .map(|r| i32::from(r.stalled))
                         .collect::<Vec<_>>(),
                 ),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
+    fn jobs_snooze(&mut self, rows: &[Snoozed]) -> QueryResult<()> {
+        Cached(
+            sql_query(SNOOZE)
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.delay)).collect::<Vec<_>>()),
         )
         .execute(self)
         .map(drop)

@@ -26,7 +26,8 @@ pub(in crate::store) use explain::explain;
 
 use super::{
     Cached, ClaimLimits, ClaimQuery, ClaimedJob, Discarded, Driver, Failed, LimitedJob, NewJob,
-    NewProcess, ProcessRow, RecurringTaskRow, Released, ReleasedJob, Retried, Succeeded, utc_now,
+    NewProcess, ProcessRow, RecurringTaskRow, Released, ReleasedJob, Retried, Snoozed, Succeeded,
+    utc_now,
 };
 use crate::types::StoredLimit;
 
@@ -99,7 +100,7 @@ DELETE FROM solidq_scheduled_executions WHERE job_id IN (SELECT value FROM json_
 /// the jobs recorded as started.
 const SELECT_CLAIMED_JOBS: &str = "\
 SELECT id, queue_name, kind, arguments, concurrency_key, priority, options, delivery, max_attempts, attempts,
-       stalled_count, created_at, max(scheduled_at, updated_at) AS due_at, ?2 AS claimed_at, 0 AS ord,
+       stalled_count, snoozes, created_at, max(scheduled_at, updated_at) AS due_at, ?2 AS claimed_at, 0 AS ord,
        id IN (SELECT value FROM json_each(?3)) AS started
 FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1))";
 
@@ -615,6 +616,47 @@ impl Driver for SqliteConnection {
                 .bind::<BigInt, _>(row.id)
                 .bind::<Text, _>(&row.error)
                 .bind::<Timestamp, _>(now),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn jobs_snooze(&mut self, rows: &[Snoozed]) -> QueryResult<()> {
+        let now = utc_now();
+        for row in rows {
+            Cached(
+                sql_query(
+                    "UPDATE solidq_jobs SET snoozes = snoozes + 1, scheduled_at = ?1, updated_at = ?2
+                     WHERE id = ?3",
+                )
+                .bind::<Timestamp, _>(plus(now, row.delay))
+                .bind::<Timestamp, _>(now)
+                .bind::<BigInt, _>(row.id),
+            )
+            .execute(self)?;
+            // Due now and free of a concurrency slot: ready at once.
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+                     SELECT id, queue_name, priority, ?2 FROM solidq_jobs
+                     WHERE id = ?1 AND ?3 AND concurrency_key IS NULL",
+                )
+                .bind::<BigInt, _>(row.id)
+                .bind::<Timestamp, _>(now)
+                .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
+            )
+            .execute(self)?;
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_scheduled_executions
+                         (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
+                     SELECT id, queue_name, priority, scheduled_at, ?2, concurrency_key
+                     FROM solidq_jobs WHERE id = ?1 AND NOT (?3 AND concurrency_key IS NULL)",
+                )
+                .bind::<BigInt, _>(row.id)
+                .bind::<Timestamp, _>(now)
+                .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
             )
             .execute(self)?;
         }

@@ -1,0 +1,2 @@
+ALTER TABLE solidq_jobs DROP COLUMN progress;
+ALTER TABLE solidq_jobs DROP COLUMN snoozes;
