@@ -17,8 +17,7 @@ use crate::concurrency::ConcurrencyLimit;
 use crate::types::{Backoff, Delivery, ErrorInfo};
 
 pub use context::JobContext;
-pub(crate) use context::ShutdownSignal;
-
+pub(crate) use context::{ProgressCell, ShutdownSignal};
 pub(crate) use middleware::run_chain;
 pub use middleware::{Middleware, Next};
 pub(crate) use state::StateMap;

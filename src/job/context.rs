@@ -1,8 +1,9 @@
 //! What a running job sees: [`JobContext`] — its identity, attempt,
 //! deadline, whether it should stop, and the worker's shared state.
 
-use std::sync::Arc;
+use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -24,6 +25,7 @@ pub struct JobContext {
     pub(crate) deadline: Option<Instant>,
     pub(crate) shutdown: Arc<ShutdownSignal>,
     pub(crate) state: StateMap,
+    pub(crate) progress: Option<Arc<ProgressCell>>,
 }
 
 impl JobContext {
@@ -129,6 +131,82 @@ impl JobContext {
             )
             .no_retry()
         })
+    }
+}
+
+impl JobContext {
+    /// Reports how far the job got, e.g. `json!({"done": 40, "total":
+    /// 1000})`: visible in [`JobInfo::progress`](crate::JobInfo), `solidq
+    /// job ID` and `solidq jobs`. Cheap to call often: each call replaces
+    /// the last value in memory, and the worker writes the latest value of
+    /// its running jobs at most once per second (one statement for all of
+    /// them, fenced by the claim), and before the job's outcome. So the
+    /// stored progress may lag the last call by up to a second, the value
+    /// set just before returning is stored, and a value set by a worker
+    /// that lost its claim is not. The value is kept after the job ends.
+    /// A value that does not serialize is logged and ignored.
+    pub fn set_progress(&self, progress: impl serde::Serialize) {
+        let Some(cell) = &self.progress else {
+            return;
+        };
+        match serde_json::to_string(&progress) {
+            Ok(json) => cell.set(json),
+            Err(error) => log::warn!(
+                "job {} ({}): progress does not serialize ({error}); ignored",
+                self.id,
+                self.kind
+            ),
+        }
+    }
+}
+
+/// The latest progress of one running job, until the worker writes it.
+pub(crate) struct ProgressCell {
+    pub(crate) job_id: i64,
+    /// The registration the job was claimed under (the write's fence).
+    pub(crate) process_id: i64,
+    latest: Mutex<Option<String>>,
+    /// Whether the writer has been told of this cell since it last took.
+    queued: AtomicBool,
+    /// Tells the writer (once per value it has not taken yet).
+    queue: Box<dyn Fn(Arc<ProgressCell>) + Send + Sync>,
+}
+
+impl ProgressCell {
+    pub(crate) fn new(
+        job_id: i64,
+        process_id: i64,
+        queue: impl Fn(Arc<ProgressCell>) + Send + Sync + 'static,
+    ) -> Arc<ProgressCell> {
+        Arc::new(ProgressCell {
+            job_id,
+            process_id,
+            latest: Mutex::new(None),
+            queued: AtomicBool::new(false),
+            queue: Box::new(queue),
+        })
+    }
+
+    fn set(self: &Arc<Self>, json: String) {
+        *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some(json);
+        if !self.queued.swap(true, Ordering::SeqCst) {
+            (self.queue)(Arc::clone(self));
+        }
+    }
+
+    /// The latest value not written yet; the next `set` tells the writer
+    /// again.
+    pub(crate) fn take(&self) -> Option<String> {
+        self.queued.store(false, Ordering::SeqCst);
+        self.latest.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+impl fmt::Debug for ProgressCell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProgressCell")
+            .field("job_id", &self.job_id)
+            .finish_non_exhaustive()
     }
 }
 

@@ -7,8 +7,8 @@ use diesel::QueryResult;
 
 use super::{
     ClaimLimits, ClaimQuery, ClaimedJob, Completion, Driver, Failed, FinishReport, Inserted,
-    NewJob, Outcome, Released, Retried, Slot, Snoozed, Start, Store, Succeeded, concurrency,
-    in_transaction,
+    NewJob, Outcome, Progress, Released, Retried, Slot, Snoozed, Start, Store, Succeeded,
+    concurrency, in_transaction,
 };
 use crate::types::Result;
 
@@ -51,6 +51,21 @@ impl Store {
     /// concurrency limit: see [`Store::scheduled_dispatch_limited`]).
     pub(crate) fn scheduled_dispatch(&self, batch: usize) -> Result<Vec<String>> {
         self.with_driver("scheduled_dispatch", |d| d.scheduled_dispatch(batch))
+    }
+
+    /// Stores running jobs' progress, each only while this process still
+    /// holds its claim.
+    pub(crate) fn jobs_progress(&self, rows: &[Progress]) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        self.with_driver("jobs_progress", |d| {
+            if rows.len() == 1 {
+                d.jobs_set_progress(rows)
+            } else {
+                in_transaction(d, |d| d.jobs_set_progress(rows))
+            }
+        })
     }
 
     /// Records a batch of completions in one transaction, each fenced by its

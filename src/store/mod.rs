@@ -451,6 +451,9 @@ pub(crate) trait Driver {
     /// scheduled otherwise.
     fn jobs_snooze(&mut self, rows: &[Snoozed]) -> QueryResult<()>;
 
+    /// Stores progress on jobs whose claim the given process holds.
+    fn jobs_set_progress(&mut self, rows: &[Progress]) -> QueryResult<()>;
+
     /// Moves jobs to failed_executions with their error.
     fn jobs_fail(&mut self, rows: &[Failed]) -> QueryResult<()>;
 

@@ -219,6 +219,14 @@ pub(crate) struct Retried {
     pub delay: Duration,
 }
 
+/// The latest progress of a running job, fenced by its claim.
+#[derive(Debug, Clone)]
+pub(crate) struct Progress {
+    pub job_id: i64,
+    pub process_id: i64,
+    pub json: String,
+}
+
 /// A job handing itself back (snoozed, or interrupted at shutdown).
 #[derive(Debug, Clone)]
 pub(crate) struct Snoozed {

@@ -32,7 +32,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::stats::Stats;
 use crate::events::{Events, JobFailed, JobRetried, JobSnoozed, JobSucceeded};
-use crate::store::{Completion, FinishReport, Outcome, Start, Store};
+use crate::job::ProgressCell;
+use crate::store::{Completion, FinishReport, Outcome, Progress, Start, Store};
 use crate::types::{Error, ErrorInfo, Result};
 
 /// A message to the completer.
@@ -45,9 +46,16 @@ pub(crate) enum Message {
     Started { job_id: i64, process_id: i64 },
     /// Record this outcome.
     Done(Completion, Ran),
+    /// A running job set its progress: write its latest value with the
+    /// next batch, or within [`PROGRESS_INTERVAL`].
+    Progress(Arc<ProgressCell>),
     /// Write what is pending, then exit.
     Stop,
 }
+
+/// The most often a worker writes its running jobs' progress when no
+/// outcome batch is written sooner: one statement for all of them.
+pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// What the events of a finished attempt say beyond its [`Completion`].
 pub(crate) struct Ran {
@@ -145,6 +153,8 @@ impl Completer {
                         pending: Vec::new(),
                         facts: Vec::new(),
                         starts: Vec::new(),
+                        progress: Vec::new(),
+                        progress_written: None,
                         failures: 0,
                     };
                     completer.run(&rx);
@@ -213,6 +223,10 @@ struct Run {
     facts: Vec<Ran>,
     /// Starts of jobs claimed ahead, not yet written.
     starts: Vec<Start>,
+    /// Jobs with progress not yet written.
+    progress: Vec<Arc<ProgressCell>>,
+    /// When progress was last written.
+    progress_written: Option<Instant>,
     /// Transient failures in a row.
     failures: u32,
 }
@@ -223,14 +237,31 @@ impl Run {
         loop {
             if self.pending.is_empty() && self.starts.is_empty() {
                 if stopping {
+                    self.write_progress();
                     return;
                 }
-                match rx.recv() {
-                    Ok(Message::Stop) | Err(_) => {
+                let next = if self.progress.is_empty() {
+                    rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
+                } else {
+                    let due = self
+                        .progress_written
+                        .map_or_else(Instant::now, |at| at + PROGRESS_INTERVAL);
+                    rx.recv_deadline(due)
+                };
+                match next {
+                    Ok(Message::Stop) | Err(RecvTimeoutError::Disconnected) => {
                         stopping = true;
                         continue;
                     }
+                    Err(RecvTimeoutError::Timeout) => {
+                        self.write_progress();
+                        continue;
+                    }
                     Ok(message) => self.take(message),
+                }
+                if self.pending.is_empty() && self.starts.is_empty() {
+                    // Only progress: it waits for its interval.
+                    continue;
                 }
                 let until = Instant::now() + self.linger;
                 while self.pending.len() < self.batch_size && !stopping {
@@ -250,6 +281,10 @@ impl Run {
                     Err(_) => break,
                 }
             }
+            // Before the outcomes: their writes delete the claims that
+            // fence the progress of their jobs. Other jobs' progress waits
+            // for its interval.
+            self.write_progress_before_outcomes();
             let take = self.pending.len().min(self.batch_size);
             *self.writing.lock().unwrap_or_else(|p| p.into_inner()) =
                 self.pending.iter().map(|c| c.job_id).collect();
@@ -281,7 +316,61 @@ impl Run {
             Message::Started { job_id, process_id } => {
                 self.starts.push(Start { job_id, process_id })
             }
+            Message::Progress(cell) => self.progress.push(cell),
             Message::Stop => {}
+        }
+    }
+
+    /// Before a batch of outcomes: the progress of the jobs in it, or of
+    /// every job once the interval is up.
+    fn write_progress_before_outcomes(&mut self) {
+        if self.progress.is_empty() {
+            return;
+        }
+        let due = self
+            .progress_written
+            .is_none_or(|at| at.elapsed() >= PROGRESS_INTERVAL);
+        if due {
+            return self.write_progress();
+        }
+        let ending: std::collections::HashSet<i64> =
+            self.pending.iter().map(|c| c.job_id).collect();
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.progress)
+            .into_iter()
+            .partition(|cell| ending.contains(&cell.job_id));
+        self.progress = later;
+        self.store_progress(now);
+    }
+
+    /// Writes the latest progress of every job that set some since the
+    /// last write.
+    fn write_progress(&mut self) {
+        if self.progress.is_empty() {
+            return;
+        }
+        let cells = std::mem::take(&mut self.progress);
+        self.progress_written = Some(Instant::now());
+        self.store_progress(cells);
+    }
+
+    /// Progress is advisory: a failed write is logged and dropped (the
+    /// job's next `set_progress` is written again).
+    fn store_progress(&mut self, cells: Vec<Arc<ProgressCell>>) {
+        let rows: Vec<Progress> = cells
+            .into_iter()
+            .filter_map(|cell| {
+                cell.take().map(|json| Progress {
+                    job_id: cell.job_id,
+                    process_id: cell.process_id,
+                    json,
+                })
+            })
+            .collect();
+        if let Err(error) = self.store.jobs_progress(&rows) {
+            log::warn!(
+                "cannot record the progress of jobs {:?} ({error}); it is written again when they report more",
+                rows.iter().map(|r| r.job_id).collect::<Vec<_>>()
+            );
         }
     }
 

@@ -11,7 +11,7 @@ use chrono::Utc;
 
 use super::registry::Registry;
 use crate::config::DEFAULT_MAX_SNOOZES;
-use crate::job::{HandBack, JobContext, JobError, ShutdownSignal};
+use crate::job::{HandBack, JobContext, JobError, ProgressCell, ShutdownSignal};
 use crate::store::{ClaimedJob, Outcome, StoredOptions};
 use crate::types::{Delivery, ErrorInfo};
 
@@ -77,6 +77,7 @@ pub(crate) fn execute(
     started: Instant,
     registry: &Registry,
     shutdown: &Arc<ShutdownSignal>,
+    progress: Option<Arc<ProgressCell>>,
 ) -> Execution {
     let attempt = u32::try_from(job.attempts).unwrap_or(0).saturating_add(1);
     let max_attempts = u32::try_from(job.max_attempts).unwrap_or(1).max(1);
@@ -93,6 +94,7 @@ pub(crate) fn execute(
         deadline,
         shutdown: Arc::clone(shutdown),
         state: registry.state.clone(),
+        progress,
     };
 
     let ran = catch_unwind(AssertUnwindSafe(|| {

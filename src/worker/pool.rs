@@ -29,6 +29,7 @@ use super::completer::{Message, Ran};
 use super::executor;
 use super::runtime::{Shared, lock};
 use crate::events::{JobReleased, ReleaseCause};
+use crate::job::ProgressCell;
 use crate::store::{ClaimedJob, Completion, Slot, StoredOptions};
 use crate::types::{Error, Result};
 
@@ -231,7 +232,20 @@ fn run(shared: &Shared, thread: usize, assigned: Assigned, completions: &Sender<
             deadline: executor::deadline(&options, started),
         }),
     );
-    let execution = executor::execute(&job, &options, started, &shared.registry, &shared.shutdown);
+    let progress = {
+        let completions = completions.clone();
+        ProgressCell::new(job.id, process_id, move |cell| {
+            let _ = completions.send(Message::Progress(cell));
+        })
+    };
+    let execution = executor::execute(
+        &job,
+        &options,
+        started,
+        &shared.registry,
+        &shared.shutdown,
+        Some(progress),
+    );
     shared.registry.observe(&job.kind, execution.elapsed);
     // The outcome is logged and reported by the completer once it is
     // recorded (LogEvents logs it).

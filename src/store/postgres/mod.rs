@@ -18,8 +18,8 @@ pub(in crate::store) use explain::explain;
 
 use super::{
     Cached, ClaimLimits, ClaimQuery, ClaimedJob, Discarded, Driver, Failed, LimitedJob, NewJob,
-    NewProcess, ProcessRow, RecurringTaskRow, Released, ReleasedJob, Retried, Snoozed, Succeeded,
-    micros,
+    NewProcess, ProcessRow, Progress, RecurringTaskRow, Released, ReleasedJob, Retried, Snoozed,
+    Succeeded, micros,
 };
 use crate::types::StoredLimit;
 
@@ -678,6 +678,23 @@ impl Driver for PgConnection {
                         .map(|r| i32::from(r.stalled))
                         .collect::<Vec<_>>(),
                 ),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
+    fn jobs_set_progress(&mut self, rows: &[Progress]) -> QueryResult<()> {
+        Cached(
+            sql_query(
+                "UPDATE solidq_jobs j SET progress = u.progress
+                 FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS u(id, process_id, progress)
+                 WHERE j.id = u.id AND EXISTS (
+                     SELECT 1 FROM solidq_claimed_executions c
+                     WHERE c.job_id = u.id AND c.process_id = u.process_id)",
+            )
+            .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.job_id).collect::<Vec<_>>())
+            .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.process_id).collect::<Vec<_>>())
+            .bind::<Array<Text>, _>(rows.iter().map(|r| r.json.as_str()).collect::<Vec<_>>()),
         )
         .execute(self)
         .map(drop)

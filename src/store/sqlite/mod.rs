@@ -26,8 +26,8 @@ pub(in crate::store) use explain::explain;
 
 use super::{
     Cached, ClaimLimits, ClaimQuery, ClaimedJob, Discarded, Driver, Failed, LimitedJob, NewJob,
-    NewProcess, ProcessRow, RecurringTaskRow, Released, ReleasedJob, Retried, Snoozed, Succeeded,
-    utc_now,
+    NewProcess, ProcessRow, Progress, RecurringTaskRow, Released, ReleasedJob, Retried, Snoozed,
+    Succeeded, utc_now,
 };
 use crate::types::StoredLimit;
 
@@ -616,6 +616,24 @@ impl Driver for SqliteConnection {
                 .bind::<BigInt, _>(row.id)
                 .bind::<Text, _>(&row.error)
                 .bind::<Timestamp, _>(now),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn jobs_set_progress(&mut self, rows: &[Progress]) -> QueryResult<()> {
+        for row in rows {
+            Cached(
+                sql_query(
+                    "UPDATE solidq_jobs SET progress = ?1
+                     WHERE id = ?2 AND EXISTS (
+                         SELECT 1 FROM solidq_claimed_executions
+                         WHERE job_id = ?2 AND process_id = ?3)",
+                )
+                .bind::<Text, _>(&row.json)
+                .bind::<BigInt, _>(row.job_id)
+                .bind::<BigInt, _>(row.process_id),
             )
             .execute(self)?;
         }
