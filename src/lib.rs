@@ -60,7 +60,8 @@
 //! | 10 | `worker` | claiming and running jobs |
 //! | 11 | `supervisor` | worker processes, and the loops above them |
 //! | 12 | `admin` | operator queries and actions |
-//! | 13 | `cli` | the `solidq` binary |
+//! | 13 | `testing` | helpers for testing an app's jobs |
+//! | 14 | `cli` | the `solidq` binary |
 //!
 //! ## Example
 //!
@@ -105,6 +106,7 @@ mod process;
 mod scheduler;
 mod store;
 mod supervisor;
+pub mod testing;
 mod types;
 mod worker;
 
@@ -131,7 +133,7 @@ pub use types::{
     Backend, Backoff, DatabaseUrl, Delivery, Error, ErrorInfo, JobInfo, JobStatus, QueuePattern,
     Result, Schedule, ScheduleError, SqliteSynchronous,
 };
-pub use worker::{Worker, WorkerHandle, WorkerStats};
+pub use worker::{Drained, Worker, WorkerHandle, WorkerStats};
 
 /// The migration versions embedded in this build for `backend`, oldest
 /// first; both backends carry the same versions.

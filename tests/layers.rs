@@ -22,6 +22,7 @@ const LAYERS: &[&[&str]] = &[
     &["worker"],
     &["supervisor"],
     &["admin"],
+    &["testing"],
     &["cli"],
 ];
 

@@ -512,7 +512,7 @@ impl Run {
 }
 
 /// Tells `events` of a recorded outcome.
-fn report_outcome(events: &dyn Events, completion: &Completion, ran: Ran) {
+pub(super) fn report_outcome(events: &dyn Events, completion: &Completion, ran: Ran) {
     let (error_kind, error) = ran.error.unwrap_or_default();
     match &completion.outcome {
         Outcome::Succeeded { .. } => events.job_succeeded(&JobSucceeded {

@@ -62,6 +62,12 @@ pub(crate) fn arm_panic_capture() {
     PANIC_CAPTURE.with(|slot| *slot.borrow_mut() = Some(None));
 }
 
+/// Gives the current thread's panics back to the previous hook (a thread
+/// that ran jobs for a while: a drain in the caller's thread).
+pub(crate) fn disarm_panic_capture() {
+    PANIC_CAPTURE.with(|slot| *slot.borrow_mut() = None);
+}
+
 /// What running a job came to, with the facts the worker logs.
 pub(crate) struct Execution {
     pub outcome: Outcome,

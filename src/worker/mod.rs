@@ -15,6 +15,7 @@
 //! transaction. The heartbeat runs until that transaction is done.
 
 mod completer;
+mod drain;
 mod executor;
 mod listen;
 mod poller;
@@ -27,6 +28,7 @@ mod stats;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use drain::Drained;
 pub use runtime::WorkerHandle;
 pub use stats::WorkerStats;
 
