@@ -29,7 +29,7 @@
 //!   [`Queue::enqueue_on`](crate::Queue::enqueue_on) runs on the caller's
 //!   connection, so its `job_enqueued` fires once solidq's statements ran,
 //!   and the caller's transaction may still roll back.
-//! * Each claim ends in exactly one of `job_succeeded`, `job_retried`, `job_snoozed`,
+//! * Each claim ends in exactly one of `job_succeeded`, `job_retried`, `job_snoozed`, `job_cancelled`,
 //!   `job_failed`, `job_stalled` or `job_released`, possibly in another
 //!   process (a stall is reported by the supervisor that pruned the dead
 //!   worker), so `claimed - ended` over a fleet is the number of jobs
@@ -63,8 +63,8 @@ use std::sync::Arc;
 
 pub use self::log::LogEvents;
 pub use job::{
-    JobClaimed, JobDiscarded, JobEnqueued, JobFailed, JobReleased, JobRetried, JobSnoozed,
-    JobStalled, JobSucceeded, ReleaseCause,
+    JobCancelled, JobClaimed, JobDiscarded, JobEnqueued, JobFailed, JobReleased, JobRetried,
+    JobSnoozed, JobStalled, JobSucceeded, ReleaseCause,
 };
 pub use process::{
     ProcessPruned, ProcessRegistered, PruneReason, RecurringFired, RecurringSkipped, SkipReason,
@@ -85,6 +85,10 @@ pub trait Events: Send + Sync + 'static {
 
     /// An attempt failed and a retry was scheduled after a delay.
     fn job_retried(&self, _event: &JobRetried) {}
+
+    /// A running job that an operator cancelled returned an error and was
+    /// recorded as discarded (not retried).
+    fn job_cancelled(&self, _event: &JobCancelled) {}
 
     /// A job handed itself back without spending an attempt
     /// ([`JobError::snooze`](crate::JobError::snooze) or
@@ -151,6 +155,9 @@ impl<E: Events + ?Sized> Events for Arc<E> {
     fn job_snoozed(&self, event: &JobSnoozed) {
         (**self).job_snoozed(event);
     }
+    fn job_cancelled(&self, event: &JobCancelled) {
+        (**self).job_cancelled(event);
+    }
     fn job_failed(&self, event: &JobFailed) {
         (**self).job_failed(event);
     }
@@ -199,6 +206,10 @@ impl<A: Events, B: Events> Events for (A, B) {
     fn job_snoozed(&self, event: &JobSnoozed) {
         self.0.job_snoozed(event);
         self.1.job_snoozed(event);
+    }
+    fn job_cancelled(&self, event: &JobCancelled) {
+        self.0.job_cancelled(event);
+        self.1.job_cancelled(event);
     }
     fn job_failed(&self, event: &JobFailed) {
         self.0.job_failed(event);
@@ -276,6 +287,7 @@ guarded_hooks!(
     job_succeeded(JobSucceeded),
     job_retried(JobRetried),
     job_snoozed(JobSnoozed),
+    job_cancelled(JobCancelled),
     job_failed(JobFailed),
     job_stalled(JobStalled),
     job_released(JobReleased),

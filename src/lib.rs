@@ -114,7 +114,8 @@ mod worker;
 pub mod cli;
 
 pub use admin::{
-    DEFAULT_JOB_LIST_LIMIT, FailedFilter, JobFilter, ProcessInfo, QueueStats, RecurringInfo,
+    Cancelled, DEFAULT_JOB_LIST_LIMIT, FailedFilter, JobFilter, ProcessInfo, QueueStats,
+    RecurringInfo,
 };
 pub use client::{DriverRef, EnqueueConnection, Enqueued, JobRequest, Queue};
 pub use concurrency::{ConcurrencyLimit, OnConflict};

@@ -2,8 +2,10 @@
 //! pause and resume them, retry or discard failed jobs, clear finished
 //! ones; list jobs, processes and recurring tasks (`listings.rs`).
 
+mod control;
 mod listings;
 
+pub use control::Cancelled;
 pub use listings::{DEFAULT_JOB_LIST_LIMIT, JobFilter, ProcessInfo, RecurringInfo};
 
 use std::time::Duration;

@@ -116,6 +116,25 @@ pub struct JobSnoozed {
     pub delay: Duration,
 }
 
+/// A job an operator cancelled while it ran (or before a claim of it
+/// started) ended and was recorded as discarded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobCancelled {
+    /// The job.
+    pub job_id: i64,
+    /// Its kind.
+    pub kind: String,
+    /// Its queue.
+    pub queue: String,
+    /// The attempt that ran (or would have), from 1.
+    pub attempt: u32,
+    /// The worker's process row.
+    pub process_id: i64,
+    /// How long it ran after being claimed.
+    pub run_time: Duration,
+}
+
 /// An attempt failed and the job failed for good.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -1,8 +1,8 @@
 //! The default hooks: one log line per event.
 
 use super::{
-    Events, JobClaimed, JobDiscarded, JobEnqueued, JobFailed, JobRetried, JobSnoozed, JobSucceeded,
-    ProcessRegistered, RecurringFired, RecurringSkipped, SkipReason,
+    Events, JobCancelled, JobClaimed, JobDiscarded, JobEnqueued, JobFailed, JobRetried, JobSnoozed,
+    JobSucceeded, ProcessRegistered, RecurringFired, RecurringSkipped, SkipReason,
 };
 
 /// The hooks installed by default: each event becomes one line through
@@ -83,6 +83,15 @@ impl Events for LogEvents {
             e.run_time,
             e.attempt,
             e.delay
+        );
+    }
+
+    fn job_cancelled(&self, e: &JobCancelled) {
+        log::info!(
+            "job {} ({}) cancelled by an operator, stopped after {:?}; discarded",
+            e.job_id,
+            e.kind,
+            e.run_time
         );
     }
 

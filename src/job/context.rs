@@ -26,6 +26,8 @@ pub struct JobContext {
     pub(crate) shutdown: Arc<ShutdownSignal>,
     pub(crate) state: StateMap,
     pub(crate) progress: Option<Arc<ProgressCell>>,
+    /// Set when an operator asks this running job to stop.
+    pub(crate) cancel: Arc<AtomicBool>,
 }
 
 impl JobContext {
@@ -79,10 +81,21 @@ impl JobContext {
         }
     }
 
-    /// True once the deadline has passed or the worker is shutting down: a
-    /// long job should check this between steps and return early.
+    /// True once the deadline has passed, the worker is shutting down, or
+    /// an operator cancelled the job: a long job should check this between
+    /// steps and return early (see [`JobContext::is_cancelled_by_operator`]
+    /// and [`JobError::interrupted`]).
     pub fn is_cancelled(&self) -> bool {
-        self.shutdown.is_requested() || self.deadline.is_some_and(|d| Instant::now() >= d)
+        self.shutdown.is_requested()
+            || self.is_cancelled_by_operator()
+            || self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// True once an operator cancelled this running job (`Queue::cancel_job`,
+    /// `solidq job cancel`): whatever error it returns then records it as
+    /// discarded, never retried.
+    pub fn is_cancelled_by_operator(&self) -> bool {
+        self.cancel.load(Ordering::SeqCst)
     }
 }
 

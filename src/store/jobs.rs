@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use diesel::QueryResult;
 
 use super::{
-    ClaimLimits, ClaimQuery, ClaimedJob, Completion, Driver, Failed, FinishReport, Inserted,
-    NewJob, Outcome, Progress, Released, Retried, Slot, Snoozed, Start, Store, Succeeded,
+    ClaimLimits, ClaimQuery, ClaimedJob, Completion, Discarded, Driver, Failed, FinishReport,
+    Inserted, NewJob, Outcome, Progress, Released, Retried, Slot, Snoozed, Start, Store, Succeeded,
     concurrency, in_transaction,
 };
 use crate::types::Result;
@@ -238,7 +238,8 @@ fn finish_on_driver(
             .filter_map(|c| c.slot.clone())
             .collect()
     };
-    let (mut deleted, mut retried, mut failed, mut snoozed) = (vec![], vec![], vec![], vec![]);
+    let (mut deleted, mut retried, mut failed, mut snoozed, mut discarded) =
+        (vec![], vec![], vec![], vec![], vec![]);
     for (process_id, group) in &others {
         let ids: Vec<i64> = group.iter().map(|c| c.job_id).collect();
         let fenced: HashSet<i64> = d
@@ -264,6 +265,11 @@ fn finish_on_driver(
                     id: c.job_id,
                     delay: *delay,
                 }),
+                Outcome::Discarded { error, keep } => discarded.push(Discarded {
+                    id: c.job_id,
+                    error: error.clone(),
+                    keep: *keep,
+                }),
             }
         }
     }
@@ -278,6 +284,9 @@ fn finish_on_driver(
     }
     if !snoozed.is_empty() {
         d.jobs_snooze(&snoozed)?;
+    }
+    if !discarded.is_empty() {
+        d.jobs_discard(&discarded)?;
     }
     // Slots of limited jobs go to the next blocked job of their key, in
     // this same transaction.

@@ -18,6 +18,7 @@
 mod admin;
 mod concurrency;
 mod connection;
+mod control;
 mod info;
 mod jobs;
 mod listener;
@@ -43,7 +44,7 @@ pub(crate) use admin::FailedSelection;
 use connection::PoolConn;
 pub(crate) use connection::SqliteSettings;
 pub use connection::{AnyConnection, ConnectionCustomizer, statements_executed};
-pub(crate) use info::{JobLookup, JobSelection};
+pub(crate) use info::{DISCARDED, JobLookup, JobSelection};
 pub(crate) use listener::{Heard, Listener};
 pub(crate) use options::StoredOptions;
 pub(crate) use params::*;
@@ -588,6 +589,25 @@ pub(crate) trait Driver {
         job_id: i64,
     ) -> QueryResult<Option<NaiveDateTime>>;
 
+    /// Takes jobs out of ready, scheduled and blocked; returns each with
+    /// what giving up its concurrency slot needs.
+    fn pending_remove(&mut self, ids: &[i64]) -> QueryResult<Vec<RemovedPending>>;
+
+    /// Makes scheduled jobs due now (a dispatch then moves them); returns
+    /// how many.
+    fn scheduled_make_due(&mut self, ids: &[i64]) -> QueryResult<usize>;
+
+    /// Moves blocked jobs to ready, out of their concurrency limit; returns
+    /// their queues.
+    fn blocked_run_now(&mut self, ids: &[i64]) -> QueryResult<Vec<String>>;
+
+    /// Asks the claimed jobs among `ids` to stop (notifying workers on
+    /// PostgreSQL); returns those newly asked.
+    fn jobs_request_cancel(&mut self, ids: &[i64]) -> QueryResult<Vec<i64>>;
+
+    /// The jobs `process_id` holds that an operator asked to stop.
+    fn claimed_cancel_requested(&mut self, process_id: i64) -> QueryResult<Vec<i64>>;
+
     /// Operation: deletes up to `limit` tick guards whose tick is more
     /// than `older_than` ago (the database's clock), never a task's
     /// latest; returns how many.
@@ -598,10 +618,34 @@ pub(crate) trait Driver {
     ) -> QueryResult<usize>;
 }
 
-/// The [`Driver`] methods each backend writes in its own `concurrency` and
-/// `recurring` modules (same function names on both), forwarded by name.
+/// The [`Driver`] methods each backend writes in its own `concurrency`,
+/// `control` and `recurring` modules (same function names on both),
+/// forwarded by name.
 macro_rules! forward_to_backend_modules {
     () => {
+        fn pending_remove(
+            &mut self,
+            ids: &[i64],
+        ) -> QueryResult<Vec<$crate::store::RemovedPending>> {
+            control::pending_remove(self, ids)
+        }
+
+        fn scheduled_make_due(&mut self, ids: &[i64]) -> QueryResult<usize> {
+            control::scheduled_make_due(self, ids)
+        }
+
+        fn blocked_run_now(&mut self, ids: &[i64]) -> QueryResult<Vec<String>> {
+            control::blocked_run_now(self, ids)
+        }
+
+        fn jobs_request_cancel(&mut self, ids: &[i64]) -> QueryResult<Vec<i64>> {
+            control::jobs_request_cancel(self, ids)
+        }
+
+        fn claimed_cancel_requested(&mut self, process_id: i64) -> QueryResult<Vec<i64>> {
+            control::claimed_cancel_requested(self, process_id)
+        }
+
         fn scheduled_take_limited(
             &mut self,
             ids: Option<&[i64]>,

@@ -127,6 +127,9 @@ pub(crate) struct ClaimedJob {
     /// Times it handed itself back (snoozed or interrupted).
     #[diesel(sql_type = diesel::sql_types::Integer)]
     pub snoozes: i32,
+    /// An operator asked it to stop (while a worker that died ran it).
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    pub cancel_requested: bool,
     #[diesel(sql_type = diesel::sql_types::Timestamp)]
     pub created_at: NaiveDateTime,
     /// When it last became due (enqueued, its run time, its retry time, or
@@ -227,6 +230,24 @@ pub(crate) struct Progress {
     pub json: String,
 }
 
+/// A waiting job taken out of its execution table by an operator.
+#[derive(Debug, Clone, PartialEq, Eq, diesel::QueryableByName)]
+pub(crate) struct RemovedPending {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub id: i64,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub concurrency_key: Option<String>,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub options: String,
+    /// Whether it was ready (holding its concurrency slot, if limited).
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    pub was_ready: bool,
+}
+
+/// The queue name reserved for "an operator asked running jobs to stop" in
+/// PostgreSQL notifications (no queue can be named with a `!`).
+pub(crate) const CANCEL_CHANNEL_QUEUE: &str = "!cancel";
+
 /// A job handing itself back (snoozed, or interrupted at shutdown).
 #[derive(Debug, Clone)]
 pub(crate) struct Snoozed {
@@ -283,6 +304,11 @@ pub(crate) enum Outcome {
     /// again).
     Snoozed {
         delay: Duration,
+    },
+    /// Cancelled by an operator: finished as discarded, kept for `keep`.
+    Discarded {
+        error: String,
+        keep: Duration,
     },
 }
 

@@ -20,6 +20,7 @@ diesel::table! {
         stalled_count -> Integer,
         snoozes -> Integer,
         progress -> Nullable<Text>,
+        cancel_requested_at -> Nullable<Timestamp>,
         result -> Nullable<Text>,
         errors -> Nullable<Text>,
         scheduled_at -> Timestamp,

@@ -31,7 +31,7 @@ use chrono::{DateTime, Utc};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::stats::Stats;
-use crate::events::{Events, JobFailed, JobRetried, JobSnoozed, JobSucceeded};
+use crate::events::{Events, JobCancelled, JobFailed, JobRetried, JobSnoozed, JobSucceeded};
 use crate::job::ProgressCell;
 use crate::store::{Completion, FinishReport, Outcome, Progress, Start, Store};
 use crate::types::{Error, ErrorInfo, Result};
@@ -543,6 +543,14 @@ pub(super) fn report_outcome(events: &dyn Events, completion: &Completion, ran: 
             process_id: completion.process_id,
             run_time: ran.run_time,
             delay: *delay,
+        }),
+        Outcome::Discarded { .. } => events.job_cancelled(&JobCancelled {
+            job_id: completion.job_id,
+            kind: ran.kind,
+            queue: ran.queue,
+            attempt: ran.attempt,
+            process_id: completion.process_id,
+            run_time: ran.run_time,
         }),
         Outcome::Failed { .. } => events.job_failed(&JobFailed {
             job_id: completion.job_id,

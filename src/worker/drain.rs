@@ -6,6 +6,7 @@
 //! middleware and event hooks.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use super::Worker;
@@ -34,12 +35,14 @@ pub struct Drained {
     /// Jobs that handed themselves back (snoozed; run again by a drain
     /// only once due, with [`Worker::drain`]).
     pub snoozed: usize,
+    /// Jobs an operator had cancelled, discarded without running.
+    pub cancelled: usize,
 }
 
 impl Drained {
     /// Every attempt the drain ran.
     pub fn total(&self) -> usize {
-        self.succeeded + self.retried + self.failed + self.snoozed
+        self.succeeded + self.retried + self.failed + self.snoozed + self.cancelled
     }
 }
 
@@ -127,12 +130,14 @@ impl Worker {
                     &self.registry,
                     &shutdown,
                     None,
+                    Arc::new(AtomicBool::new(job.cancel_requested)),
                 );
                 match &execution.outcome {
                     Outcome::Succeeded { .. } => drained.succeeded += 1,
                     Outcome::Retry { .. } => drained.retried += 1,
                     Outcome::Failed { .. } => drained.failed += 1,
                     Outcome::Snoozed { .. } => drained.snoozed += 1,
+                    Outcome::Discarded { .. } => drained.cancelled += 1,
                 }
                 let completion = Completion {
                     job_id: job.id,

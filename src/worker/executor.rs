@@ -4,6 +4,7 @@
 
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,7 @@ use chrono::Utc;
 use super::registry::Registry;
 use crate::config::DEFAULT_MAX_SNOOZES;
 use crate::job::{HandBack, JobContext, JobError, ProgressCell, ShutdownSignal};
-use crate::store::{ClaimedJob, Outcome, StoredOptions};
+use crate::store::{ClaimedJob, DISCARDED, Outcome, StoredOptions};
 use crate::types::{Delivery, ErrorInfo};
 
 thread_local! {
@@ -84,7 +85,17 @@ pub(crate) fn execute(
     registry: &Registry,
     shutdown: &Arc<ShutdownSignal>,
     progress: Option<Arc<ProgressCell>>,
+    cancel: Arc<AtomicBool>,
 ) -> Execution {
+    if cancel.load(Ordering::SeqCst) {
+        // Asked to stop while a worker that is gone held it: not run.
+        return cancelled(
+            job,
+            options,
+            Duration::ZERO,
+            "before this claim of it started",
+        );
+    }
     let attempt = u32::try_from(job.attempts).unwrap_or(0).saturating_add(1);
     let max_attempts = u32::try_from(job.max_attempts).unwrap_or(1).max(1);
     let deadline = deadline(options, started);
@@ -101,6 +112,7 @@ pub(crate) fn execute(
         shutdown: Arc::clone(shutdown),
         state: registry.state.clone(),
         progress,
+        cancel: Arc::clone(&cancel),
     };
 
     let ran = catch_unwind(AssertUnwindSafe(|| {
@@ -108,6 +120,11 @@ pub(crate) fn execute(
     }));
     let elapsed = started.elapsed();
     let timed_out = deadline.is_some_and(|d| Instant::now() > d);
+    // Cancelled and ended with any error (a panic, a snooze, an
+    // interruption): discarded, whatever attempts or snoozes are left.
+    if cancel.load(Ordering::SeqCst) && !matches!(ran, Ok(Some(Ok(_)))) {
+        return cancelled(job, options, elapsed, "while it ran");
+    }
 
     let failure: Result<serde_json::Value, (ErrorInfo, bool)> = match ran {
         Err(payload) => {
@@ -212,6 +229,31 @@ pub(crate) fn execute(
                 error: summary,
             }
         }
+    }
+}
+
+/// A job an operator cancelled: finished as discarded.
+fn cancelled(
+    job: &ClaimedJob,
+    options: &StoredOptions,
+    elapsed: Duration,
+    when: &str,
+) -> Execution {
+    let error = ErrorInfo {
+        kind: DISCARDED.into(),
+        message: format!("cancelled by an operator {when}"),
+        backtrace: None,
+        attempt: Some(u32::try_from(job.attempts).unwrap_or(0).saturating_add(1)),
+        at: Some(Utc::now()),
+        retry_in_ms: None,
+    };
+    Execution {
+        outcome: Outcome::Discarded {
+            error: error.to_stored_json(),
+            keep: Duration::from_millis(options.keep_result_ms),
+        },
+        elapsed,
+        error: Some((error.kind, error.message)),
     }
 }
 

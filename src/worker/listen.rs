@@ -7,9 +7,10 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::cancel;
 use super::poller::backoff;
 use super::runtime::Shared;
-use crate::store::{Heard, Listener};
+use crate::store::{CANCEL_CHANNEL_QUEUE, Heard, Listener};
 use crate::types::{Error, Result};
 
 /// How long a listener waits before checking whether the worker stops.
@@ -28,6 +29,7 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
             let mut listener: Option<Box<dyn Listener>> = None;
             let mut failures = 0u32;
             while !shared.stopping.load(Ordering::SeqCst) {
+                cancel::tick(&shared);
                 let Some(active) = listener.as_mut() else {
                     match shared.store.listener(shared.config.sqlite_watch_interval) {
                         Ok(opened) => {
@@ -48,10 +50,16 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
                 match active.wait(LISTEN_SLICE) {
                     Ok(Heard::Nothing) => {}
                     Ok(Heard::Changes) => {
+                        shared.cancels.wanted();
                         let _ = shared.wake.try_send(());
                     }
-                    Ok(Heard::Queues(queues)) => {
+                    Ok(Heard::Queues(mut queues)) => {
                         log::trace!("heard of jobs on {queues:?}");
+                        if queues.iter().any(|q| q == CANCEL_CHANNEL_QUEUE) {
+                            queues.retain(|q| q != CANCEL_CHANNEL_QUEUE);
+                            shared.cancels.wanted();
+                            cancel::tick(&shared);
+                        }
                         if queues.iter().any(|q| shared.patterns.iter().any(|p| p.matches(q))) {
                             let _ = shared.wake.try_send(());
                         }

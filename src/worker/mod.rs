@@ -14,6 +14,7 @@
 //! jobs that were running fail instead) and delete the process row in one
 //! transaction. The heartbeat runs until that transaction is done.
 
+mod cancel;
 mod completer;
 mod drain;
 mod executor;

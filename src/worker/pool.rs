@@ -19,7 +19,7 @@
 //! sleep on the futex.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -114,6 +114,8 @@ pub(super) struct Running {
     pub kind: String,
     pub started: Instant,
     pub deadline: Option<Instant>,
+    /// Its context's operator cancellation.
+    pub cancel: Arc<AtomicBool>,
 }
 
 /// One slot per thread: what it is running. Each thread writes only its
@@ -127,6 +129,15 @@ impl Slots {
 
     fn set(&self, thread: usize, running: Option<Running>) {
         *lock(&self.0[thread]) = running;
+    }
+
+    /// Asks the running jobs among `ids` to stop.
+    pub(super) fn cancel(&self, ids: &[i64]) {
+        self.each(|running| {
+            if ids.contains(&running.job_id) {
+                running.cancel.store(true, Ordering::SeqCst);
+            }
+        });
     }
 
     /// Calls `f` for every running job.
@@ -223,6 +234,7 @@ fn run(shared: &Shared, thread: usize, assigned: Assigned, completions: &Sender<
     }
     let options = StoredOptions::parse(&job.options);
     let started = Instant::now();
+    let cancel = Arc::new(AtomicBool::new(job.cancel_requested));
     shared.slots.set(
         thread,
         Some(Running {
@@ -230,8 +242,13 @@ fn run(shared: &Shared, thread: usize, assigned: Assigned, completions: &Sender<
             kind: job.kind.clone(),
             started,
             deadline: executor::deadline(&options, started),
+            cancel: Arc::clone(&cancel),
         }),
     );
+    // A cancellation heard before the slot above was set.
+    if shared.cancels.is_asked(job.id) {
+        cancel.store(true, Ordering::SeqCst);
+    }
     let progress = {
         let completions = completions.clone();
         ProgressCell::new(job.id, process_id, move |cell| {
@@ -245,7 +262,9 @@ fn run(shared: &Shared, thread: usize, assigned: Assigned, completions: &Sender<
         &shared.registry,
         &shared.shutdown,
         Some(progress),
+        cancel,
     );
+    shared.cancels.forget(job.id);
     shared.registry.observe(&job.kind, execution.elapsed);
     // The outcome is logged and reported by the completer once it is
     // recorded (LogEvents logs it).

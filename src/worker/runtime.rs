@@ -57,6 +57,8 @@ pub(super) struct Shared {
     /// polling is then only a safety net.
     pub listening: AtomicBool,
     pub stats: Arc<Stats>,
+    /// Cancellations of running jobs heard of.
+    pub cancels: super::cancel::Cancels,
     pub events: Arc<dyn Events>,
     /// How long a claim takes, on average: with each kind's run time it
     /// decides how far ahead to claim.
@@ -214,6 +216,7 @@ pub(crate) fn start(
         patterns: patterns.clone(),
         listening: AtomicBool::new(false),
         stats: Arc::default(),
+        cancels: Default::default(),
         events,
         claim_time: Ewma::default(),
         backlog,

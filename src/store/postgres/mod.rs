@@ -11,6 +11,7 @@ use diesel::{Connection, PgConnection, QueryResult, QueryableByName, RunQueryDsl
 use std::time::Duration;
 
 mod concurrency;
+mod control;
 mod explain;
 mod recurring;
 
@@ -468,7 +469,8 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
                                  THEN LOCALTIMESTAMP END
                      FROM deleted RETURNING job_id)
          SELECT j.id, j.queue_name, j.kind, j.arguments, j.concurrency_key, j.priority, j.options, j.delivery,
-                j.max_attempts, j.attempts, j.stalled_count, j.snoozes, j.created_at,
+                j.max_attempts, j.attempts, j.stalled_count, j.snoozes,
+                j.cancel_requested_at IS NOT NULL AS cancel_requested, j.created_at,
                 GREATEST(j.scheduled_at, j.updated_at) AS due_at, LOCALTIMESTAMP AS claimed_at,
                 0::bigint AS ord, j.id = ANY ((SELECT ids FROM started)::bigint[]) AS started
          FROM solidq_jobs j

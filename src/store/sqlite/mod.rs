@@ -19,6 +19,7 @@ use diesel::{Connection, QueryResult, QueryableByName, RunQueryDsl, SqliteConnec
 use std::time::Duration;
 
 mod concurrency;
+mod control;
 mod explain;
 mod recurring;
 
@@ -100,7 +101,8 @@ DELETE FROM solidq_scheduled_executions WHERE job_id IN (SELECT value FROM json_
 /// the jobs recorded as started.
 const SELECT_CLAIMED_JOBS: &str = "\
 SELECT id, queue_name, kind, arguments, concurrency_key, priority, options, delivery, max_attempts, attempts,
-       stalled_count, snoozes, created_at, max(scheduled_at, updated_at) AS due_at, ?2 AS claimed_at, 0 AS ord,
+       stalled_count, snoozes, cancel_requested_at IS NOT NULL AS cancel_requested, created_at,
+       max(scheduled_at, updated_at) AS due_at, ?2 AS claimed_at, 0 AS ord,
        id IN (SELECT value FROM json_each(?3)) AS started
 FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1))";
 

@@ -1,0 +1,90 @@
+//! Job control, as an operator asks it: cancel waiting jobs (discarded with
+//! the operator's reason, their concurrency slots given back), run
+//! scheduled or blocked jobs now, ask running jobs to stop. Each batch is
+//! one transaction.
+
+use std::time::Duration;
+
+use super::DISCARDED;
+use super::{Discarded, Slot, Store, StoredOptions, concurrency, in_transaction};
+use crate::types::{ErrorInfo, Result};
+
+impl Store {
+    /// Discards the waiting jobs (ready, scheduled, retrying, blocked)
+    /// among `ids`: finished now as discarded, `reason` in their error,
+    /// kept for their `keep_result`; a ready job's concurrency slot goes
+    /// to the next blocked job of its key. Returns the ids discarded.
+    pub(crate) fn jobs_cancel_waiting(&self, ids: &[i64], reason: &str) -> Result<Vec<i64>> {
+        let error = ErrorInfo {
+            kind: DISCARDED.into(),
+            message: format!("cancelled by an operator: {reason}"),
+            backtrace: None,
+            attempt: None,
+            at: Some(chrono::Utc::now()),
+            retry_in_ms: None,
+        }
+        .to_stored_json();
+        self.with_driver("jobs_cancel_waiting", |d| {
+            in_transaction(d, |d| {
+                let removed = d.pending_remove(ids)?;
+                let slots: Vec<Slot> = removed
+                    .iter()
+                    .filter(|r| r.was_ready)
+                    .filter_map(|r| {
+                        Slot::of(
+                            r.concurrency_key.as_deref(),
+                            &StoredOptions::parse(&r.options),
+                        )
+                    })
+                    .collect();
+                let rows: Vec<Discarded> = removed
+                    .iter()
+                    .map(|r| Discarded {
+                        id: r.id,
+                        keep: Duration::from_millis(
+                            StoredOptions::parse(&r.options).keep_result_ms,
+                        ),
+                        error: error.clone(),
+                    })
+                    .collect();
+                if !rows.is_empty() {
+                    d.jobs_discard(&rows)?;
+                }
+                if !slots.is_empty() {
+                    let ready = concurrency::release_slots(d, &slots)?;
+                    concurrency::notify(d, &ready)?;
+                }
+                Ok(removed.iter().map(|r| r.id).collect())
+            })
+        })
+    }
+
+    /// Runs the scheduled (or retrying) and blocked jobs among `ids` now:
+    /// scheduled ones become due (a dispatch moves them, taking their
+    /// concurrency slot as usual), blocked ones go to ready out of their
+    /// concurrency limit. Returns how many.
+    pub(crate) fn jobs_run_now(&self, ids: &[i64]) -> Result<usize> {
+        self.with_driver("jobs_run_now", |d| {
+            in_transaction(d, |d| {
+                let due = d.scheduled_make_due(ids)?;
+                let queues = d.blocked_run_now(ids)?;
+                concurrency::notify(d, &queues)?;
+                Ok(due + queues.len())
+            })
+        })
+    }
+
+    /// Asks the running (or claimed) jobs among `ids` to stop: their
+    /// worker sets their cancellation and records them as discarded when
+    /// they return an error. Returns those newly asked.
+    pub(crate) fn jobs_cancel_running(&self, ids: &[i64]) -> Result<Vec<i64>> {
+        self.with_driver("jobs_cancel_running", |d| d.jobs_request_cancel(ids))
+    }
+
+    /// The jobs `process_id` holds whose running was asked to stop.
+    pub(crate) fn claimed_cancelled(&self, process_id: i64) -> Result<Vec<i64>> {
+        self.with_driver("claimed_cancelled", |d| {
+            d.claimed_cancel_requested(process_id)
+        })
+    }
+}

@@ -1,0 +1,92 @@
+//! How a worker learns that an operator cancelled one of its running jobs
+//! (`Queue::cancel_job`): the listener thread asks the database which of
+//! its claimed jobs were asked to stop — on PostgreSQL when notified (the
+//! cancelling statement notifies), on SQLite when the database changed and
+//! at most twice a second, and on both every [`FALLBACK_CHECK`] while jobs
+//! run, in case a notification was lost — and sets those jobs'
+//! cancellation, which `ctx.is_cancelled()` reads.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::runtime::{Shared, lock};
+use crate::types::Backend;
+
+/// On SQLite, the least time between two checks.
+const SQLITE_MIN_GAP: Duration = Duration::from_millis(500);
+
+/// The most time between two checks while jobs run.
+const FALLBACK_CHECK: Duration = Duration::from_secs(10);
+
+/// The cancellations this worker has heard of.
+#[derive(Default)]
+pub(super) struct Cancels {
+    /// Whether `asked` holds anything (read on every job start).
+    any: AtomicBool,
+    /// Jobs asked to stop, until their thread is done with them.
+    asked: Mutex<HashSet<i64>>,
+    /// A check is wanted (a notification or a change was heard).
+    due: AtomicBool,
+    last_check: Mutex<Option<Instant>>,
+}
+
+impl Cancels {
+    /// Whether job `id` was asked to stop.
+    pub(super) fn is_asked(&self, id: i64) -> bool {
+        self.any.load(Ordering::SeqCst) && lock(&self.asked).contains(&id)
+    }
+
+    /// Job `id`'s thread is done with it.
+    pub(super) fn forget(&self, id: i64) {
+        if self.any.load(Ordering::SeqCst) {
+            let mut asked = lock(&self.asked);
+            asked.remove(&id);
+            self.any.store(!asked.is_empty(), Ordering::SeqCst);
+        }
+    }
+
+    /// Something was heard that may be a cancellation.
+    pub(super) fn wanted(&self) {
+        self.due.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Checks for cancellations when one is wanted (or the fallback is due)
+/// and jobs run; sets the cancellation of those asked to stop.
+pub(super) fn tick(shared: &Shared) {
+    let cancels = &shared.cancels;
+    if shared.inflight.load(Ordering::SeqCst) == 0 {
+        cancels.due.store(false, Ordering::SeqCst);
+        return;
+    }
+    let since = lock(&cancels.last_check).map(|at| at.elapsed());
+    let gap = match shared.store.backend() {
+        Backend::Sqlite => SQLITE_MIN_GAP,
+        Backend::Postgres => Duration::ZERO,
+    };
+    let wanted = cancels.due.load(Ordering::SeqCst) && since.is_none_or(|s| s >= gap);
+    if !wanted && since.is_some_and(|s| s < FALLBACK_CHECK) {
+        return;
+    }
+    cancels.due.store(false, Ordering::SeqCst);
+    *lock(&cancels.last_check) = Some(Instant::now());
+    let process_id = shared.process_id.load(Ordering::SeqCst);
+    match shared.store.claimed_cancelled(process_id) {
+        Ok(ids) if ids.is_empty() => {}
+        Ok(ids) => {
+            {
+                let mut asked = lock(&cancels.asked);
+                asked.extend(ids.iter().copied());
+                cancels.any.store(true, Ordering::SeqCst);
+            }
+            log::info!("an operator cancelled running jobs {ids:?}");
+            shared.slots.cancel(&ids);
+        }
+        Err(error) => {
+            cancels.due.store(true, Ordering::SeqCst);
+            log::warn!("cannot check for cancelled jobs ({error}); trying again");
+        }
+    }
+}
