@@ -39,7 +39,11 @@ pub(super) struct EnqueueArgs {
 }
 
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub(super) struct JobsArgs {
+    /// `cancel` or `run-now` every job of a filter instead of listing.
+    #[command(subcommand)]
+    action: Option<super::control::JobsAction>,
     /// Only jobs in this state.
     #[arg(long, value_enum)]
     status: Option<JobStatus>,
@@ -62,7 +66,11 @@ pub(super) struct JobsArgs {
 }
 
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub(super) struct JobArgs {
+    /// `cancel` or `run-now` jobs instead of showing one.
+    #[command(subcommand)]
+    action: Option<super::control::JobAction>,
     /// The job's id.
     #[arg(required_unless_present = "unique_key")]
     id: Option<i64>,
@@ -160,6 +168,9 @@ pub(super) fn enqueue(a: EnqueueArgs) -> Result<()> {
 }
 
 pub(super) fn list(a: JobsArgs) -> Result<()> {
+    if let Some(action) = a.action {
+        return super::control::jobs(action);
+    }
     let mut filter = JobFilter::new().limit(a.limit);
     if let Some(status) = a.status {
         filter = filter.status(status);
@@ -183,7 +194,10 @@ pub(super) fn list(a: JobsArgs) -> Result<()> {
                 j.id.to_string(),
                 j.kind.clone(),
                 j.queue.clone(),
-                j.status.to_string(),
+                match progress(j) {
+                    Some(p) => format!("{} {p}", j.status),
+                    None => j.status.to_string(),
+                },
                 j.priority.to_string(),
                 format!("{}/{}", j.attempts, j.max_attempts),
                 time(j.created_at),
@@ -199,6 +213,9 @@ pub(super) fn list(a: JobsArgs) -> Result<()> {
 }
 
 pub(super) fn show(a: JobArgs) -> Result<()> {
+    if let Some(action) = a.action {
+        return super::control::job(action);
+    }
     let queue = a.db.queue()?;
     let info = match (&a.unique_key, a.id) {
         (Some(key), _) => queue.job_by_unique_key(key)?,
@@ -210,6 +227,19 @@ pub(super) fn show(a: JobArgs) -> Result<()> {
         || output::fields(job_fields(&info)),
     );
     Ok(())
+}
+
+/// A running job's progress, short: `done/total` when it reports those,
+/// else its JSON clipped.
+fn progress(j: &JobInfo) -> Option<String> {
+    if !matches!(j.status, JobStatus::Running | JobStatus::Claimed) {
+        return None;
+    }
+    let p = j.progress.as_ref()?;
+    Some(match (p.get("done"), p.get("total")) {
+        (Some(done), Some(total)) => format!("{done}/{total}"),
+        _ => clip(&p.to_string(), 24),
+    })
 }
 
 /// Every field of a job, for `solidq job`.
@@ -235,6 +265,13 @@ fn job_fields(j: &JobInfo) -> Vec<(&'static str, String)> {
         ("created", time(j.created_at)),
         ("scheduled", time(j.scheduled_at)),
         ("started", maybe_time(j.started_at)),
+        (
+            "progress",
+            j.progress
+                .as_ref()
+                .map_or_else(|| "-".into(), |p| p.to_string()),
+        ),
+        ("snoozes", j.snoozes.to_string()),
         ("finished", maybe_time(j.finished_at)),
         ("retry at", maybe_time(j.retry_at)),
         (

@@ -10,6 +10,7 @@
 //! written). Every error is one line on stderr; a database password never
 //! appears in output or logs.
 
+mod control;
 mod jobs;
 mod ops;
 mod output;
@@ -110,10 +111,11 @@ enum Command {
         #[command(flatten)]
         format: Format,
     },
-    /// List jobs, newest first.
+    /// List jobs, newest first; `jobs cancel|run-now` with filters acts on
+    /// all of them.
     Jobs(jobs::JobsArgs),
-    /// Everything about one job: status, attempts, times, result, every
-    /// error with its backtrace.
+    /// Everything about one job: status, attempts, times, progress,
+    /// result, every error with its backtrace; `job cancel|run-now ID…`.
     Job(jobs::JobArgs),
     /// Retry or discard failed jobs, in batches.
     Failed {

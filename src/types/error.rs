@@ -121,6 +121,16 @@ pub enum Error {
     #[error("job {0} not found")]
     JobNotFound(String),
 
+    /// An operator action found nothing it applies to (jobs that exist but
+    /// are not in a state it acts on).
+    #[error("nothing to {action}: {reason}")]
+    NothingToDo {
+        /// What was asked, e.g. "run now".
+        action: &'static str,
+        /// Why nothing applied, naming the jobs.
+        reason: String,
+    },
+
     /// The worker was built without any job types registered.
     #[error("the worker has no job types registered; call Worker::register::<YourJob>()")]
     NoJobTypes,

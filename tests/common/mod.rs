@@ -353,3 +353,21 @@ pub fn now_us() -> i64 {
         .expect("clock after 1970")
         .as_micros() as i64
 }
+
+/// Runs the `solidq` binary with `args` on `db`'s database; returns (exit
+/// code, stdout, stderr).
+#[allow(dead_code)]
+pub fn run_cli(db: &TestDb, args: &[&str]) -> (i32, String, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_solidq"))
+        .args(args)
+        .env("SOLIDQ_DATABASE_URL", &db.url)
+        .env("RUST_LOG", "warn")
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("run solidq");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}

@@ -1,0 +1,176 @@
+//! Job control from the command line: `job cancel|run-now ID…` and
+//! `jobs cancel|run-now` with the listing's filters, each printing what it
+//! did with counts.
+
+use clap::{Args, Subcommand};
+
+use super::{Db, Format, out};
+use crate::types::{Error, Result};
+use crate::{JobFilter, JobStatus};
+
+/// What to do to one or more jobs by id.
+#[derive(Subcommand)]
+pub(super) enum JobAction {
+    /// Cancel jobs: waiting ones (ready, scheduled, retrying, blocked) are
+    /// discarded with the reason, running ones are asked to stop.
+    Cancel {
+        /// The jobs' ids.
+        #[arg(required = true)]
+        ids: Vec<i64>,
+        /// Why, kept in each discarded job's error.
+        #[arg(long, default_value = "cancelled from the command line")]
+        reason: String,
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        format: Format,
+    },
+    /// Run scheduled, retrying or blocked jobs now (a blocked job leaves
+    /// its concurrency limit).
+    RunNow {
+        /// The jobs' ids.
+        #[arg(required = true)]
+        ids: Vec<i64>,
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        format: Format,
+    },
+}
+
+/// What to do to every job a filter selects.
+#[derive(Subcommand)]
+pub(super) enum JobsAction {
+    /// Cancel every job the filter selects (waiting ones discarded, running
+    /// ones asked to stop).
+    Cancel {
+        #[command(flatten)]
+        filter: BulkFilter,
+        /// Why, kept in each discarded job's error.
+        #[arg(long, default_value = "cancelled from the command line")]
+        reason: String,
+    },
+    /// Run every scheduled, retrying or blocked job the filter selects now.
+    RunNow {
+        #[command(flatten)]
+        filter: BulkFilter,
+    },
+}
+
+/// The jobs a bulk action selects: at least one condition.
+#[derive(Args)]
+#[command(group = clap::ArgGroup::new("which").required(true).multiple(true).args(["status", "queue", "kind"]))]
+pub(super) struct BulkFilter {
+    /// Only jobs in this state.
+    #[arg(long, value_enum)]
+    status: Option<JobStatus>,
+    /// Only jobs of this queue.
+    #[arg(long)]
+    queue: Option<String>,
+    /// Only jobs of this kind.
+    #[arg(long)]
+    kind: Option<String>,
+    /// At most this many jobs (newest first).
+    #[arg(long, default_value_t = BULK_LIMIT)]
+    limit: usize,
+    #[command(flatten)]
+    db: Db,
+    #[command(flatten)]
+    format: Format,
+}
+
+/// The most jobs one bulk command acts on unless told otherwise.
+const BULK_LIMIT: usize = 100_000;
+
+impl BulkFilter {
+    fn filter(&self) -> JobFilter {
+        let mut filter = JobFilter::new().limit(self.limit);
+        if let Some(status) = self.status {
+            filter = filter.status(status);
+        }
+        if let Some(queue) = &self.queue {
+            filter = filter.queue(queue.clone());
+        }
+        if let Some(kind) = &self.kind {
+            filter = filter.kind(kind.clone());
+        }
+        filter
+    }
+}
+
+pub(super) fn job(action: JobAction) -> Result<()> {
+    match action {
+        JobAction::Cancel {
+            ids,
+            reason,
+            db,
+            format,
+        } => {
+            let queue = db.queue()?;
+            let (mut discarded, mut stopping, mut untouched) = (0, 0, 0);
+            for id in &ids {
+                let done = queue.cancel_job(*id, &reason)?;
+                discarded += done.discarded;
+                stopping += done.stopping;
+                untouched += done.untouched;
+            }
+            report_cancel(format, discarded, stopping, untouched)
+        }
+        JobAction::RunNow { ids, db, format } => {
+            let queue = db.queue()?;
+            let mut moved = Vec::new();
+            let mut skipped = Vec::new();
+            for id in ids {
+                if queue.run_job_now(id)? {
+                    moved.push(id);
+                } else {
+                    skipped.push(id);
+                }
+            }
+            let mut text = format!("running now: {}", moved.len());
+            if !skipped.is_empty() {
+                text.push_str(&format!(
+                    "\nnot scheduled, retrying or blocked (left as they were): {skipped:?}"
+                ));
+            }
+            out(format).say(
+                serde_json::json!({ "run_now": moved, "not_waiting": skipped }),
+                &text,
+            );
+            if moved.is_empty() {
+                return Err(Error::NothingToDo {
+                    action: "run now",
+                    reason: format!("jobs {skipped:?} are not scheduled, retrying or blocked"),
+                });
+            }
+            Ok(())
+        }
+    }
+}
+
+pub(super) fn jobs(action: JobsAction) -> Result<()> {
+    match action {
+        JobsAction::Cancel { filter, reason } => {
+            let done = filter.db.queue()?.cancel_jobs(&filter.filter(), &reason)?;
+            report_cancel(filter.format, done.discarded, done.stopping, done.untouched)
+        }
+        JobsAction::RunNow { filter } => {
+            let moved = filter.db.queue()?.run_jobs_now(&filter.filter())?;
+            out(filter.format).say(
+                serde_json::json!({ "run_now": moved }),
+                &format!("running now: {moved}"),
+            );
+            Ok(())
+        }
+    }
+}
+
+fn report_cancel(format: Format, discarded: u64, stopping: u64, untouched: u64) -> Result<()> {
+    out(format).say(
+        serde_json::json!({ "discarded": discarded, "stopping": stopping, "untouched": untouched }),
+        &format!(
+            "discarded: {discarded}\nasked to stop: {stopping}\nleft as they were (finished, failed, or asked before): {untouched}"
+        ),
+    );
+    Ok(())
+}
