@@ -231,9 +231,10 @@ fn drop_stale_schemas(admin: &mut PgConnection) {
         .load(admin)
         .unwrap_or_default();
         for Name { nspname } in names {
+            // solidq_t_<pid>_<counter>_<random>
             let pid = nspname
                 .split('_')
-                .nth(3)
+                .nth(2)
                 .and_then(|p| p.parse::<u32>().ok());
             let alive = pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
             if !alive {
