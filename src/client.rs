@@ -5,7 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use diesel::{PgConnection, SqliteConnection};
+#[cfg(feature = "postgres")]
+use diesel::PgConnection;
+#[cfg(feature = "sqlite")]
+use diesel::SqliteConnection;
 
 use crate::concurrency::ConcurrencyLimit;
 use crate::config::{MAX_KIND_LEN, MAX_UNIQUE_KEY_LEN, QueueConfig};
@@ -324,7 +327,9 @@ impl Queue {
                 self.url(),
                 self.backend(),
                 match conn {
+                    #[cfg(feature = "postgres")]
                     AnyConnection::Postgres(_) => "PgConnection",
+                    #[cfg(feature = "sqlite")]
                     AnyConnection::Sqlite(_) => "SqliteConnection",
                 }
             ),
@@ -643,7 +648,9 @@ fn first_duplicate(jobs: &[NewJob], outcome: &[std::result::Result<i64, i64>]) -
 
 mod sealed {
     pub trait Sealed {}
+    #[cfg(feature = "postgres")]
     impl Sealed for diesel::PgConnection {}
+    #[cfg(feature = "sqlite")]
     impl Sealed for diesel::SqliteConnection {}
     impl Sealed for crate::store::AnyConnection {}
 }
@@ -670,6 +677,7 @@ pub trait EnqueueConnection: sealed::Sealed {
 #[doc(hidden)]
 pub struct DriverRef<'a>(&'a mut dyn Driver);
 
+#[cfg(feature = "postgres")]
 impl EnqueueConnection for PgConnection {
     const SOLIDQ_NAME: &'static str = "PgConnection";
 
@@ -680,11 +688,13 @@ impl EnqueueConnection for PgConnection {
     fn solidq_from_any(conn: AnyConnection) -> std::result::Result<Self, AnyConnection> {
         match conn {
             AnyConnection::Postgres(conn) => Ok(conn),
+            #[allow(unreachable_patterns)]
             other => Err(other),
         }
     }
 }
 
+#[cfg(feature = "sqlite")]
 impl EnqueueConnection for SqliteConnection {
     const SOLIDQ_NAME: &'static str = "SqliteConnection";
 
@@ -695,6 +705,7 @@ impl EnqueueConnection for SqliteConnection {
     fn solidq_from_any(conn: AnyConnection) -> std::result::Result<Self, AnyConnection> {
         match conn {
             AnyConnection::Sqlite(conn) => Ok(conn),
+            #[allow(unreachable_patterns)]
             other => Err(other),
         }
     }

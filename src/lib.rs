@@ -94,6 +94,11 @@
 //! ```
 #![warn(missing_docs)]
 
+#[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+compile_error!(
+    "solidq needs at least one backend: enable the `sqlite` or `postgres` feature (both are default)"
+);
+
 mod admin;
 mod client;
 pub mod concurrency;

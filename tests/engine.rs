@@ -223,7 +223,9 @@ fn enqueue_on_callers_transaction_rolls_back_with_it(db: &TestDb) {
     }
     let queue = db.queue();
     let kept = match db.conn() {
+        #[cfg(feature = "postgres")]
         common::TestConn::Pg(mut c) => check(&mut c, &queue),
+        #[cfg(feature = "sqlite")]
         common::TestConn::Sqlite(mut c) => check(&mut c, &queue),
     };
     assert_eq!(

@@ -27,10 +27,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::child::Child;
+#[cfg(feature = "postgres")]
 use common::cluster::PrivateCluster;
 use common::jobs::{FileLedger, file_ledger_starts};
 use common::{TestConn, TestDb, wait_for};
+#[cfg(feature = "sqlite")]
 use diesel::connection::SimpleConnection;
+#[cfg(feature = "sqlite")]
 use diesel::{Connection, SqliteConnection};
 use solidq::{
     Dispatcher, DispatcherConfig, EnqueueOptions, Enqueued, JobStatus, Queue, QueueConfig,
@@ -44,6 +47,7 @@ const BETWEEN: Duration = Duration::from_secs(3);
 const WORKERS: usize = 3;
 const WAIT: Duration = Duration::from_secs(60);
 
+#[cfg(feature = "sqlite")]
 mod sqlite {
     #[test]
     fn no_live_worker_is_pruned_for_a_database_outage() {
@@ -63,6 +67,7 @@ mod sqlite {
     }
 }
 
+#[cfg(feature = "postgres")]
 mod postgres {
     #[test]
     fn no_live_worker_is_pruned_for_a_database_outage() {
@@ -93,19 +98,23 @@ mod postgres {
 /// How the database goes away.
 enum Outage {
     /// The server stops and starts again.
+    #[cfg(feature = "postgres")]
     Server(PrivateCluster),
     /// A connection to this SQLite URL holds the write lock.
+    #[cfg(feature = "sqlite")]
     SqliteLock(String),
 }
 
 impl Outage {
     fn happen(&self) {
         match self {
+            #[cfg(feature = "postgres")]
             Outage::Server(cluster) => {
                 cluster.stop();
                 std::thread::sleep(OUTAGE);
                 cluster.start_again();
             }
+            #[cfg(feature = "sqlite")]
             Outage::SqliteLock(url) => {
                 let path = url.trim_start_matches("sqlite://");
                 let mut conn = SqliteConnection::establish(path).expect("open the file");

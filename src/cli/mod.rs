@@ -223,6 +223,7 @@ fn exit_code(error: &Error) -> i32 {
     match error {
         Error::Config { .. }
         | Error::InvalidDatabaseUrl { .. }
+        | Error::BackendNotCompiled { .. }
         | Error::InvalidOption { .. }
         | Error::Schedule { .. } => EXIT_USAGE,
         _ => EXIT_FAILURE,

@@ -242,7 +242,9 @@ impl Store {
     /// checks each uses an index and for `docs/query-plans.md`.
     pub(crate) fn explain_hot(&self) -> Result<Vec<(String, String)>> {
         self.with_conn("explain", |conn| match conn {
+            #[cfg(feature = "postgres")]
             AnyConnection::Postgres(c) => super::postgres::explain(c),
+            #[cfg(feature = "sqlite")]
             AnyConnection::Sqlite(c) => super::sqlite::explain(c),
         })
     }

@@ -3,8 +3,12 @@
 
 use std::time::Duration;
 
+use diesel::Connection;
+#[cfg(feature = "postgres")]
+use diesel::PgConnection;
+#[cfg(feature = "sqlite")]
+use diesel::SqliteConnection;
 use diesel::connection::SimpleConnection;
-use diesel::{Connection, PgConnection, SqliteConnection};
 
 use crate::config::{DEFAULT_SQLITE_BUSY_TIMEOUT, DEFAULT_SQLITE_SYNCHRONOUS};
 use crate::types::{DatabaseUrl, Error, Result, SqliteSynchronous};
@@ -15,12 +19,17 @@ use crate::types::{DatabaseUrl, Error, Result, SqliteSynchronous};
 /// a `match` on the variant reaches backend-only ones, and
 /// [`AnyConnection::write_transaction`] writes safely on SQLite. (Inside
 /// solidq only `store/` looks inside.)
+///
+/// Each variant exists only when its backend's Cargo feature (`postgres`,
+/// `sqlite`) is on.
 #[derive(diesel::MultiConnection)]
 pub enum AnyConnection {
     /// A PostgreSQL connection.
+    #[cfg(feature = "postgres")]
     Postgres(PgConnection),
     /// An SQLite connection (WAL, `synchronous` as configured, busy
     /// timeout, foreign keys on).
+    #[cfg(feature = "sqlite")]
     Sqlite(SqliteConnection),
 }
 
@@ -59,26 +68,30 @@ impl AnyConnection {
         F: FnOnce(&mut AnyConnection) -> std::result::Result<T, E>,
         E: From<diesel::result::Error>,
     {
-        use diesel::connection::{AnsiTransactionManager, TransactionManager};
-        let AnyConnection::Sqlite(sqlite) = self else {
-            return Connection::transaction(self, f);
-        };
-        let depth =
-            AnsiTransactionManager::transaction_manager_status_mut(sqlite).transaction_depth()?;
-        if depth.is_some() {
-            return Connection::transaction(self, f);
-        }
-        AnsiTransactionManager::begin_transaction_sql(sqlite, "BEGIN IMMEDIATE")?;
-        type Manager = <AnyConnection as Connection>::TransactionManager;
-        match f(self) {
-            Ok(value) => {
-                Manager::commit_transaction(self)?;
-                Ok(value)
+        match self {
+            #[cfg(feature = "sqlite")]
+            AnyConnection::Sqlite(sqlite) => {
+                use diesel::connection::{AnsiTransactionManager, TransactionManager};
+                let depth = AnsiTransactionManager::transaction_manager_status_mut(sqlite)
+                    .transaction_depth()?;
+                if depth.is_some() {
+                    return Connection::transaction(self, f);
+                }
+                AnsiTransactionManager::begin_transaction_sql(sqlite, "BEGIN IMMEDIATE")?;
+                type Manager = <AnyConnection as Connection>::TransactionManager;
+                match f(self) {
+                    Ok(value) => {
+                        Manager::commit_transaction(self)?;
+                        Ok(value)
+                    }
+                    Err(error) => {
+                        Manager::rollback_transaction(self)?;
+                        Err(error)
+                    }
+                }
             }
-            Err(error) => {
-                Manager::rollback_transaction(self)?;
-                Err(error)
-            }
+            #[cfg(feature = "postgres")]
+            AnyConnection::Postgres(_) => Connection::transaction(self, f),
         }
     }
 }
@@ -147,12 +160,14 @@ impl DatabaseUrl {
         self.open(sqlite, Owner::Caller)
     }
 
+    #[cfg_attr(not(feature = "sqlite"), allow(unused_variables))]
     fn open(&self, sqlite: SqliteSettings, owner: Owner) -> Result<AnyConnection> {
         let connect_error = |source| Error::Connect {
             url: self.redacted(),
             source,
         };
         match self.sqlite_path() {
+            #[cfg(feature = "postgres")]
             None => {
                 let mut conn = PgConnection::establish(self.expose()).map_err(connect_error)?;
                 if owner == Owner::Solidq {
@@ -160,6 +175,7 @@ impl DatabaseUrl {
                 }
                 Ok(AnyConnection::Postgres(conn))
             }
+            #[cfg(feature = "sqlite")]
             Some(path) => {
                 let path = path.to_string_lossy();
                 let mut conn = SqliteConnection::establish(&path).map_err(connect_error)?;
@@ -172,6 +188,8 @@ impl DatabaseUrl {
                 })?;
                 Ok(AnyConnection::Sqlite(conn))
             }
+            #[allow(unreachable_patterns)]
+            _ => unreachable!("DatabaseUrl::parse refuses a backend left out of the build"),
         }
     }
 }
@@ -186,6 +204,7 @@ impl DatabaseUrl {
 /// 50 µs (see `Store::with_conn`), for up to the configured busy timeout.
 /// A caller's connection keeps the busy timeout: nobody else could retry
 /// its transactions.
+#[cfg(feature = "sqlite")]
 fn configure_sqlite(
     conn: &mut SqliteConnection,
     settings: SqliteSettings,
@@ -228,6 +247,7 @@ fn configure_sqlite(
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectionCustomizer {
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     sqlite: SqliteSettings,
 }
 
@@ -237,6 +257,7 @@ impl ConnectionCustomizer {
     }
 }
 
+#[cfg(feature = "sqlite")]
 impl r2d2::CustomizeConnection<SqliteConnection, diesel::r2d2::Error> for ConnectionCustomizer {
     fn on_acquire(
         &self,
@@ -246,12 +267,15 @@ impl r2d2::CustomizeConnection<SqliteConnection, diesel::r2d2::Error> for Connec
     }
 }
 
+#[cfg(feature = "postgres")]
 impl r2d2::CustomizeConnection<PgConnection, diesel::r2d2::Error> for ConnectionCustomizer {}
 
 impl r2d2::CustomizeConnection<AnyConnection, diesel::r2d2::Error> for ConnectionCustomizer {
     fn on_acquire(&self, conn: &mut AnyConnection) -> std::result::Result<(), diesel::r2d2::Error> {
         match conn {
+            #[cfg(feature = "sqlite")]
             AnyConnection::Sqlite(conn) => self.on_acquire(conn),
+            #[cfg(feature = "postgres")]
             AnyConnection::Postgres(_) => Ok(()),
         }
     }
@@ -305,7 +329,7 @@ impl r2d2::ManageConnection for Manager {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "sqlite"))]
 mod tests {
     use diesel::sql_types::Integer;
     use diesel::{QueryableByName, RunQueryDsl};
@@ -321,6 +345,7 @@ mod tests {
 
     /// (synchronous, busy_timeout) of an SQLite connection.
     fn pragmas(conn: &mut AnyConnection) -> (i32, i32) {
+        #[allow(irrefutable_let_patterns)]
         let AnyConnection::Sqlite(conn) = conn else {
             panic!("an SQLite connection");
         };

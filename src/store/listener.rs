@@ -13,19 +13,29 @@
 //!   memory that changes when another connection commits. No table is read
 //!   until it changes.
 
+#[cfg(feature = "postgres")]
 use std::ffi::{CStr, CString};
+#[cfg(feature = "postgres")]
 use std::ptr::NonNull;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(feature = "sqlite")]
+use std::time::Instant;
 
+#[cfg(feature = "sqlite")]
 use diesel::connection::SimpleConnection;
+#[cfg(feature = "postgres")]
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
+#[cfg(feature = "sqlite")]
 use diesel::{QueryableByName, RunQueryDsl, SqliteConnection};
 
-use super::{Backend, DatabaseUrl, Store};
+#[cfg(feature = "postgres")]
+use super::DatabaseUrl;
+use super::{Backend, Store};
 use crate::types::{Error, Result};
 
 /// The PostgreSQL notification channel (the payload says which schema and
 /// queue).
+#[cfg(feature = "postgres")]
 pub(crate) const CHANNEL: &str = "solidq";
 
 /// What a wait heard.
@@ -34,8 +44,10 @@ pub(crate) enum Heard {
     /// Nothing before the timeout.
     Nothing,
     /// Jobs became ready on these queues.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     Queues(Vec<String>),
     /// The database changed; jobs may be ready (SQLite says no more).
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     Changes,
 }
 
@@ -51,12 +63,20 @@ impl Store {
     /// SQLite's change counter is read.
     pub(crate) fn listener(&self, sqlite_interval: Duration) -> Result<Box<dyn Listener>> {
         match self.backend() {
+            #[cfg(feature = "postgres")]
             Backend::Postgres => Ok(Box::new(PgListener::connect(self.url())?)),
+            #[cfg(feature = "sqlite")]
             Backend::Sqlite => Ok(Box::new(SqliteWatcher::open(self, sqlite_interval)?)),
+            #[allow(unreachable_patterns)]
+            _ => {
+                let _ = sqlite_interval;
+                unreachable!("DatabaseUrl::parse refuses a backend left out of the build")
+            }
         }
     }
 }
 
+#[cfg(feature = "postgres")]
 struct PgListener {
     conn: NonNull<pq_sys::PGconn>,
     /// `"<schema>:"`: payloads for this installation start with it.
@@ -65,8 +85,10 @@ struct PgListener {
 
 // SAFETY: the connection is owned by this value and used by one thread at a
 // time (`&mut self`); libpq connections may move between threads.
+#[cfg(feature = "postgres")]
 unsafe impl Send for PgListener {}
 
+#[cfg(feature = "postgres")]
 fn lost(message: String) -> Error {
     Error::Database {
         operation: "listen",
@@ -74,6 +96,7 @@ fn lost(message: String) -> Error {
     }
 }
 
+#[cfg(feature = "postgres")]
 impl PgListener {
     fn connect(url: &DatabaseUrl) -> Result<PgListener> {
         let conninfo = CString::new(url.expose()).map_err(|_| Error::InvalidDatabaseUrl {
@@ -160,6 +183,7 @@ impl PgListener {
     }
 }
 
+#[cfg(feature = "postgres")]
 impl Listener for PgListener {
     fn wait(&mut self, timeout: Duration) -> Result<Heard> {
         let mut queues = Vec::new();
@@ -201,6 +225,7 @@ impl Listener for PgListener {
     }
 }
 
+#[cfg(feature = "postgres")]
 impl Drop for PgListener {
     fn drop(&mut self) {
         // SAFETY: the connection is owned and not used afterwards.
@@ -208,22 +233,27 @@ impl Drop for PgListener {
     }
 }
 
+#[cfg(feature = "sqlite")]
 struct SqliteWatcher {
     conn: SqliteConnection,
     version: i64,
     interval: Duration,
 }
 
+#[cfg(feature = "sqlite")]
 #[derive(QueryableByName)]
 struct DataVersion {
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     data_version: i64,
 }
 
+#[cfg(feature = "sqlite")]
 impl SqliteWatcher {
     fn open(store: &Store, interval: Duration) -> Result<SqliteWatcher> {
+        #[allow(clippy::infallible_destructuring_match)]
         let mut conn = match store.dedicated_connection()? {
             super::AnyConnection::Sqlite(conn) => conn,
+            #[cfg(feature = "postgres")]
             super::AnyConnection::Postgres(_) => unreachable!("the backend is SQLite"),
         };
         conn.batch_execute("PRAGMA query_only = ON")
@@ -237,6 +267,7 @@ impl SqliteWatcher {
     }
 }
 
+#[cfg(feature = "sqlite")]
 fn read_version(conn: &mut SqliteConnection) -> Result<i64> {
     let row: DataVersion = diesel::sql_query("PRAGMA data_version")
         .get_result(conn)
@@ -244,6 +275,7 @@ fn read_version(conn: &mut SqliteConnection) -> Result<i64> {
     Ok(row.data_version)
 }
 
+#[cfg(feature = "sqlite")]
 impl Listener for SqliteWatcher {
     fn wait(&mut self, timeout: Duration) -> Result<Heard> {
         let deadline = Instant::now() + timeout;

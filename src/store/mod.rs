@@ -22,13 +22,16 @@ mod control;
 mod info;
 mod jobs;
 mod listener;
+#[cfg(feature = "postgres")]
 mod notifier;
 mod options;
 mod params;
+#[cfg(feature = "postgres")]
 mod postgres;
 mod processes;
 mod recurring;
 pub(crate) mod schema;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 
 use std::sync::{Arc, Mutex};
@@ -71,6 +74,7 @@ pub(crate) struct Store {
     lost_at: Arc<Mutex<Option<Instant>>>,
     /// PostgreSQL: sends the notifications of enqueued jobs (started on the
     /// first enqueue).
+    #[cfg(feature = "postgres")]
     notifier: Arc<std::sync::OnceLock<notifier::Notifier>>,
     /// How long an operation keeps retrying lock conflicts.
     lock_budget: Duration,
@@ -108,6 +112,7 @@ impl Store {
             url: url.clone(),
             pool_size: options.size.max(1),
             lost_at: Arc::default(),
+            #[cfg(feature = "postgres")]
             notifier: Arc::default(),
             lock_budget: match url.backend() {
                 Backend::Sqlite => options.sqlite.busy_timeout,
@@ -160,6 +165,7 @@ impl Store {
 
     /// Opens one of solidq's connections outside the pool (the SQLite
     /// change watcher keeps one for itself), set up as the pooled ones.
+    #[cfg(feature = "sqlite")]
     pub(crate) fn dedicated_connection(&self) -> Result<AnyConnection> {
         self.url.establish(self.sqlite)
     }
@@ -257,6 +263,7 @@ impl Store {
         let pooled: &mut PoolConn = &mut checked_out;
         let migration_error = |source| Error::Migration { source };
         let applied = match &mut pooled.conn {
+            #[cfg(feature = "postgres")]
             AnyConnection::Postgres(c) => {
                 use diesel::connection::SimpleConnection;
                 const LOCK: &str = "SELECT pg_advisory_lock(7370731563215631)";
@@ -266,6 +273,7 @@ impl Store {
                 c.batch_execute(UNLOCK).map_err(Error::db("migrate"))?;
                 result.map_err(migration_error)?
             }
+            #[cfg(feature = "sqlite")]
             AnyConnection::Sqlite(c) => {
                 // Concurrent migrators wait for each other here (the pooled
                 // connection otherwise fails at once on a taken lock).
@@ -289,7 +297,16 @@ impl Store {
 
     /// Tells listeners (PostgreSQL) that the ready ones among `jobs` are
     /// there, after their commit, without making the enqueuer wait.
+    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
     pub(crate) fn notify_ready(&self, jobs: &[NewJob]) {
+        #[cfg(feature = "postgres")]
+        if self.backend() == Backend::Postgres {
+            self.notify_ready_postgres(jobs);
+        }
+    }
+
+    #[cfg(feature = "postgres")]
+    fn notify_ready_postgres(&self, jobs: &[NewJob]) {
         if self.backend() != Backend::Postgres {
             return;
         }
@@ -319,7 +336,9 @@ impl Store {
                 .collect()
         }
         match &mut pooled.conn {
+            #[cfg(feature = "postgres")]
             AnyConnection::Postgres(c) => c.pending_migrations(POSTGRES_MIGRATIONS).map(names),
+            #[cfg(feature = "sqlite")]
             AnyConnection::Sqlite(c) => c.pending_migrations(SQLITE_MIGRATIONS).map(names),
         }
         .map_err(|source| Error::Migration { source })
@@ -332,8 +351,10 @@ impl Store {
             Backend::Postgres => POSTGRES_MIGRATIONS,
             Backend::Sqlite => SQLITE_MIGRATIONS,
         };
-        let migrations: Vec<Box<dyn diesel::migration::Migration<diesel::pg::Pg>>> =
-            MigrationSource::<diesel::pg::Pg>::migrations(&source).unwrap_or_default();
+        // Listing needs a backend type, not a connection: any compiled in.
+        type Db = <AnyConnection as diesel::Connection>::Backend;
+        let migrations: Vec<Box<dyn diesel::migration::Migration<Db>>> =
+            MigrationSource::<Db>::migrations(&source).unwrap_or_default();
         migrations
             .iter()
             .map(|m| m.name().version().to_string())
@@ -722,7 +743,9 @@ pub(crate) use forward_to_backend_modules;
 /// outside the backend files.
 pub(crate) fn driver(conn: &mut AnyConnection) -> &mut dyn Driver {
     match conn {
+        #[cfg(feature = "postgres")]
         AnyConnection::Postgres(c) => c,
+        #[cfg(feature = "sqlite")]
         AnyConnection::Sqlite(c) => c,
     }
 }
@@ -788,6 +811,7 @@ pub(crate) fn utc_now() -> NaiveDateTime {
 }
 
 /// A duration in whole microseconds, for SQL interval arithmetic.
+#[cfg(feature = "postgres")]
 pub(crate) fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }

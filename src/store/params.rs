@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use chrono::NaiveDateTime;
 
+#[cfg(feature = "postgres")]
 use super::postgres;
 use crate::types::{Delivery, StoredLimit};
 
@@ -32,8 +33,11 @@ pub(crate) struct NewJob {
 #[derive(Debug)]
 pub(crate) struct ClaimQuery {
     pub(crate) patterns: Vec<crate::types::QueuePattern>,
+    #[cfg(feature = "postgres")]
     postgres_sql: std::sync::OnceLock<String>,
+    #[cfg(feature = "sqlite")]
     pub(super) sqlite_sql: std::sync::OnceLock<String>,
+    #[cfg(feature = "sqlite")]
     pub(super) sqlite_ahead_sql: std::sync::OnceLock<String>,
 }
 
@@ -41,12 +45,16 @@ impl ClaimQuery {
     pub(crate) fn new(patterns: Vec<crate::types::QueuePattern>) -> ClaimQuery {
         ClaimQuery {
             patterns,
+            #[cfg(feature = "postgres")]
             postgres_sql: Default::default(),
+            #[cfg(feature = "sqlite")]
             sqlite_sql: Default::default(),
+            #[cfg(feature = "sqlite")]
             sqlite_ahead_sql: Default::default(),
         }
     }
 
+    #[cfg(feature = "postgres")]
     pub(crate) fn postgres_sql(&self) -> &str {
         self.postgres_sql.get_or_init(|| postgres::claim_sql(self))
     }

@@ -24,6 +24,23 @@ pub enum Error {
         reason: String,
     },
 
+    /// The URL names a backend this build of solidq leaves out: it was
+    /// compiled without that backend's Cargo feature (`sqlite` or
+    /// `postgres`, both on by default).
+    #[error(
+        "database URL {url:?} ({scheme}) needs solidq's `{feature}` Cargo feature, \
+         which this build leaves out"
+    )]
+    BackendNotCompiled {
+        /// The URL as given, password redacted.
+        url: String,
+        /// How the URL named its backend: `postgres://`, `sqlite://` or
+        /// `a file path`.
+        scheme: String,
+        /// The Cargo feature that would enable it.
+        feature: &'static str,
+    },
+
     /// A connection to the database could not be established.
     #[error("cannot connect to {url}: {source}")]
     Connect {

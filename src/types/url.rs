@@ -80,6 +80,12 @@ impl DatabaseUrl {
         } else {
             sqlite_target(trimmed).map_err(|reason| invalid(&reason))?
         };
+        check_compiled(
+            trimmed,
+            &target,
+            cfg!(feature = "postgres"),
+            cfg!(feature = "sqlite"),
+        )?;
         Ok(DatabaseUrl {
             raw: trimmed.to_string(),
             target,
@@ -112,6 +118,26 @@ impl DatabaseUrl {
             Target::Postgres => None,
         }
     }
+}
+
+/// Refuses a URL whose backend this build leaves out (its Cargo feature
+/// off), naming the scheme and the feature: otherwise it would fail later,
+/// and less clearly.
+fn check_compiled(url: &str, target: &Target, postgres: bool, sqlite: bool) -> Result<()> {
+    let feature = match target {
+        Target::Postgres if !postgres => "postgres",
+        Target::Sqlite(_) if !sqlite => "sqlite",
+        _ => return Ok(()),
+    };
+    let scheme = ["postgres://", "postgresql://", "sqlite://", "sqlite:"]
+        .into_iter()
+        .find(|scheme| url.starts_with(scheme))
+        .unwrap_or("a file path");
+    Err(Error::BackendNotCompiled {
+        url: redact(url),
+        scheme: scheme.to_string(),
+        feature,
+    })
 }
 
 fn sqlite_target(path: &str) -> std::result::Result<Target, String> {
@@ -173,6 +199,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(all(feature = "postgres", feature = "sqlite"))]
     fn scheme_decides_the_backend() {
         let pg = DatabaseUrl::parse("postgres://u:secret@localhost/db").unwrap();
         assert_eq!(pg.backend(), Backend::Postgres);
@@ -210,6 +237,67 @@ mod tests {
                 "{url}: {err}"
             );
             assert!(!err.to_string().contains(":pw@"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_backend_left_out_of_the_build_is_a_clear_error_naming_scheme_and_feature() {
+        let cases = [
+            (
+                "postgres://u:pw@h/db",
+                Target::Postgres,
+                "postgres://",
+                "postgres",
+            ),
+            (
+                "postgresql://h/db",
+                Target::Postgres,
+                "postgresql://",
+                "postgres",
+            ),
+            (
+                "sqlite://j.db",
+                Target::Sqlite("j.db".into()),
+                "sqlite://",
+                "sqlite",
+            ),
+            (
+                "j.db",
+                Target::Sqlite("j.db".into()),
+                "a file path",
+                "sqlite",
+            ),
+        ];
+        for (url, target, want_scheme, want_feature) in cases {
+            let compiled = want_feature == "sqlite";
+            let err = check_compiled(url, &target, compiled, !compiled).unwrap_err();
+            let Error::BackendNotCompiled {
+                url: shown,
+                scheme,
+                feature,
+            } = &err
+            else {
+                panic!("{url}: {err}");
+            };
+            assert_eq!((scheme.as_str(), *feature), (want_scheme, want_feature));
+            assert!(!shown.contains(":pw@"), "{err}");
+            let message = err.to_string();
+            assert!(
+                message.contains(want_scheme) && message.contains(&format!("`{want_feature}`")),
+                "{message}"
+            );
+            assert!(check_compiled(url, &target, true, true).is_ok());
+        }
+        // This build: whatever it leaves out is refused by `parse` itself.
+        for (url, on) in [
+            ("postgres://h/db", cfg!(feature = "postgres")),
+            ("sqlite://j.db", cfg!(feature = "sqlite")),
+        ] {
+            match DatabaseUrl::parse(url) {
+                Ok(_) => assert!(on, "{url}"),
+                Err(Error::BackendNotCompiled { .. }) => assert!(!on, "{url}"),
+                Err(other) => panic!("{url}: {other}"),
+            }
         }
     }
 

@@ -9,18 +9,25 @@ pub mod cluster;
 pub mod jobs;
 pub mod recorder;
 
+#[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "postgres")]
+use diesel::PgConnection;
+#[cfg(feature = "sqlite")]
+use diesel::SqliteConnection;
 use diesel::connection::SimpleConnection;
-use diesel::{Connection, PgConnection, QueryableByName, RunQueryDsl, SqliteConnection};
+use diesel::{Connection, QueryableByName, RunQueryDsl};
 use solidq::{Backend, Queue, QueueConfig};
 
 /// Instantiates each named test function (taking `&TestDb`) once per
-/// backend: `sqlite::name` and `postgres::name`.
+/// backend: `sqlite::name` and `postgres::name`, each only when solidq's
+/// feature for that backend is on.
 #[macro_export]
 macro_rules! backend_tests {
     ($($name:ident),* $(,)?) => {
+        #[cfg(feature = "sqlite")]
         mod sqlite {
             $(
                 #[test]
@@ -30,6 +37,7 @@ macro_rules! backend_tests {
                 }
             )*
         }
+        #[cfg(feature = "postgres")]
         mod postgres {
             $(
                 #[test]
@@ -103,6 +111,7 @@ impl TestDb {
     /// server, [`DEFAULT_POSTGRES_URL`]). `None` (the test is skipped,
     /// loudly) when it is unreachable, unless `SOLIDQ_REQUIRE_POSTGRES=1`:
     /// then the test fails.
+    #[cfg(feature = "postgres")]
     pub fn postgres() -> Option<TestDb> {
         init_logs();
         let required = postgres_required();
@@ -208,6 +217,7 @@ impl TestDb {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
+        #[cfg(feature = "postgres")]
         if let Guard::Postgres { admin_url, schema } = &self.guard
             && let Ok(mut admin) = PgConnection::establish(admin_url)
         {
@@ -217,6 +227,7 @@ impl Drop for TestDb {
 }
 
 /// Schemas left by test processes that were killed before dropping them.
+#[cfg(feature = "postgres")]
 fn drop_stale_schemas(admin: &mut PgConnection) {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
@@ -244,9 +255,20 @@ fn drop_stale_schemas(admin: &mut PgConnection) {
     });
 }
 
+#[cfg(feature = "sqlite")]
+fn open_sqlite(url: &str) -> SqliteConnection {
+    let path = url.trim_start_matches("sqlite://");
+    let mut c = SqliteConnection::establish(path).expect("open sqlite");
+    c.batch_execute("PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;")
+        .expect("pragmas");
+    c
+}
+
 /// A raw connection to a test database, for SQL the library does not offer.
 pub enum TestConn {
+    #[cfg(feature = "postgres")]
     Pg(PgConnection),
+    #[cfg(feature = "sqlite")]
     Sqlite(SqliteConnection),
 }
 
@@ -258,20 +280,23 @@ struct Scalar {
 
 impl TestConn {
     pub fn open(url: &str) -> TestConn {
+        #[cfg(feature = "postgres")]
         if url.starts_with("postgres") {
-            TestConn::Pg(PgConnection::establish(url).expect("connect to postgres"))
-        } else {
-            let path = url.trim_start_matches("sqlite://");
-            let mut c = SqliteConnection::establish(path).expect("open sqlite");
-            c.batch_execute("PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;")
-                .expect("pragmas");
-            TestConn::Sqlite(c)
+            return TestConn::Pg(PgConnection::establish(url).expect("connect to postgres"));
+        }
+        #[cfg(feature = "sqlite")]
+        return TestConn::Sqlite(open_sqlite(url));
+        #[allow(unreachable_code)]
+        {
+            panic!("this build has no backend for {url}")
         }
     }
 
     pub fn execute(&mut self, sql: &str) {
         let result = match self {
+            #[cfg(feature = "postgres")]
             TestConn::Pg(c) => c.batch_execute(sql),
+            #[cfg(feature = "sqlite")]
             TestConn::Sqlite(c) => c.batch_execute(sql),
         };
         result.unwrap_or_else(|e| panic!("{sql}: {e}"));
@@ -280,7 +305,9 @@ impl TestConn {
     /// Runs a query returning one BIGINT column named `v`.
     pub fn scalar(&mut self, sql: &str) -> i64 {
         let row: Result<Scalar, _> = match self {
+            #[cfg(feature = "postgres")]
             TestConn::Pg(c) => diesel::sql_query(sql).get_result(c),
+            #[cfg(feature = "sqlite")]
             TestConn::Sqlite(c) => diesel::sql_query(sql).get_result(c),
         };
         row.unwrap_or_else(|e| panic!("{sql}: {e}")).v
@@ -289,7 +316,9 @@ impl TestConn {
     /// Runs a query returning BIGINT column `v` per row.
     pub fn column(&mut self, sql: &str) -> Vec<i64> {
         let rows: Result<Vec<Scalar>, _> = match self {
+            #[cfg(feature = "postgres")]
             TestConn::Pg(c) => diesel::sql_query(sql).load(c),
+            #[cfg(feature = "sqlite")]
             TestConn::Sqlite(c) => diesel::sql_query(sql).load(c),
         };
         rows.unwrap_or_else(|e| panic!("{sql}: {e}"))
