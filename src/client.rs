@@ -16,8 +16,8 @@ use crate::events::{Events, JobDiscarded, JobEnqueued, default_events};
 use crate::job::{EnqueueOptions, Job, JobOptions};
 use crate::process::wakeups;
 use crate::store::{
-    self, AnyConnection, ConnectionCustomizer, Driver, Inserted, NewJob, PoolOptions,
-    SqliteSettings, Store, StoredOptions,
+    self, AnyConnection, ConnectionCustomizer, Driver, EnqueueStatement, Inserted, NewJob,
+    PoolOptions, SqliteSettings, Store, StoredOptions,
 };
 use crate::types::{
     Backend, DatabaseUrl, Error, JobInfo, Result, StoredLimit, validate_queue_name,
@@ -289,6 +289,64 @@ impl Queue {
         // a job that never was (documented above).
         self.after_enqueue(std::slice::from_ref(&new), &inserted);
         single(&new, inserted.outcome)
+    }
+
+    /// The SQL that enqueues `job` (with `options`) on a connection solidq
+    /// does not own, for a caller whose transaction runs on another driver
+    /// (sqlx, tokio-postgres, rusqlite…): run the statements, in order, in
+    /// your transaction, and the job exists exactly when it commits (see
+    /// [`EnqueueStatement`] for what each backend's statements return). The
+    /// database, its tables and their migration must be this queue's.
+    ///
+    /// Nothing is sent to the database here, and solidq never learns
+    /// whether the statements ran: [`Events::job_enqueued`] does not fire,
+    /// and the workers of this process hear of the job as of any other
+    /// process's (PostgreSQL: notified at your commit; SQLite: they see the
+    /// file change). A taken `unique_key` inserts nothing (no row comes
+    /// back) without aborting your transaction. Jobs under a concurrency
+    /// limit are refused with [`Error::InvalidOption`]: placing them takes
+    /// decisions solidq makes inside the transaction, so enqueue those with
+    /// [`Queue::enqueue_on`] or after your commit.
+    ///
+    /// ```no_run
+    /// # use serde::{Deserialize, Serialize};
+    /// # #[derive(Serialize, Deserialize)] struct ShipOrder { id: i64 }
+    /// # impl solidq::Job for ShipOrder { const KIND: &'static str = "ship";
+    /// #   fn perform(&self, _: &solidq::JobContext) -> solidq::JobResult { Ok(serde_json::Value::Null) } }
+    /// use solidq::{EnqueueOptions, SqlValue};
+    /// let queue = solidq::Queue::connect("postgres://localhost/app")?;
+    /// let enqueue = queue.enqueue_statement(&ShipOrder { id: 7 }, EnqueueOptions::new())?;
+    /// for statement in &enqueue.statements {
+    ///     // your_tx.execute(&statement.sql, bind(&statement.params))
+    ///     for value in &statement.params {
+    ///         match value {
+    ///             SqlValue::Integer(v) => { /* bind v: Option<i32> */ }
+    ///             SqlValue::BigInt(v) => { /* Option<i64> */ }
+    ///             SqlValue::Text(v) => { /* Option<String> */ }
+    ///             SqlValue::Timestamp(v) => { /* Option<chrono::NaiveDateTime> */ }
+    ///             _ => unreachable!("SqlValue is non_exhaustive"),
+    ///         }
+    ///     }
+    /// }
+    /// # Ok::<(), solidq::Error>(())
+    /// ```
+    pub fn enqueue_statement<J: Job>(
+        &self,
+        job: &J,
+        options: EnqueueOptions,
+    ) -> Result<EnqueueStatement> {
+        let new = self.build(&JobRequest::new(job, options)?)?;
+        if let Some(key) = new.concurrency_key {
+            return Err(Error::InvalidOption {
+                option: "concurrency limit",
+                value: key,
+                reason: "a job under a concurrency limit cannot be enqueued by statement \
+                         (its slot is decided inside solidq's transaction): use enqueue_on, \
+                         or enqueue after your commit"
+                    .into(),
+            });
+        }
+        Ok(self.inner.store.enqueue_statement(&new))
     }
 
     /// Opens a new connection to this queue's database for your own

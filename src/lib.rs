@@ -130,7 +130,9 @@ pub use events::{Events, LogEvents, NoEvents};
 pub use job::{EnqueueOptions, Job, JobContext, JobError, JobOptions, JobResult, Middleware, Next};
 pub use process::{install_signal_handlers, signal_received};
 pub use scheduler::{RecurringTask, Scheduler, SchedulerHandle};
-pub use store::{AnyConnection, ConnectionCustomizer, statements_executed};
+pub use store::{
+    AnyConnection, ConnectionCustomizer, EnqueueStatement, SqlValue, Statement, statements_executed,
+};
 pub use supervisor::{
     CheckReport, RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, SHUTDOWN_MARGIN, Supervisor,
     SupervisorHandle, YOUNG_DEATH,

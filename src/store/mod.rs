@@ -33,6 +33,7 @@ mod recurring;
 pub(crate) mod schema;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod statement;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -53,6 +54,7 @@ pub(crate) use options::StoredOptions;
 pub(crate) use params::*;
 pub(crate) use processes::{PruneTarget, Pruned, ReleaseReason, ReleaseReport};
 pub(crate) use recurring::{Fire, RecurringTaskRow, TickFire};
+pub use statement::{EnqueueStatement, SqlValue, Statement};
 
 use crate::types::{Backend, DatabaseUrl, Error, ErrorInfo, Result, StoredLimit};
 

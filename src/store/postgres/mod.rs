@@ -14,8 +14,10 @@ mod concurrency;
 mod control;
 mod explain;
 mod recurring;
+mod statement;
 
 pub(in crate::store) use explain::explain;
+pub(in crate::store) use statement::enqueue_statement;
 
 use super::{
     Cached, ClaimLimits, ClaimQuery, ClaimedJob, Discarded, Driver, Failed, LimitedJob, NewJob,
@@ -104,7 +106,7 @@ impl InsertShape {
         let rows = match (self.many, self.immediate) {
             (false, true) => "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, LOCALTIMESTAMP, LOCALTIMESTAMP, LOCALTIMESTAMP)".to_string(),
             (false, false) => "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-                 COALESCE($11, LOCALTIMESTAMP + $12 * INTERVAL '1 microsecond'), LOCALTIMESTAMP, LOCALTIMESTAMP)"
+                 COALESCE($11::timestamp, LOCALTIMESTAMP + $12::bigint * INTERVAL '1 microsecond'), LOCALTIMESTAMP, LOCALTIMESTAMP)"
                 .to_string(),
             (true, immediate) => {
                 let (run_arrays, run_columns) = if immediate {

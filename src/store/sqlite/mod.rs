@@ -22,8 +22,10 @@ mod concurrency;
 mod control;
 mod explain;
 mod recurring;
+mod statement;
 
 pub(in crate::store) use explain::explain;
+pub(in crate::store) use statement::enqueue_statements;
 
 use super::{
     Cached, ClaimLimits, ClaimQuery, ClaimedJob, Discarded, Driver, Failed, LimitedJob, NewJob,
@@ -68,7 +70,7 @@ struct DueRow {
     queue_name: String,
 }
 
-const INSERT_JOB: &str = "\
+pub(super) const INSERT_JOB: &str = "\
 INSERT INTO solidq_jobs (queue_name, kind, arguments, priority, unique_key, concurrency_key, options,
                          delivery, max_attempts, max_stalled_count, scheduled_at, created_at, updated_at)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)

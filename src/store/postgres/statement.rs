@@ -1,0 +1,32 @@
+//! The enqueue statement for a connection solidq does not own: the same
+//! single-job insert solidq runs on the caller's diesel connection, notify
+//! included, so the job is there (and listeners hear of it) exactly when
+//! the caller's transaction commits.
+
+use super::InsertShape;
+use crate::store::{NewJob, SqlValue, Statement, micros};
+
+pub(in crate::store) fn enqueue_statement(job: &NewJob) -> Vec<Statement> {
+    let shape = InsertShape::of(std::slice::from_ref(job), true);
+    let text = |value: &str| SqlValue::Text(Some(value.to_string()));
+    let mut params = vec![
+        text(&job.queue_name),
+        text(&job.kind),
+        text(&job.arguments),
+        SqlValue::Integer(Some(job.priority)),
+        SqlValue::Text(job.unique_key.clone()),
+        SqlValue::Text(job.concurrency_key.clone()),
+        text(&job.options),
+        text(job.delivery.as_str()),
+        SqlValue::Integer(Some(job.max_attempts)),
+        SqlValue::Integer(job.max_stalled_count),
+    ];
+    if !shape.immediate {
+        params.push(SqlValue::Timestamp(job.run_at));
+        params.push(SqlValue::BigInt(Some(micros(job.delay))));
+    }
+    vec![Statement {
+        sql: shape.statement().to_string(),
+        params,
+    }]
+}
