@@ -15,6 +15,7 @@ use solidq::{EnqueueOptions, JobStatus};
 backend_tests!(
     job_control_commands_act_and_report_counts,
     progress_shows_in_job_and_jobs,
+    migrate_reads_the_configuration_like_every_command,
 );
 
 fn json(db: &TestDb, args: &[&str]) -> Value {
@@ -117,4 +118,72 @@ fn progress_shows_in_job_and_jobs(db: &TestDb) {
     let (code, out, err) = run_cli(db, &["jobs"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("running 40/1000"), "{out}");
+}
+
+fn migrate_reads_the_configuration_like_every_command(db: &TestDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("solidq.toml");
+    std::fs::write(&config, format!("database_url = {:?}\n", db.url)).unwrap();
+    let run = |args: &[&str], cwd: &std::path::Path| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_solidq"))
+            .args(args)
+            .env_remove("SOLIDQ_DATABASE_URL")
+            .current_dir(cwd)
+            .output()
+            .unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = run(
+        &["migrate", "--config", config.to_str().unwrap()],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("applied") || out.contains("up to date"),
+        "{out}"
+    );
+    // ./solidq.toml, as every other command reads it.
+    let (code, out, err) = run(&["migrate"], dir.path());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("up to date"), "{out}");
+    let (code, _, err) = run(&["queues"], dir.path());
+    assert_eq!(code, 0, "{err}");
+}
+
+/// A mistyped SQLite path: no file appears, and the error says so.
+#[test]
+fn a_mistyped_sqlite_path_is_an_error_and_creates_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("ordrs.sqlite3");
+    for args in [
+        vec!["queues"],
+        vec!["jobs"],
+        vec!["job", "1"],
+        vec!["enqueue", "echo"],
+        vec!["pause", "mail"],
+    ] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_solidq"))
+            .args(&args)
+            .args(["--database-url", typo.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("no such database file"), "{args:?}: {err}");
+        assert!(!typo.exists(), "{args:?} created {}", typo.display());
+    }
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_solidq"))
+        .args(["migrate", "--database-url", typo.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(typo.exists(), "migrate creates it");
 }

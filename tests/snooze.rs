@@ -47,6 +47,8 @@ impl Job for Snoozy {
 #[derive(Serialize, Deserialize)]
 struct Patient {
     deploys: u32,
+    /// Where it says that its code runs (`run-<snoozes>`).
+    dir: std::path::PathBuf,
 }
 
 impl Job for Patient {
@@ -55,6 +57,7 @@ impl Job for Patient {
         if ctx.snoozes() >= self.deploys {
             return Ok(serde_json::json!({ "attempt": ctx.attempt(), "snoozes": ctx.snoozes() }));
         }
+        std::fs::write(self.dir.join(format!("run-{}", ctx.snoozes())), "")?;
         while !ctx.is_cancelled() {
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -164,10 +167,21 @@ fn a_job_that_snoozes_past_its_max_snoozes_fails_saying_so(db: &TestDb) {
 fn an_interrupted_job_survives_two_deploys_in_a_row_without_spending_attempts(db: &TestDb) {
     let queue = db.queue();
     // The default max_attempts (2): two deploys that failed it would end it.
-    let id = queue.enqueue(&Patient { deploys: 2 }).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let id = queue
+        .enqueue(&Patient {
+            deploys: 2,
+            dir: dir.path().to_path_buf(),
+        })
+        .unwrap();
     for deploy in 1..=2 {
         let worker = worker(&queue).start().unwrap();
-        wait_status(&queue, id, "the job to run", |s| s == JobStatus::Running);
+        // Its code runs (a claimed job whose thread has not taken it yet
+        // is handed back unstarted at shutdown, which spends nothing).
+        let marker = dir.path().join(format!("run-{}", deploy - 1));
+        wait_for("the job's code to run", Duration::from_secs(30), || {
+            marker.exists()
+        });
         let stopping = Instant::now();
         worker.stop().unwrap();
         assert!(

@@ -63,11 +63,11 @@ struct Format {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Create or update solidq's tables (running it twice changes nothing).
+    /// Create or update solidq's tables (running it twice changes nothing);
+    /// the only command that creates an SQLite database file.
     Migrate {
-        /// postgres://…, sqlite://path or a file path.
-        #[arg(long, env = ENV_DATABASE_URL, hide_env_values = true)]
-        database_url: String,
+        #[command(flatten)]
+        db: Db,
     },
     /// Run the worker processes of a configuration file, the dispatcher,
     /// the scheduler and the pruner, until SIGTERM or SIGINT.
@@ -231,9 +231,10 @@ fn exit_code(error: &Error) -> i32 {
 }
 
 impl Db {
-    /// Connects to the database the arguments name, and checks it is
-    /// migrated.
-    fn queue(&self) -> crate::Result<Queue> {
+    /// The database URL the arguments name (`--database-url`, else
+    /// `SOLIDQ_DATABASE_URL`, else `--config`, else `./solidq.toml`) and
+    /// the client settings that go with it.
+    fn target(&self) -> crate::Result<(String, QueueConfig)> {
         let mut config = QueueConfig {
             pool_size: 2,
             ..QueueConfig::from_env()?
@@ -255,6 +256,26 @@ impl Db {
                 }
             }
         };
+        Ok((url, config))
+    }
+
+    /// Connects to the database the arguments name, which must exist (an
+    /// SQLite file is never created here: a mistyped path is an error, not
+    /// a new empty database) and be migrated.
+    fn queue(&self) -> crate::Result<Queue> {
+        let (url, config) = self.target()?;
+        let parsed = crate::DatabaseUrl::parse(&url)?;
+        if let Some(path) = parsed.sqlite_path()
+            && !path.exists()
+        {
+            return Err(Error::Config {
+                origin: parsed.redacted(),
+                message: format!(
+                    "no such database file {}: check the path (`solidq migrate` creates a new database)",
+                    path.display()
+                ),
+            });
+        }
         let queue = Queue::connect_with(&url, config)?;
         let pending = queue.store().migrations_pending()?;
         if !pending.is_empty() {
@@ -280,8 +301,9 @@ fn from_config(path: &std::path::Path, queue: &mut QueueConfig) -> crate::Result
 
 fn run(command: Command) -> crate::Result<()> {
     match command {
-        Command::Migrate { database_url } => {
-            let queue = Queue::connect_with(&database_url, QueueConfig::from_env()?)?;
+        Command::Migrate { db } => {
+            let (url, config) = db.target()?;
+            let queue = Queue::connect_with(&url, config)?;
             let applied = queue.migrate()?;
             if applied.is_empty() {
                 println!("{}: up to date", queue.url());
