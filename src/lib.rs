@@ -128,14 +128,14 @@ pub use config::{DispatcherConfig, QueueConfig, WorkerConfig};
 pub use dispatcher::{Dispatcher, DispatcherHandle};
 pub use events::{Events, LogEvents, NoEvents};
 pub use job::{EnqueueOptions, Job, JobContext, JobError, JobOptions, JobResult, Middleware, Next};
-pub use process::{install_signal_handlers, signal_received};
+pub use process::{ProcessIdentity, install_signal_handlers, process_identity, signal_received};
 pub use scheduler::{RecurringTask, Scheduler, SchedulerHandle};
 pub use store::{
     AnyConnection, ConnectionCustomizer, EnqueueStatement, SqlValue, Statement, statements_executed,
 };
 pub use supervisor::{
-    CheckReport, RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, SHUTDOWN_MARGIN, Supervisor,
-    SupervisorHandle, YOUNG_DEATH,
+    CheckReport, RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, SHUTDOWN_MARGIN, STOP_GRACE,
+    Supervisor, SupervisorHandle, YOUNG_DEATH,
 };
 pub use types::{
     Backend, Backoff, DatabaseUrl, Delivery, Error, ErrorInfo, JobInfo, JobStatus, QueuePattern,

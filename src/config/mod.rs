@@ -65,8 +65,11 @@ pub const DEFAULT_PREFETCH: usize = 128;
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
 /// A process whose last heartbeat is older than this is considered dead.
 pub const DEFAULT_PROCESS_ALIVE_THRESHOLD: Duration = Duration::from_secs(60);
-/// How long a stopping worker lets running jobs finish.
-pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a stopping worker lets running jobs finish: 7 s, so that a
+/// supervisor's whole stop (this, plus `SHUTDOWN_MARGIN` for its workers
+/// to record their last outcomes and deregister, plus its own teardown)
+/// fits in the 10 s that `docker stop` gives before SIGKILL.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(7);
 /// How many jobs a dispatcher moves from scheduled to ready per transaction.
 pub const DEFAULT_DISPATCHER_BATCH_SIZE: usize = 500;
 /// How often an idle dispatcher looks for due jobs.

@@ -5,7 +5,7 @@
 //! database_url = "postgres://…"      # or an SQLite path; SOLIDQ_DATABASE_URL overrides
 //! heartbeat_interval = "10s"
 //! process_alive_threshold = "60s"
-//! shutdown_timeout = "10s"
+//! shutdown_timeout = "7s"
 //! max_stalled_count = 1
 //! sqlite_synchronous = "full"        # or "normal"; SOLIDQ_SQLITE_SYNCHRONOUS overrides
 //!

@@ -56,8 +56,20 @@ use running::Running;
 
 /// Extra time a stopping supervisor gives its children beyond
 /// `shutdown_timeout`: they need it to record their last outcomes and
-/// deregister after their jobs' grace period ends.
-pub const SHUTDOWN_MARGIN: Duration = Duration::from_secs(5);
+/// deregister after their jobs' grace period ends. With the default
+/// `shutdown_timeout` the whole wait is 9 s, leaving a second of the 10 s
+/// grace of `docker stop` for the supervisor's own
+/// teardown; see [`STOP_GRACE`].
+pub const SHUTDOWN_MARGIN: Duration = Duration::from_secs(2);
+
+/// The grace period the default settings fit: `docker stop` sends SIGKILL
+/// 10 s after SIGTERM (Kubernetes' `terminationGracePeriodSeconds` is 30 s
+/// by default, systemd's `TimeoutStopSec` 90 s). A supervisor with the
+/// default `shutdown_timeout` exits within it; with a longer
+/// `shutdown_timeout`, give the container (`docker stop --time`,
+/// `docker run --stop-timeout`) at least `shutdown_timeout` +
+/// [`SHUTDOWN_MARGIN`] + 1 s.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// How often the supervisor checks on its children.
 const TICK: Duration = Duration::from_millis(50);
@@ -303,5 +315,26 @@ fn find_program(program: &str) -> std::result::Result<(), String> {
         Ok(())
     } else {
         Err(format!("program {program:?} is not on PATH"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DEFAULT_SHUTDOWN_TIMEOUT;
+
+    /// What a supervisor does after its wait for the children (SIGKILL the
+    /// rest, release their jobs, stop its loops, deregister) takes
+    /// milliseconds; a second is the allowance kept for it.
+    const TEARDOWN_ALLOWANCE: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn the_default_stop_fits_in_docker_stops_grace() {
+        let stop = DEFAULT_SHUTDOWN_TIMEOUT + SHUTDOWN_MARGIN + TEARDOWN_ALLOWANCE;
+        assert!(
+            stop <= STOP_GRACE,
+            "shutdown_timeout {DEFAULT_SHUTDOWN_TIMEOUT:?} + margin {SHUTDOWN_MARGIN:?} + teardown {TEARDOWN_ALLOWANCE:?} = {stop:?}, past {STOP_GRACE:?}"
+        );
+        assert_eq!(STOP_GRACE, Duration::from_secs(10), "docker stop's default");
     }
 }
