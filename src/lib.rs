@@ -10,7 +10,8 @@
 //! modes, unique keys, retention), [`concurrency`] limits keyed by a job's
 //! arguments, recurring tasks on cron schedules fired once per tick across
 //! any number of [`Scheduler`]s, an operator CLI (`solidq`) with the same
-//! operations on [`Queue`], and [`events`] hooks for metrics.
+//! operations on [`Queue`], [`events`] hooks for metrics, and log lines
+//! that name the process that wrote them (`solidq::logging`, text or JSON).
 //!
 //! ## The promises
 //! 1. Nothing is lost: once `enqueue` returns, the job survives any crash,
@@ -53,7 +54,7 @@
 //! | 3 | `store` | all SQL, one implementation per backend |
 //! | 4 | [`events`] | the hooks and their event types |
 //! | 5 | `process` | registration, heartbeats, signals, in-process wake-ups |
-//! | 6 | `client` | [`Queue`]: enqueue and queries |
+//! | 6 | `client`, `logging` | [`Queue`]: enqueue and queries; log lines that name their process (`cli` feature) |
 //! | 7 | `maintenance` | pruning dead processes, releasing orphans, cleaning, tending |
 //! | 8 | `dispatcher` | scheduled → ready |
 //! | 9 | `scheduler` | recurring tasks |
@@ -117,6 +118,8 @@ mod worker;
 
 #[cfg(feature = "cli")]
 pub mod cli;
+#[cfg(feature = "cli")]
+pub mod logging;
 
 pub use admin::{
     Cancelled, DEFAULT_JOB_LIST_LIMIT, FailedFilter, JobFilter, ProcessInfo, QueueStats,

@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["store"],
     &["events"],
     &["process"],
-    &["client"],
+    &["client", "logging"],
     &["maintenance"],
     &["dispatcher"],
     &["scheduler"],

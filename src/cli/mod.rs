@@ -166,7 +166,7 @@ pub fn main() -> i32 {
         Command::Supervisor { .. } | Command::Migrate { .. } | Command::Check { .. } => "info",
         _ => "warn",
     };
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level)).init();
+    let _ = crate::logging::try_init(level);
     match run(cli.command) {
         Ok(()) => 0,
         Err(error) => {

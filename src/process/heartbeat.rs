@@ -191,6 +191,9 @@ pub(crate) fn spawn(
     on_beat: impl Fn(Beat) + Send + 'static,
 ) -> Result<Heartbeat> {
     let threshold = lease.threshold();
+    // Several processes may share a stderr, and several registered
+    // services one OS process: the line names the thread's owner.
+    let owner = name.to_string();
     StoppableThread::spawn(name, move |stopped| {
         let mut last_ok = Instant::now();
         while let Err(crossbeam_channel::RecvTimeoutError::Timeout) = stopped.recv_timeout(interval)
@@ -219,7 +222,7 @@ pub(crate) fn spawn(
                     lease.failed();
                     let elapsed = last_ok.elapsed();
                     log::warn!(
-                        "heartbeat of process {current} failed ({elapsed:?} since the last good one): {error}"
+                        "{owner}: heartbeat of process {current} failed ({elapsed:?} since the last good one): {error}"
                     );
                     if elapsed > threshold {
                         on_beat(Beat::Lost(Error::HeartbeatLost {

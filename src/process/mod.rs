@@ -3,11 +3,14 @@
 //! itself.
 
 pub(crate) mod heartbeat;
+mod identity;
 mod registration;
 mod service;
 mod signals;
 pub(crate) mod wakeups;
 
+pub(crate) use identity::describe_self;
+pub use identity::{ProcessIdentity, process_identity};
 pub(crate) use registration::{Registration, RegistrationSpec};
 pub(crate) use service::{Service, StoppableThread};
 pub(crate) use signals::subscribe as subscribe_signals;
@@ -71,6 +74,8 @@ pub(crate) fn register(store: &Store, process: &NewProcess, events: &dyn Events)
         }
         Err(e) => return Err(e),
     };
+    let renamed_from = (row.name != process.name).then_some(process.name.as_str());
+    identity::adopt(&row.kind, &row.name, renamed_from);
     events.process_registered(&ProcessRegistered {
         process_id: id,
         kind: row.kind.clone(),

@@ -22,10 +22,14 @@ pub fn install_signal_handlers() -> Result<()> {
     let outcome = INSTALLED.get_or_init(|| {
         ctrlc::set_handler(|| {
             let first = !RECEIVED.swap(true, Ordering::SeqCst);
+            // One handler per OS process: it speaks for the process, and
+            // says which, so the lines of several processes sharing one
+            // stderr (a supervisor's children) can be told apart.
+            let me = super::describe_self();
             if first {
-                log::info!("received SIGTERM/SIGINT: shutting down gracefully");
+                log::info!("{me} received SIGTERM/SIGINT: shutting down gracefully");
             } else {
-                log::info!("received another SIGTERM/SIGINT: already shutting down");
+                log::info!("{me} received another SIGTERM/SIGINT: already shutting down");
             }
             let subscribers = SUBSCRIBERS.lock().unwrap_or_else(|p| p.into_inner());
             for s in subscribers.iter() {

@@ -342,7 +342,7 @@ fn spawn_heartbeat(shared: &Arc<Shared>) -> Result<Heartbeat> {
         }
     };
     heartbeat::spawn(
-        "solidq-heartbeat",
+        "solidq-worker-heartbeat",
         shared.store.clone(),
         shared.config.heartbeat_interval,
         Arc::clone(&shared.lease),
