@@ -122,7 +122,8 @@ pub mod cli;
 pub mod logging;
 
 pub use admin::{
-    Cancelled, DEFAULT_JOB_LIST_LIMIT, FailedFilter, JobFilter, ProcessInfo, QueueStats,
+    Cancelled, DEFAULT_JOB_LIST_LIMIT, FailedFilter, JobFilter, KnownNames, ProcessInfo,
+    QueueStats,
     RecurringInfo,
 };
 pub use client::{DriverRef, EnqueueConnection, Enqueued, JobRequest, Queue};

@@ -36,6 +36,10 @@ fn each_bad_configuration_gets_one_clear_line_and_starts_nothing() {
         "database_url = \"sqlite://{}\"\n",
         dir.path().join("fresh.sqlite3").display()
     );
+    // An empty file is an SQLite database without tables; a missing one is
+    // refused before anything could create it.
+    std::fs::write(dir.path().join("fresh.sqlite3"), "").unwrap();
+    let typo = dir.path().join("ordrs.sqlite3");
     // (name, file contents or None for a missing file, expected text, exit code)
     let cases: Vec<(&str, Option<String>, &str, i32)> = vec![
         ("missing file", None, "cannot read the file", 2),
@@ -154,6 +158,12 @@ fn each_bad_configuration_gets_one_clear_line_and_starts_nothing() {
             1,
         ),
         (
+            "no such database file",
+            Some(format!("database_url = \"{}\"\n{workers}", typo.display())),
+            "no such database file",
+            1,
+        ),
+        (
             "not migrated",
             Some(format!("{fresh_db}{workers}")),
             "run `solidq migrate",
@@ -197,6 +207,7 @@ fn each_bad_configuration_gets_one_clear_line_and_starts_nothing() {
         0,
         "no process registered"
     );
+    assert!(!typo.exists(), "a mistyped SQLite path was created");
 }
 
 /// `SOLIDQ_SQLITE_SYNCHRONOUS` is read by every command that connects (and

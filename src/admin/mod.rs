@@ -3,9 +3,12 @@
 //! ones; list jobs, processes and recurring tasks (`listings.rs`).
 
 mod control;
+mod known;
 mod listings;
 
 pub use control::Cancelled;
+pub use known::KnownNames;
+pub(crate) use known::listed;
 pub use listings::{DEFAULT_JOB_LIST_LIMIT, JobFilter, ProcessInfo, RecurringInfo};
 
 use std::time::Duration;

@@ -32,6 +32,10 @@ pub(super) struct EnqueueArgs {
     /// Refuse it if a job holds this key.
     #[arg(long)]
     unique_key: Option<String>,
+    /// Enqueue it even if no registered worker runs its kind or claims
+    /// from its queue.
+    #[arg(long)]
+    force: bool,
     #[command(flatten)]
     db: Db,
     #[command(flatten)]
@@ -155,6 +159,11 @@ pub(super) fn enqueue(a: EnqueueArgs) -> Result<()> {
         options = options.unique_key(key.clone());
     }
     let queue = a.db.queue()?;
+    let target = a
+        .queue
+        .clone()
+        .unwrap_or_else(|| queue.config().default_queue.clone());
+    super::guard::enqueue_target(&queue.known_names()?, &a.kind, &target, a.force)?;
     let id = queue.enqueue_kind(&a.kind, &arguments, options)?;
     let info = queue.job(id)?;
     out(a.format).say(
@@ -331,6 +340,10 @@ pub(super) fn failed(action: FailedAction) -> Result<()> {
         filter = filter.queue(queue.clone());
     }
     let queue = a.db.queue()?;
+    super::guard::failed_ids(&queue, &a.ids)?;
+    if a.kind.is_some() || a.queue.is_some() {
+        super::guard::failed_filter(&queue.known_names()?, a.kind.as_deref(), a.queue.as_deref())?;
+    }
     let o: Output = out(a.format);
     if retry {
         let n = queue.retry_failed(&filter)?;

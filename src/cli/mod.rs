@@ -1,16 +1,20 @@
 //! The `solidq` command line. `src/bin/solidq.rs` only calls [`main`].
 //!
-//! Operator commands find the database in `--database-url`, else
-//! `SOLIDQ_DATABASE_URL`, else the `database_url` of `--config` (default
-//! `solidq.toml` when that file exists). Listings print a table sized to
+//! Operator commands (and `migrate`) find the database in `--database-url`,
+//! else `SOLIDQ_DATABASE_URL`, else the `database_url` of `--config`
+//! (default `solidq.toml` when that file exists); only `migrate` creates an
+//! SQLite file. Queues, kinds and failed job ids that the database does
+//! not know of are refused (exit 1) unless `--force`. Listings print a table sized to
 //! the terminal, or with `--json` one JSON document (its shape is in the
 //! README's CLI section and stays stable). Exit codes: 0 done, 1
 //! operational error (database unreachable, job not found, unique key
-//! taken), 2 usage error (bad arguments or configuration; nothing was
+//! taken, unknown name), 2 usage error (bad arguments or configuration; nothing was
 //! written). Every error is one line on stderr; a database password never
 //! appears in output or logs.
 
+mod check;
 mod control;
+mod guard;
 mod jobs;
 mod ops;
 mod output;
@@ -20,7 +24,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::{ENV_DATABASE_URL, SupervisorConfig};
-use crate::{Error, JobStatus, Queue, QueueConfig, Supervisor};
+use crate::{DatabaseUrl, Error, JobStatus, Queue, QueueConfig, Supervisor};
 use output::Output;
 
 /// Exit code for an operational error (database unreachable, migration
@@ -64,7 +68,7 @@ struct Format {
 #[derive(Subcommand)]
 enum Command {
     /// Create or update solidq's tables (running it twice changes nothing);
-    /// the only command that creates an SQLite database file.
+    /// the only command that creates an SQLite file.
     Migrate {
         #[command(flatten)]
         db: Db,
@@ -82,6 +86,10 @@ enum Command {
         /// The configuration file.
         #[arg(long, default_value = "solidq.toml")]
         config: PathBuf,
+        /// Accept recurring kinds and queues no registered worker serves,
+        /// and worker queues no job was ever on (printed as warnings).
+        #[arg(long)]
+        force: bool,
     },
     /// Enqueue a job by kind, with JSON arguments.
     Enqueue(jobs::EnqueueArgs),
@@ -97,6 +105,9 @@ enum Command {
     Pause {
         /// The queue.
         queue: String,
+        /// Go ahead even if no job, worker or recurring task names the queue.
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         db: Db,
         #[command(flatten)]
@@ -106,6 +117,9 @@ enum Command {
     Resume {
         /// The queue.
         queue: String,
+        /// Go ahead even if no job, worker or recurring task names the queue.
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         db: Db,
         #[command(flatten)]
@@ -231,10 +245,9 @@ fn exit_code(error: &Error) -> i32 {
 }
 
 impl Db {
-    /// The database URL the arguments name (`--database-url`, else
-    /// `SOLIDQ_DATABASE_URL`, else `--config`, else `./solidq.toml`) and
-    /// the client settings that go with it.
-    fn target(&self) -> crate::Result<(String, QueueConfig)> {
+    /// The database URL the arguments name, with the client settings of
+    /// the configuration file they came from (if any).
+    fn resolve(&self) -> crate::Result<(String, QueueConfig)> {
         let mut config = QueueConfig {
             pool_size: 2,
             ..QueueConfig::from_env()?
@@ -259,23 +272,11 @@ impl Db {
         Ok((url, config))
     }
 
-    /// Connects to the database the arguments name, which must exist (an
-    /// SQLite file is never created here: a mistyped path is an error, not
-    /// a new empty database) and be migrated.
+    /// Connects to the existing database the arguments name, and checks it
+    /// is migrated.
     fn queue(&self) -> crate::Result<Queue> {
-        let (url, config) = self.target()?;
-        let parsed = crate::DatabaseUrl::parse(&url)?;
-        if let Some(path) = parsed.sqlite_path()
-            && !path.exists()
-        {
-            return Err(Error::Config {
-                origin: parsed.redacted(),
-                message: format!(
-                    "no such database file {}: check the path (`solidq migrate` creates a new database)",
-                    path.display()
-                ),
-            });
-        }
+        let (url, config) = self.resolve()?;
+        require_existing(&DatabaseUrl::parse(&url)?)?;
         let queue = Queue::connect_with(&url, config)?;
         let pending = queue.store().migrations_pending()?;
         if !pending.is_empty() {
@@ -291,6 +292,21 @@ impl Db {
     }
 }
 
+/// Refuses an SQLite URL whose file does not exist: only `migrate` creates
+/// a database, so a mistyped path is not mistaken for a new, empty one.
+fn require_existing(url: &DatabaseUrl) -> crate::Result<()> {
+    match url.sqlite_path() {
+        Some(path) if !path.exists() => Err(Error::Connect {
+            url: url.redacted(),
+            source: diesel::ConnectionError::BadConnection(format!(
+                "no such database file {} (only `solidq migrate` creates one)",
+                path.display()
+            )),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The database URL of the configuration file at `path`; its settings
 /// that a client uses go into `queue`.
 fn from_config(path: &std::path::Path, queue: &mut QueueConfig) -> crate::Result<String> {
@@ -302,7 +318,7 @@ fn from_config(path: &std::path::Path, queue: &mut QueueConfig) -> crate::Result
 fn run(command: Command) -> crate::Result<()> {
     match command {
         Command::Migrate { db } => {
-            let (url, config) = db.target()?;
+            let (url, config) = db.resolve()?;
             let queue = Queue::connect_with(&url, config)?;
             let applied = queue.migrate()?;
             if applied.is_empty() {
@@ -312,26 +328,26 @@ fn run(command: Command) -> crate::Result<()> {
             }
             Ok(())
         }
-        Command::Supervisor { config } => Supervisor::new(SupervisorConfig::load(&config)?).run(),
-        Command::Check { config } => {
-            let report = Supervisor::new(SupervisorConfig::load(&config)?).check()?;
-            for warning in &report.warnings {
-                println!("warning: {warning}");
-            }
-            println!(
-                "{}: ok ({} worker processes, database {})",
-                config.display(),
-                report.processes,
-                report.database
-            );
-            Ok(())
+        Command::Supervisor { config } => {
+            let config = SupervisorConfig::load(&config)?;
+            require_existing(&config.database_url()?)?;
+            Supervisor::new(config).run()
         }
+        Command::Check { config, force } => check::check(&config, force),
         Command::Enqueue(args) => jobs::enqueue(args),
         Command::Queues { db, format } => ops::queues(&db.queue()?, out(format)),
-        Command::Pause { queue, db, format } => ops::pause(&db.queue()?, &queue, true, out(format)),
-        Command::Resume { queue, db, format } => {
-            ops::pause(&db.queue()?, &queue, false, out(format))
-        }
+        Command::Pause {
+            queue,
+            force,
+            db,
+            format,
+        } => ops::pause(&db.queue()?, &queue, true, force, out(format)),
+        Command::Resume {
+            queue,
+            force,
+            db,
+            format,
+        } => ops::pause(&db.queue()?, &queue, false, force, out(format)),
         Command::Jobs(args) => jobs::list(args),
         Command::Job(args) => jobs::show(args),
         Command::Failed { action } => jobs::failed(action),

@@ -80,7 +80,9 @@ pub(super) fn queues(queue: &Queue, o: Output) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn pause(queue: &Queue, name: &str, paused: bool, o: Output) -> Result<()> {
+pub(super) fn pause(queue: &Queue, name: &str, paused: bool, force: bool, o: Output) -> Result<()> {
+    crate::types::validate_queue_name(name)?;
+    super::guard::queue_known(&queue.known_names()?, name, force)?;
     let changed = if paused {
         queue.pause(name)?
     } else {

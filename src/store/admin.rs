@@ -54,6 +54,22 @@ pub(crate) struct ProcessListing {
     pub jobs: Vec<i64>,
 }
 
+/// The names an operator command is checked against: what jobs, pauses,
+/// recurring tasks and registered processes mention.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct NamesSeen {
+    /// Distinct queues of jobs in any state (finished ones still kept).
+    pub job_queues: Vec<String>,
+    /// Distinct kinds of jobs in any state.
+    pub job_kinds: Vec<String>,
+    /// Paused queues.
+    pub paused: Vec<String>,
+    /// Queues recurring tasks name.
+    pub recurring_queues: Vec<String>,
+    /// The metadata (JSON text) of every worker process row.
+    pub worker_metadata: Vec<String>,
+}
+
 /// Failed jobs handled per transaction.
 pub(crate) const FAILED_BATCH: usize = 1_000;
 /// Finished jobs deleted per transaction.
@@ -190,6 +206,37 @@ impl Store {
                     )
                     .collect();
                 Ok((list, now))
+            })
+        })
+    }
+
+    /// The queues and kinds jobs, pauses, recurring tasks and worker
+    /// process rows mention, in one snapshot.
+    pub(crate) fn names_seen(&self) -> Result<NamesSeen> {
+        use super::schema::{solidq_processes as processes, solidq_recurring_tasks as recurring};
+        self.with_read("names_seen", |conn| {
+            conn.transaction(|conn| {
+                Ok(NamesSeen {
+                    job_queues: jobs::table
+                        .select(jobs::queue_name)
+                        .distinct()
+                        .order(jobs::queue_name)
+                        .load(conn)?,
+                    job_kinds: jobs::table
+                        .select(jobs::kind)
+                        .distinct()
+                        .order(jobs::kind)
+                        .load(conn)?,
+                    paused: pauses::table.select(pauses::queue_name).load(conn)?,
+                    recurring_queues: recurring::table
+                        .filter(recurring::queue_name.is_not_null())
+                        .select(recurring::queue_name.assume_not_null())
+                        .load(conn)?,
+                    worker_metadata: processes::table
+                        .filter(processes::kind.eq("worker"))
+                        .select(processes::metadata)
+                        .load(conn)?,
+                })
             })
         })
     }

@@ -148,6 +148,19 @@ pub enum Error {
         reason: String,
     },
 
+    /// A name given to an operator command matches nothing the database
+    /// knows of, so it is most likely a typo: a queue no job was ever on,
+    /// a kind no registered worker runs, a job id that is not failed.
+    #[error("unknown {what} {value:?}: {reason}")]
+    Unknown {
+        /// What the value names ("queue", "kind", "failed job").
+        what: &'static str,
+        /// The value as given.
+        value: String,
+        /// Why it is unknown, with what is known instead.
+        reason: String,
+    },
+
     /// The worker was built without any job types registered.
     #[error("the worker has no job types registered; call Worker::register::<YourJob>()")]
     NoJobTypes,
