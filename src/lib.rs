@@ -122,9 +122,8 @@ pub mod cli;
 pub mod logging;
 
 pub use admin::{
-    Cancelled, DEFAULT_JOB_LIST_LIMIT, FailedFilter, JobFilter, KnownNames, ProcessInfo,
-    QueueStats,
-    RecurringInfo,
+    Cancelled, DEFAULT_JOB_LIST_LIMIT, FailedFilter, JobFilter, JobPage, KnownNames, ProcessInfo,
+    QueueStats, RecurringInfo,
 };
 pub use client::{DriverRef, EnqueueConnection, Enqueued, JobRequest, Queue};
 pub use concurrency::{ConcurrencyLimit, OnConflict};

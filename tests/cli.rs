@@ -201,7 +201,7 @@ fn listings_show_every_state_as_tables_and_json(db: &TestDb) {
     assert!(ids(&json_of(db, &["jobs", "--since", "2999-01-01T00:00:00Z"])).is_empty());
     let table = table_of(db, &["jobs", "--status", "failed"]);
     let header = table.lines().next().unwrap();
-    for column in ["ID", "KIND", "QUEUE", "STATUS", "ATTEMPTS", "ERROR"] {
+    for column in ["ID", "KIND", "QUEUE", "STATUS", "TRIES", "AT", "ERROR"] {
         assert!(header.contains(column), "{header}");
     }
     assert!(table.contains("panic") && table.contains("boom"), "{table}");
@@ -243,14 +243,41 @@ fn listings_show_every_state_as_tables_and_json(db: &TestDb) {
     let work = find("work");
     assert_eq!(
         (
+            &work["running"],
             &work["claimed"],
             &work["failed"],
+            &work["retrying"],
             &work["scheduled"],
             &work["paused"]
         ),
-        (&json!(1), &json!(2), &json!(1), &json!(false)),
+        (
+            &json!(1),
+            &json!(0),
+            &json!(2),
+            &json!(1),
+            &json!(0),
+            &json!(false)
+        ),
         "{work}"
     );
+    // Every count is what `jobs --status S --queue Q` lists.
+    for q in queues["queues"].as_array().unwrap() {
+        let name = q["name"].as_str().unwrap();
+        for status in JobStatus::ALL {
+            let Some(count) = q.get(status.as_str()) else {
+                continue;
+            };
+            let listed = ids(&json_of(
+                db,
+                &["jobs", "--status", status.as_str(), "--queue", name],
+            ));
+            assert_eq!(
+                count.as_u64().unwrap(),
+                listed.len() as u64,
+                "queue {name}, {status}: {q}"
+            );
+        }
+    }
     let idle = find("idle");
     assert_eq!(
         (&idle["ready"], &idle["blocked"], &idle["scheduled"]),

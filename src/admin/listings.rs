@@ -69,6 +69,41 @@ impl JobFilter {
         self.selection.limit = limit;
         self
     }
+
+    /// Only jobs listed after job `id`, newest first: those with smaller
+    /// ids. The next page after a [`JobPage`] is `after(page.next_after)`.
+    pub fn after(mut self, id: i64) -> JobFilter {
+        self.selection.before = Some(id);
+        self
+    }
+
+    /// Only jobs whose arguments contain `text`, in any case (ASCII),
+    /// searched in their stored JSON text (compact: `"user_id":7`).
+    pub fn arguments_contain(mut self, text: impl Into<String>) -> JobFilter {
+        self.selection.arguments = Some(text.into());
+        self
+    }
+
+    /// Only jobs with an error (of any attempt) containing `text` in its
+    /// kind, message or backtrace, in any case (ASCII).
+    pub fn error_contains(mut self, text: impl Into<String>) -> JobFilter {
+        self.selection.error = Some(text.into());
+        self
+    }
+}
+
+/// One page of a listing, as [`Queue::jobs_page`] returns it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobPage {
+    /// The jobs, newest first, at most the filter's limit.
+    pub jobs: Vec<JobInfo>,
+    /// How many jobs the filter names in all, whatever page this is.
+    pub total: u64,
+    /// How many of them were listed on the pages before this one.
+    pub skipped: u64,
+    /// The id to pass to [`JobFilter::after`] for the next page; `None` on
+    /// the last page.
+    pub next_after: Option<i64>,
 }
 
 /// A registered process, as [`Queue::processes`] reports it.
@@ -134,6 +169,38 @@ impl Queue {
     /// The jobs `filter` names, newest first.
     pub fn jobs(&self, filter: &JobFilter) -> Result<Vec<JobInfo>> {
         self.store().jobs_list(&filter.selection)
+    }
+
+    /// A page of the jobs `filter` names, newest first, with how many it
+    /// names in all and where the next page starts. The page and the
+    /// counts are separate reads: jobs enqueued in between may make them
+    /// differ by a few.
+    pub fn jobs_page(&self, filter: &JobFilter) -> Result<JobPage> {
+        let limit = filter.selection.limit;
+        let mut probe = filter.selection.clone();
+        probe.limit = limit.saturating_add(1);
+        let mut jobs = self.store().jobs_list(&probe)?;
+        let more = jobs.len() > limit;
+        jobs.truncate(limit);
+        let everything = JobSelection {
+            before: None,
+            ..filter.selection.clone()
+        };
+        let total = self.store().jobs_count(&everything)?;
+        let skipped = match filter.selection.before {
+            Some(_) => total.saturating_sub(self.store().jobs_count(&filter.selection)?),
+            None => 0,
+        };
+        Ok(JobPage {
+            next_after: if more {
+                jobs.last().map(|j| j.id)
+            } else {
+                None
+            },
+            jobs,
+            total,
+            skipped,
+        })
     }
 
     /// Every registered process with the jobs it holds, by kind then id.

@@ -9,7 +9,7 @@ mod listings;
 pub use control::Cancelled;
 pub use known::KnownNames;
 pub(crate) use known::listed;
-pub use listings::{DEFAULT_JOB_LIST_LIMIT, JobFilter, ProcessInfo, RecurringInfo};
+pub use listings::{DEFAULT_JOB_LIST_LIMIT, JobFilter, JobPage, ProcessInfo, RecurringInfo};
 
 use std::time::Duration;
 
@@ -20,16 +20,22 @@ use crate::process::wakeups;
 use crate::store::FailedSelection;
 use crate::types::{Result, validate_queue_name};
 
-/// One queue's state, as [`Queue::queues`] reports it.
+/// One queue's state, as [`Queue::queues`] reports it. Each count is the
+/// number of the queue's jobs with that [`JobStatus`](crate::JobStatus),
+/// so it agrees with [`Queue::jobs`] filtered by status and queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct QueueStats {
     /// The queue's name.
     pub name: String,
     /// Jobs waiting for a worker.
     pub ready: u64,
-    /// Jobs waiting for their run time (delays, retries).
+    /// Jobs waiting for their first run time (a delay or `run_at`).
     pub scheduled: u64,
-    /// Jobs claimed by workers.
+    /// Jobs waiting for the run time of a retry.
+    pub retrying: u64,
+    /// Jobs a worker claimed ahead and has not started yet.
+    pub claimed: u64,
+    /// Jobs running in a worker.
     pub running: u64,
     /// Jobs waiting for a concurrency slot.
     pub blocked: u64,
@@ -90,6 +96,8 @@ impl Queue {
                 name,
                 ready: c.ready.max(0) as u64,
                 scheduled: c.scheduled.max(0) as u64,
+                retrying: c.retrying.max(0) as u64,
+                claimed: c.claimed.max(0) as u64,
                 running: c.running.max(0) as u64,
                 blocked: c.blocked.max(0) as u64,
                 failed: c.failed.max(0) as u64,
@@ -112,6 +120,8 @@ impl Queue {
                 name: name.to_string(),
                 ready: 0,
                 scheduled: 0,
+                retrying: 0,
+                claimed: 0,
                 running: 0,
                 blocked: 0,
                 failed: 0,

@@ -5,7 +5,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 
-use super::output::{self, Output, age, clip, maybe_time, time};
+use super::backtrace;
+use super::output::{self, Column, Output, age, maybe_time, time};
 use super::{Db, Format, out};
 use crate::types::{Error, Result};
 use crate::{EnqueueOptions, FailedFilter, JobFilter, JobInfo, JobStatus};
@@ -60,9 +61,20 @@ pub(super) struct JobsArgs {
     /// Only jobs enqueued since: a time (RFC 3339) or how long ago ("1h").
     #[arg(long, value_parser = parse_since)]
     since: Option<DateTime<Utc>>,
+    /// Only jobs whose arguments contain this text (any case), as stored
+    /// in compact JSON: e.g. '"user_id":7'.
+    #[arg(long)]
+    args: Option<String>,
+    /// Only jobs with an error (any attempt's kind, message or backtrace)
+    /// containing this text (any case).
+    #[arg(long)]
+    error: Option<String>,
     /// At most this many.
     #[arg(long, default_value_t = crate::DEFAULT_JOB_LIST_LIMIT)]
     limit: usize,
+    /// The next page: the jobs listed after this job id (older ones).
+    #[arg(long, value_name = "ID")]
+    after: Option<i64>,
     #[command(flatten)]
     db: Db,
     #[command(flatten)]
@@ -81,6 +93,10 @@ pub(super) struct JobArgs {
     /// Find it by its unique key instead.
     #[arg(long, conflicts_with = "id")]
     unique_key: Option<String>,
+    /// Show every frame of a backtrace (by default solidq's, the standard
+    /// library's and the runtime's frames are hidden).
+    #[arg(long)]
+    full: bool,
     #[command(flatten)]
     db: Db,
     #[command(flatten)]
@@ -193,32 +209,87 @@ pub(super) fn list(a: JobsArgs) -> Result<()> {
     if let Some(since) = a.since {
         filter = filter.since(since);
     }
-    let jobs = a.db.queue()?.jobs(&filter)?;
-    out(a.format).print(serde_json::json!({ "jobs": jobs }), || {
-        let mut table = output::table(&[
-            "ID", "KIND", "QUEUE", "STATUS", "PRI", "ATTEMPTS", "CREATED", "FINISHED", "ERROR",
-        ]);
-        for j in &jobs {
-            table.add_row(vec![
-                j.id.to_string(),
-                j.kind.clone(),
-                j.queue.clone(),
-                match progress(j) {
-                    Some(p) => format!("{} {p}", j.status),
-                    None => j.status.to_string(),
-                },
-                j.priority.to_string(),
-                format!("{}/{}", j.attempts, j.max_attempts),
-                time(j.created_at),
-                maybe_time(j.finished_at),
-                j.error.as_ref().map_or_else(String::new, |e| {
-                    clip(&format!("{}: {}", e.kind, e.message), 80)
-                }),
+    if let Some(text) = a.args {
+        filter = filter.arguments_contain(text);
+    }
+    if let Some(text) = a.error {
+        filter = filter.error_contains(text);
+    }
+    if let Some(id) = a.after {
+        filter = filter.after(id);
+    }
+    let page = a.db.queue()?.jobs_page(&filter)?;
+    let o = out(a.format);
+    o.print(
+        serde_json::json!({ "jobs": page.jobs, "total": page.total, "next_after": page.next_after }),
+        || {
+            let mut table = output::table(&[
+                Column::keep("ID").right(),
+                Column::clip("KIND", 8),
+                Column::clip("QUEUE", 6).optional(2),
+                Column::keep("STATUS"),
+                Column::keep("PRI").right().optional(3),
+                Column::keep("TRIES").right().optional(1),
+                Column::keep("CREATED").optional(4),
+                Column::keep("AT"),
+                Column::clip("ERROR", 10),
             ]);
+            for j in &page.jobs {
+                table.add_row(vec![
+                    j.id.to_string(),
+                    j.kind.clone(),
+                    j.queue.clone(),
+                    match progress(j) {
+                        Some(p) => format!("{} {p}", j.status),
+                        None => j.status.to_string(),
+                    },
+                    j.priority.to_string(),
+                    format!("{}/{}", j.attempts, j.max_attempts),
+                    time(j.created_at),
+                    maybe_time(status_time(j)),
+                    j.error.as_ref().map_or_else(String::new, |e| {
+                        format!("{}: {}", e.kind, e.message.lines().next().unwrap_or(""))
+                    }),
+                ]);
+            }
+            table
+        },
+    );
+    if !o.json {
+        let shown = page.jobs.len() as u64;
+        if shown < page.total {
+            let next = page
+                .next_after
+                .map(|id| format!("; next page: --after {id}"))
+                .unwrap_or_default();
+            if shown == 0 {
+                eprintln!("solidq: no jobs on this page (of {})", page.total);
+            } else {
+                eprintln!(
+                    "solidq: jobs {}–{} of {}{next}",
+                    page.skipped + 1,
+                    page.skipped + shown,
+                    page.total
+                );
+            }
         }
-        table
-    });
+    }
     Ok(())
+}
+
+/// The time of a job's status: when it is (or was) due while it waits or
+/// is claimed, when its retry is due, when its attempt started, when it
+/// finished, when it failed.
+fn status_time(j: &JobInfo) -> Option<DateTime<Utc>> {
+    match j.status {
+        JobStatus::Scheduled | JobStatus::Ready | JobStatus::Blocked | JobStatus::Claimed => {
+            Some(j.scheduled_at)
+        }
+        JobStatus::Retrying => j.retry_at,
+        JobStatus::Running => j.started_at,
+        JobStatus::Succeeded | JobStatus::Discarded => j.finished_at,
+        JobStatus::Failed => j.failed_at,
+    }
 }
 
 pub(super) fn show(a: JobArgs) -> Result<()> {
@@ -231,9 +302,9 @@ pub(super) fn show(a: JobArgs) -> Result<()> {
         (None, Some(id)) => queue.job(id)?,
         (None, None) => unreachable!("clap requires one"),
     };
-    out(a.format).print(
+    out(a.format).print_text(
         serde_json::to_value(&info).expect("JobInfo serializes"),
-        || output::fields(job_fields(&info)),
+        || output::fields(job_fields(&info, a.full)),
     );
     Ok(())
 }
@@ -247,12 +318,19 @@ fn progress(j: &JobInfo) -> Option<String> {
     let p = j.progress.as_ref()?;
     Some(match (p.get("done"), p.get("total")) {
         (Some(done), Some(total)) => format!("{done}/{total}"),
-        _ => clip(&p.to_string(), 24),
+        _ => output::clip(&p.to_string(), 24),
     })
 }
 
 /// Every field of a job, for `solidq job`.
-fn job_fields(j: &JobInfo) -> Vec<(&'static str, String)> {
+fn job_fields(j: &JobInfo, full: bool) -> Vec<(&'static str, String)> {
+    let trace = |b: &str| {
+        if full {
+            b.to_string()
+        } else {
+            backtrace::user_frames(b)
+        }
+    };
     let json = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
     let mut rows = vec![
         ("id", j.id.to_string()),
@@ -282,6 +360,7 @@ fn job_fields(j: &JobInfo) -> Vec<(&'static str, String)> {
         ),
         ("snoozes", j.snoozes.to_string()),
         ("finished", maybe_time(j.finished_at)),
+        ("failed", maybe_time(j.failed_at)),
         ("retry at", maybe_time(j.retry_at)),
         (
             "process",
@@ -309,7 +388,7 @@ fn job_fields(j: &JobInfo) -> Vec<(&'static str, String)> {
             format!("{}: {} ({attempt}{when}{retry})", e.kind, e.message),
         ));
         if let Some(backtrace) = &e.backtrace {
-            rows.push(("backtrace", backtrace.clone()));
+            rows.push(("backtrace", trace(backtrace)));
         }
     }
     if j.errors.is_empty()
@@ -317,7 +396,7 @@ fn job_fields(j: &JobInfo) -> Vec<(&'static str, String)> {
     {
         rows.push(("error", format!("{}: {}", e.kind, e.message)));
         if let Some(backtrace) = &e.backtrace {
-            rows.push(("backtrace", backtrace.clone()));
+            rows.push(("backtrace", trace(backtrace)));
         }
     }
     rows

@@ -12,6 +12,7 @@
 //! written). Every error is one line on stderr; a database password never
 //! appears in output or logs.
 
+mod backtrace;
 mod check;
 mod control;
 mod guard;
@@ -93,8 +94,8 @@ enum Command {
     },
     /// Enqueue a job by kind, with JSON arguments.
     Enqueue(jobs::EnqueueArgs),
-    /// Every queue: ready, scheduled, claimed, blocked and failed counts,
-    /// latency, paused.
+    /// Every queue: its jobs counted by status (ready, scheduled, retrying,
+    /// claimed, running, blocked, failed), latency, paused.
     Queues {
         #[command(flatten)]
         db: Db,

@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand};
 
-use super::output::{self, Output, age, clip, maybe_time};
+use super::output::{self, Column, Output, age, maybe_time};
 use super::{Db, Format, out};
 use crate::Queue;
 use crate::types::Result;
@@ -40,7 +40,9 @@ pub(super) fn queues(queue: &Queue, o: Output) -> Result<()> {
                 "name": q.name,
                 "ready": q.ready,
                 "scheduled": q.scheduled,
-                "claimed": q.running,
+                "retrying": q.retrying,
+                "claimed": q.claimed,
+                "running": q.running,
                 "blocked": q.blocked,
                 "failed": q.failed,
                 "latency_ms": q.latency.map(|l| l.as_millis() as u64),
@@ -50,20 +52,24 @@ pub(super) fn queues(queue: &Queue, o: Output) -> Result<()> {
         .collect();
     o.print(serde_json::json!({ "queues": document }), || {
         let mut table = output::table(&[
-            "QUEUE",
-            "READY",
-            "SCHEDULED",
-            "CLAIMED",
-            "BLOCKED",
-            "FAILED",
-            "LATENCY",
-            "PAUSED",
+            Column::clip("QUEUE", 8),
+            Column::keep("READY").right(),
+            Column::keep("SCHEDULED").right(),
+            Column::keep("RETRYING").right().optional(1),
+            Column::keep("CLAIMED").right().optional(4),
+            Column::keep("RUNNING").right(),
+            Column::keep("BLOCKED").right().optional(3),
+            Column::keep("FAILED").right(),
+            Column::keep("LATENCY").right().optional(2),
+            Column::keep("PAUSED"),
         ]);
         for q in &queues {
             table.add_row(vec![
                 q.name.clone(),
                 q.ready.to_string(),
                 q.scheduled.to_string(),
+                q.retrying.to_string(),
+                q.claimed.to_string(),
                 q.running.to_string(),
                 q.blocked.to_string(),
                 q.failed.to_string(),
@@ -108,14 +114,14 @@ pub(super) fn processes(queue: &Queue, o: Output) -> Result<()> {
     let processes = queue.processes()?;
     o.print(serde_json::json!({ "processes": processes }), || {
         let mut table = output::table(&[
-            "ID",
-            "KIND",
-            "NAME",
-            "HOST",
-            "PID",
-            "HEARTBEAT",
-            "SUPERVISOR",
-            "JOBS",
+            Column::keep("ID").right(),
+            Column::keep("KIND"),
+            Column::clip("NAME", 8),
+            Column::clip("HOST", 6).optional(2),
+            Column::keep("PID").right().optional(1),
+            Column::keep("HEARTBEAT").right(),
+            Column::keep("SUPERVISOR").right().optional(3),
+            Column::clip("JOBS", 6),
         ]);
         for p in &processes {
             let ids: Vec<String> = p.jobs.iter().map(i64::to_string).collect();
@@ -131,7 +137,7 @@ pub(super) fn processes(queue: &Queue, o: Output) -> Result<()> {
                 if ids.is_empty() {
                     "-".into()
                 } else {
-                    clip(&format!("{}: {}", ids.len(), ids.join(" ")), 60)
+                    format!("{}: {}", ids.len(), ids.join(" "))
                 },
             ]);
         }
@@ -153,7 +159,13 @@ pub(super) fn recurring(args: RecurringArgs) -> Result<()> {
     let tasks = args.db.queue()?.recurring_tasks()?;
     out(args.format).print(serde_json::json!({ "tasks": tasks }), || {
         let mut table = output::table(&[
-            "KEY", "SCHEDULE", "TIMEZONE", "KIND", "NEXT RUN", "LAST RUN", "LAST JOB",
+            Column::clip("KEY", 8),
+            Column::clip("SCHEDULE", 9),
+            Column::clip("TIMEZONE", 8).optional(2),
+            Column::clip("KIND", 8),
+            Column::keep("NEXT RUN"),
+            Column::keep("LAST RUN").optional(1),
+            Column::keep("LAST JOB").right().optional(3),
         ]);
         for t in &tasks {
             table.add_row(vec![

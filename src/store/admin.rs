@@ -22,7 +22,13 @@ use crate::types::Result;
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct QueueCounts {
     pub ready: i64,
+    /// Waiting for their first run time.
     pub scheduled: i64,
+    /// Waiting for the run time of a retry.
+    pub retrying: i64,
+    /// Claimed, not started.
+    pub claimed: i64,
+    /// Claimed and started.
     pub running: i64,
     pub blocked: i64,
     pub failed: i64,
@@ -96,12 +102,25 @@ impl Store {
                             *field(map.entry(queue).or_default()) = n;
                         }
                     };
+                // Split as a job's status is: by attempts made, and by
+                // whether the claimed job started.
                 add(
                     scheduled::table
+                        .inner_join(jobs::table.on(jobs::id.eq(scheduled::job_id)))
+                        .filter(jobs::attempts.eq(0))
                         .group_by(scheduled::queue_name)
                         .select((scheduled::queue_name, count_star()))
                         .load(conn)?,
                     |c| &mut c.scheduled,
+                );
+                add(
+                    scheduled::table
+                        .inner_join(jobs::table.on(jobs::id.eq(scheduled::job_id)))
+                        .filter(jobs::attempts.gt(0))
+                        .group_by(scheduled::queue_name)
+                        .select((scheduled::queue_name, count_star()))
+                        .load(conn)?,
+                    |c| &mut c.retrying,
                 );
                 add(
                     blocked::table
@@ -113,6 +132,16 @@ impl Store {
                 add(
                     claimed::table
                         .inner_join(jobs::table.on(jobs::id.eq(claimed::job_id)))
+                        .filter(claimed::started_at.is_null())
+                        .group_by(jobs::queue_name)
+                        .select((jobs::queue_name, count_star()))
+                        .load(conn)?,
+                    |c| &mut c.claimed,
+                );
+                add(
+                    claimed::table
+                        .inner_join(jobs::table.on(jobs::id.eq(claimed::job_id)))
+                        .filter(claimed::started_at.is_not_null())
                         .group_by(jobs::queue_name)
                         .select((jobs::queue_name, count_star()))
                         .load(conn)?,

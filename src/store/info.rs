@@ -40,10 +40,11 @@ struct JobRow {
 }
 
 /// Which execution table holds the job, as `LEFT JOIN`s found it: the
-/// failed error, the claiming process and when the claim's job started,
-/// the ready, scheduled and blocked rows.
+/// failed error and when it failed, the claiming process and when the
+/// claim's job started, the ready, scheduled and blocked rows.
 type Placement = (
     Option<String>,
+    Option<NaiveDateTime>,
     Option<i64>,
     Option<NaiveDateTime>,
     Option<i64>,
@@ -65,7 +66,51 @@ pub(crate) struct JobSelection {
     pub kind: Option<String>,
     /// Only jobs enqueued at or after this time.
     pub since: Option<NaiveDateTime>,
+    /// Only jobs with ids below this one (the next page, newest first).
+    pub before: Option<i64>,
+    /// Only jobs whose arguments' JSON text contains this (any case).
+    pub arguments: Option<String>,
+    /// Only jobs whose stored errors' JSON text contains this (any case).
+    pub error: Option<String>,
     pub limit: usize,
+}
+
+diesel::define_sql_function! {
+    /// SQL's `lower`, on both backends.
+    fn lower(x: diesel::sql_types::Text) -> diesel::sql_types::Text;
+}
+
+diesel::define_sql_function! {
+    /// SQL's `lower` on a nullable column.
+    #[sql_name = "lower"]
+    fn lower_nullable(x: diesel::sql_types::Nullable<diesel::sql_types::Text>) -> diesel::sql_types::Nullable<diesel::sql_types::Text>;
+}
+
+/// The `LIKE` pattern for "contains `text`, any case": `%`, `_` and `\`
+/// in it match themselves.
+fn contains_pattern(text: &str) -> String {
+    let mut pattern = String::from("%");
+    for c in text.to_lowercase().chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
+
+/// How a discarded job's errors text shows it: its last error is of kind
+/// [`DISCARDED`], and a discard is final, so no other job's errors hold
+/// such an object. Written compact by serde (SQLite) or as `jsonb` text
+/// (PostgreSQL stamps the time through `jsonb`), hence two spellings;
+/// inside a JSON string the quotes would be escaped, so neither matches
+/// message text.
+fn discarded_patterns() -> [String; 2] {
+    [
+        format!("%\"kind\":\"{DISCARDED}\"%"),
+        format!("%\"kind\": \"{DISCARDED}\"%"),
+    ]
 }
 
 impl Store {
@@ -95,7 +140,7 @@ impl Store {
             selection.limit
         };
         let mut found = Vec::new();
-        let mut before = i64::MAX;
+        let mut before = selection.before.unwrap_or(i64::MAX);
         while found.len() < selection.limit {
             let page = self.with_read("jobs_list", |conn| {
                 load_page(conn, selection, before, page_size)
@@ -118,7 +163,7 @@ impl Store {
 }
 
 /// Jobs with the execution tables they sit in.
-macro_rules! placed_jobs {
+macro_rules! joined_jobs {
     () => {
         jobs::table
             .left_join(failed::table.on(failed::job_id.eq(jobs::id)))
@@ -126,18 +171,107 @@ macro_rules! placed_jobs {
             .left_join(ready::table.on(ready::job_id.eq(jobs::id)))
             .left_join(scheduled::table.on(scheduled::job_id.eq(jobs::id)))
             .left_join(blocked::table.on(blocked::job_id.eq(jobs::id)))
-            .select((
-                JobRow::as_select(),
-                (
-                    failed::error.nullable(),
-                    claimed::process_id.nullable(),
-                    claimed::started_at.nullable(),
-                    ready::job_id.nullable(),
-                    scheduled::job_id.nullable(),
-                    blocked::job_id.nullable(),
-                ),
-            ))
     };
+}
+
+/// [`joined_jobs!`] selecting each job's row and its placement.
+macro_rules! placed_jobs {
+    () => {
+        joined_jobs!().select((
+            JobRow::as_select(),
+            (
+                failed::error.nullable(),
+                failed::created_at.nullable(),
+                claimed::process_id.nullable(),
+                claimed::started_at.nullable(),
+                ready::job_id.nullable(),
+                scheduled::job_id.nullable(),
+                blocked::job_id.nullable(),
+            ),
+        ))
+    };
+}
+
+/// `query` (boxed, over [`joined_jobs!`]) narrowed to the conditions of
+/// `selection` that SQL can check: all but its limit.
+macro_rules! filtered {
+    ($query:expr, $selection:expr) => {{
+        let selection: &JobSelection = $selection;
+        let mut query = $query;
+        if let Some(before) = selection.before {
+            query = query.filter(jobs::id.lt(before));
+        }
+        if let Some(queue) = &selection.queue {
+            query = query.filter(jobs::queue_name.eq(queue.clone()));
+        }
+        if let Some(kind) = &selection.kind {
+            query = query.filter(jobs::kind.eq(kind.clone()));
+        }
+        if let Some(since) = selection.since {
+            query = query.filter(jobs::created_at.ge(since));
+        }
+        if let Some(text) = &selection.arguments {
+            query = query.filter(
+                lower(jobs::arguments)
+                    .like(contains_pattern(text))
+                    .escape('\\'),
+            );
+        }
+        if let Some(text) = &selection.error {
+            let pattern = contains_pattern(text);
+            query = query.filter(
+                lower_nullable(jobs::errors)
+                    .like(pattern.clone())
+                    .escape('\\')
+                    .or(lower_nullable(failed::error.nullable())
+                        .like(pattern)
+                        .escape('\\')),
+            );
+        }
+        match selection.status {
+            None => query,
+            Some(JobStatus::Ready) => query.filter(ready::job_id.is_not_null()),
+            Some(JobStatus::Scheduled) => query
+                .filter(scheduled::job_id.is_not_null())
+                .filter(jobs::attempts.eq(0)),
+            Some(JobStatus::Retrying) => query
+                .filter(scheduled::job_id.is_not_null())
+                .filter(jobs::attempts.gt(0)),
+            Some(JobStatus::Blocked) => query.filter(blocked::job_id.is_not_null()),
+            Some(JobStatus::Claimed) => query
+                .filter(claimed::job_id.is_not_null())
+                .filter(claimed::started_at.is_null()),
+            Some(JobStatus::Running) => query.filter(claimed::started_at.is_not_null()),
+            Some(JobStatus::Failed) => query.filter(failed::job_id.is_not_null()),
+            Some(JobStatus::Succeeded) => {
+                let [compact, spaced] = discarded_patterns();
+                query.filter(jobs::finished_at.is_not_null()).filter(
+                    jobs::errors.is_null().or(jobs::errors
+                        .not_like(compact)
+                        .and(jobs::errors.not_like(spaced))),
+                )
+            }
+            Some(JobStatus::Discarded) => {
+                let [compact, spaced] = discarded_patterns();
+                query
+                    .filter(jobs::finished_at.is_not_null())
+                    .filter(jobs::errors.like(compact).or(jobs::errors.like(spaced)))
+            }
+        }
+    }};
+}
+
+impl Store {
+    /// How many jobs `selection` names, its limit aside.
+    pub(crate) fn jobs_count(&self, selection: &JobSelection) -> Result<u64> {
+        let n: i64 = self.with_read("jobs_count", |conn| {
+            let query = joined_jobs!()
+                .select(diesel::dsl::count_star())
+                .into_boxed();
+            filtered!(query, selection).first(conn)
+        })?;
+        Ok(n.max(0) as u64)
+    }
 }
 
 /// Up to `limit` jobs with ids below `before`, newest first, with the
@@ -148,40 +282,12 @@ fn load_page(
     before: i64,
     limit: usize,
 ) -> QueryResult<Vec<(JobRow, Placement)>> {
-    let mut query = placed_jobs!()
+    let query = placed_jobs!()
         .filter(jobs::id.lt(before))
         .order(jobs::id.desc())
         .limit(limit as i64)
         .into_boxed();
-    if let Some(queue) = &selection.queue {
-        query = query.filter(jobs::queue_name.eq(queue.clone()));
-    }
-    if let Some(kind) = &selection.kind {
-        query = query.filter(jobs::kind.eq(kind.clone()));
-    }
-    if let Some(since) = selection.since {
-        query = query.filter(jobs::created_at.ge(since));
-    }
-    query = match selection.status {
-        None => query,
-        Some(JobStatus::Ready) => query.filter(ready::job_id.is_not_null()),
-        Some(JobStatus::Scheduled) => query
-            .filter(scheduled::job_id.is_not_null())
-            .filter(jobs::attempts.eq(0)),
-        Some(JobStatus::Retrying) => query
-            .filter(scheduled::job_id.is_not_null())
-            .filter(jobs::attempts.gt(0)),
-        Some(JobStatus::Blocked) => query.filter(blocked::job_id.is_not_null()),
-        Some(JobStatus::Claimed) => query
-            .filter(claimed::job_id.is_not_null())
-            .filter(claimed::started_at.is_null()),
-        Some(JobStatus::Running) => query.filter(claimed::started_at.is_not_null()),
-        Some(JobStatus::Failed) => query.filter(failed::job_id.is_not_null()),
-        Some(JobStatus::Succeeded | JobStatus::Discarded) => {
-            query.filter(jobs::finished_at.is_not_null())
-        }
-    };
-    query.load(conn)
+    filtered!(query, selection).load(conn)
 }
 
 fn load(
@@ -201,7 +307,7 @@ fn utc(t: NaiveDateTime) -> DateTime<Utc> {
 }
 
 fn to_info(
-    (row, (failed_error, process_id, started_at, in_ready, in_scheduled, in_blocked)): (
+    (row, (failed_error, failed_at, process_id, started_at, in_ready, in_scheduled, in_blocked)): (
         JobRow,
         Placement,
     ),
@@ -253,6 +359,7 @@ fn to_info(
         scheduled_at: utc(row.scheduled_at),
         started_at: started_at.map(utc),
         finished_at: row.finished_at.map(utc),
+        failed_at: failed_at.filter(|_| status == JobStatus::Failed).map(utc),
         retry_at: (status == JobStatus::Retrying).then(|| utc(row.scheduled_at)),
         result: row
             .result

@@ -277,6 +277,9 @@ pub struct JobInfo {
     pub started_at: Option<DateTime<Utc>>,
     /// When it finished, if it did.
     pub finished_at: Option<DateTime<Utc>>,
+    /// When it failed for good, while it is failed (a failed job has not
+    /// finished: an operator may retry it).
+    pub failed_at: Option<DateTime<Utc>>,
     /// When a retrying job runs next.
     pub retry_at: Option<DateTime<Utc>>,
     /// What it returned, if it succeeded.
