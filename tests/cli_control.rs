@@ -153,37 +153,3 @@ fn migrate_reads_the_configuration_like_every_command(db: &TestDb) {
     let (code, _, err) = run(&["queues"], dir.path());
     assert_eq!(code, 0, "{err}");
 }
-
-/// A mistyped SQLite path: no file appears, and the error says so.
-#[test]
-fn a_mistyped_sqlite_path_is_an_error_and_creates_no_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let typo = dir.path().join("ordrs.sqlite3");
-    for args in [
-        vec!["queues"],
-        vec!["jobs"],
-        vec!["job", "1"],
-        vec!["enqueue", "echo"],
-        vec!["pause", "mail"],
-    ] {
-        let output = std::process::Command::new(env!("CARGO_BIN_EXE_solidq"))
-            .args(&args)
-            .args(["--database-url", typo.to_str().unwrap()])
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains("no such database file"), "{args:?}: {err}");
-        assert!(!typo.exists(), "{args:?} created {}", typo.display());
-    }
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_solidq"))
-        .args(["migrate", "--database-url", typo.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(typo.exists(), "migrate creates it");
-}
