@@ -67,6 +67,7 @@ impl KnownNames {
 }
 
 /// `names` as one line for a message: `a, b, c`, or `none`.
+#[cfg(feature = "cli")]
 pub(crate) fn listed(names: &[String]) -> String {
     if names.is_empty() {
         "none".to_string()

@@ -8,6 +8,7 @@ mod listings;
 
 pub use control::Cancelled;
 pub use known::KnownNames;
+#[cfg(feature = "cli")]
 pub(crate) use known::listed;
 pub use listings::{DEFAULT_JOB_LIST_LIMIT, JobFilter, JobPage, ProcessInfo, RecurringInfo};
 
