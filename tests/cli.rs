@@ -23,18 +23,7 @@ backend_tests!(
 
 /// Runs `solidq args…` on `db`; returns (exit code, stdout, stderr).
 fn solidq(db: &TestDb, args: &[&str]) -> (i32, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_solidq"))
-        .args(args)
-        .env("SOLIDQ_DATABASE_URL", &db.url)
-        .env("RUST_LOG", "warn")
-        .current_dir(std::env::temp_dir())
-        .output()
-        .expect("run solidq");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    common::run_cli(db, args)
 }
 
 /// `solidq args… --json`, parsed; panics unless it exits 0.

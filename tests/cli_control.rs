@@ -124,19 +124,7 @@ fn migrate_reads_the_configuration_like_every_command(db: &TestDb) {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("solidq.toml");
     std::fs::write(&config, format!("database_url = {:?}\n", db.url)).unwrap();
-    let run = |args: &[&str], cwd: &std::path::Path| {
-        let output = std::process::Command::new(env!("CARGO_BIN_EXE_solidq"))
-            .args(args)
-            .env_remove("SOLIDQ_DATABASE_URL")
-            .current_dir(cwd)
-            .output()
-            .unwrap();
-        (
-            output.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
-    };
+    let run = |args: &[&str], cwd: &std::path::Path| common::run_cli_in(cwd, None, args);
     let (code, out, err) = run(
         &["migrate", "--config", config.to_str().unwrap()],
         dir.path(),

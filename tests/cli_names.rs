@@ -9,7 +9,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use common::TestDb;
@@ -23,28 +22,12 @@ backend_tests!(
     only_migrate_creates_a_database_and_it_reads_the_config,
 );
 
-/// Runs `solidq args…` in `dir` with `SOLIDQ_DATABASE_URL` set to `url`
-/// (or unset); returns (exit code, stdout, stderr).
 fn run(dir: &Path, url: Option<&str>, args: &[&str]) -> (i32, String, String) {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_solidq"));
-    command
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .env_remove("SOLIDQ_DATABASE_URL")
-        .current_dir(dir);
-    if let Some(url) = url {
-        command.env("SOLIDQ_DATABASE_URL", url);
-    }
-    let output = command.output().expect("run solidq");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    common::run_cli_in(dir, url, args)
 }
 
 fn solidq(db: &TestDb, args: &[&str]) -> (i32, String, String) {
-    run(&std::env::temp_dir(), Some(&db.url), args)
+    common::run_cli(db, args)
 }
 
 /// Asserts `args` exits 1 with one line on stderr containing every one of

@@ -384,20 +384,35 @@ pub fn now_us() -> i64 {
         .as_micros() as i64
 }
 
-/// Runs the `solidq` binary with `args` on `db`'s database; returns (exit
-/// code, stdout, stderr).
+/// Runs the `solidq` binary with `args` in `dir`, with
+/// `SOLIDQ_DATABASE_URL` set to `url` (or unset); returns (exit code,
+/// stdout, stderr).
 #[allow(dead_code)]
-pub fn run_cli(db: &TestDb, args: &[&str]) -> (i32, String, String) {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_solidq"))
+pub fn run_cli_in(
+    dir: &std::path::Path,
+    url: Option<&str>,
+    args: &[&str],
+) -> (i32, String, String) {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_solidq"));
+    command
         .args(args)
-        .env("SOLIDQ_DATABASE_URL", &db.url)
         .env("RUST_LOG", "warn")
-        .current_dir(std::env::temp_dir())
-        .output()
-        .expect("run solidq");
+        .env_remove("SOLIDQ_DATABASE_URL")
+        .current_dir(dir);
+    if let Some(url) = url {
+        command.env("SOLIDQ_DATABASE_URL", url);
+    }
+    let output = command.output().expect("run solidq");
     (
         output.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
+}
+
+/// Runs the `solidq` binary with `args` on `db`'s database; returns (exit
+/// code, stdout, stderr).
+#[allow(dead_code)]
+pub fn run_cli(db: &TestDb, args: &[&str]) -> (i32, String, String) {
+    run_cli_in(&std::env::temp_dir(), Some(&db.url), args)
 }
