@@ -628,9 +628,6 @@ pub(crate) trait Driver {
     /// PostgreSQL); returns those newly asked.
     fn jobs_request_cancel(&mut self, ids: &[i64]) -> QueryResult<Vec<i64>>;
 
-    /// The jobs `process_id` holds that an operator asked to stop.
-    fn claimed_cancel_requested(&mut self, process_id: i64) -> QueryResult<Vec<i64>>;
-
     /// Operation: deletes up to `limit` tick guards whose tick is more
     /// than `older_than` ago (the database's clock), never a task's
     /// latest; returns how many.
@@ -663,10 +660,6 @@ macro_rules! forward_to_backend_modules {
 
         fn jobs_request_cancel(&mut self, ids: &[i64]) -> QueryResult<Vec<i64>> {
             control::jobs_request_cancel(self, ids)
-        }
-
-        fn claimed_cancel_requested(&mut self, process_id: i64) -> QueryResult<Vec<i64>> {
-            control::claimed_cancel_requested(self, process_id)
         }
 
         fn scheduled_take_limited(

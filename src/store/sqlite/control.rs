@@ -135,19 +135,3 @@ pub(super) fn jobs_request_cancel(
     .load(conn)?;
     Ok(rows.into_iter().map(|r| r.id).collect())
 }
-
-pub(super) fn claimed_cancel_requested(
-    conn: &mut SqliteConnection,
-    process_id: i64,
-) -> QueryResult<Vec<i64>> {
-    let rows: Vec<IdRow> = Cached(
-        sql_query(
-            "SELECT c.job_id AS id FROM solidq_claimed_executions c
-             JOIN solidq_jobs j ON j.id = c.job_id
-             WHERE c.process_id = ?1 AND j.cancel_requested_at IS NOT NULL",
-        )
-        .bind::<BigInt, _>(process_id),
-    )
-    .load(conn)?;
-    Ok(rows.into_iter().map(|r| r.id).collect())
-}
