@@ -155,7 +155,11 @@ impl Dispatcher {
                 ProcessKind::Dispatcher,
                 None,
                 None,
-                serde_json::json!({ "batch_size": self.config.batch_size }),
+                serde_json::json!({
+                    "batch_size": self.config.batch_size,
+                    "alive_threshold_ms": self.config.process_alive_threshold.as_millis() as u64,
+                    "heartbeat_interval_ms": self.config.heartbeat_interval.as_millis() as u64,
+                }),
             ),
             interval: self.config.heartbeat_interval,
             threshold: self.config.process_alive_threshold,

@@ -62,7 +62,8 @@
 //! | 11 | `supervisor` | worker processes, and the loops above them |
 //! | 12 | `admin` | operator queries and actions |
 //! | 13 | `testing` | helpers for testing an app's jobs |
-//! | 14 | `cli` | the `solidq` binary |
+//! | 14 | `web` | the dashboard, HTTP API and metrics (`web` feature) |
+//! | 15 | `cli` | the `solidq` binary |
 //!
 //! ## Example
 //!
@@ -120,10 +121,13 @@ mod worker;
 pub mod cli;
 #[cfg(feature = "cli")]
 pub mod logging;
+#[cfg(feature = "web")]
+pub mod web;
 
 pub use admin::{
-    Cancelled, DEFAULT_JOB_LIST_LIMIT, FailedFilter, JobFilter, JobPage, KnownNames, ProcessInfo,
-    QueueStats, RecurringInfo,
+    CONCURRENCY_HOLDERS_SHOWN, Cancelled, ConcurrencyKey, DEFAULT_JOB_LIST_LIMIT, FailedFilter,
+    JobFilter, JobPage, KnownNames, MISSED_TICK_GRACE, ProcessInfo, QueueStats, RecurringInfo,
+    Tick,
 };
 pub use client::{DriverRef, EnqueueConnection, Enqueued, JobRequest, Queue};
 pub use concurrency::{ConcurrencyLimit, OnConflict};

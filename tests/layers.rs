@@ -23,6 +23,7 @@ const LAYERS: &[&[&str]] = &[
     &["supervisor"],
     &["admin"],
     &["testing"],
+    &["web"],
     &["cli"],
 ];
 

@@ -77,6 +77,33 @@ impl JobFilter {
         self
     }
 
+    /// Only jobs listed before job `id`, newest first: those with larger
+    /// ids (the page before one that starts at `id`; with
+    /// [`JobFilter::oldest_first`], the ones nearest `id`).
+    pub fn newer_than(mut self, id: i64) -> JobFilter {
+        self.selection.newer_than = Some(id);
+        self
+    }
+
+    /// List the oldest jobs first (the last page of a listing, or with
+    /// [`JobFilter::newer_than`] the page before), instead of the newest.
+    pub fn oldest_first(mut self) -> JobFilter {
+        self.selection.oldest_first = true;
+        self
+    }
+
+    /// Only jobs that finished (or failed for good) at or after `from`.
+    pub fn finished_from(mut self, from: DateTime<Utc>) -> JobFilter {
+        self.selection.finished_from = Some(from.naive_utc());
+        self
+    }
+
+    /// Only jobs that finished (or failed for good) before `to`.
+    pub fn finished_to(mut self, to: DateTime<Utc>) -> JobFilter {
+        self.selection.finished_to = Some(to.naive_utc());
+        self
+    }
+
     /// Only jobs whose arguments contain `text`, in any case (ASCII),
     /// searched in their stored JSON text (compact: `"user_id":7`).
     pub fn arguments_contain(mut self, text: impl Into<String>) -> JobFilter {
@@ -201,6 +228,20 @@ impl Queue {
             total,
             skipped,
         })
+    }
+
+    /// How many jobs `filter` names (its limit and page aside), counting
+    /// no further than `cap + 1`: whatever the table holds, this reads at
+    /// most `cap + 1` index entries. A result above `cap` means "more
+    /// than `cap`".
+    pub fn jobs_count_capped(&self, filter: &JobFilter, cap: u64) -> Result<u64> {
+        let everything = JobSelection {
+            before: None,
+            newer_than: None,
+            oldest_first: false,
+            ..filter.selection.clone()
+        };
+        self.store().jobs_count_capped(&everything, cap)
     }
 
     /// Every registered process with the jobs it holds, by kind then id.

@@ -4,12 +4,14 @@
 
 mod control;
 mod known;
+mod ledger;
 mod listings;
 
 pub use control::Cancelled;
 pub use known::KnownNames;
 #[cfg(feature = "cli")]
 pub(crate) use known::listed;
+pub use ledger::{CONCURRENCY_HOLDERS_SHOWN, ConcurrencyKey, MISSED_TICK_GRACE, Tick};
 pub use listings::{DEFAULT_JOB_LIST_LIMIT, JobFilter, JobPage, ProcessInfo, RecurringInfo};
 
 use std::time::Duration;

@@ -74,6 +74,18 @@ enum Command {
         #[command(flatten)]
         db: Db,
     },
+    /// Serve the web dashboard, the HTTP API and Prometheus metrics until
+    /// SIGTERM or SIGINT (credentials from `[web]` of the configuration or
+    /// SOLIDQ_WEB_*; without any, loopback only).
+    #[cfg(feature = "web")]
+    Web {
+        #[command(flatten)]
+        db: Db,
+        /// host:port to listen on (default: `bind` of `[web]`, else
+        /// 127.0.0.1:8080).
+        #[arg(long)]
+        bind: Option<String>,
+    },
     /// Run the worker processes of a configuration file, the dispatcher,
     /// the scheduler and the pruner, until SIGTERM or SIGINT.
     Supervisor {
@@ -179,6 +191,8 @@ pub fn main() -> i32 {
     };
     let level = match cli.command {
         Command::Supervisor { .. } | Command::Migrate { .. } | Command::Check { .. } => "info",
+        #[cfg(feature = "web")]
+        Command::Web { .. } => "info",
         _ => "warn",
     };
     let _ = crate::logging::try_init(level);
@@ -276,7 +290,16 @@ impl Db {
     /// Connects to the existing database the arguments name, and checks it
     /// is migrated.
     fn queue(&self) -> crate::Result<Queue> {
-        let (url, config) = self.resolve()?;
+        self.queue_with_pool(None)
+    }
+
+    /// As [`Db::queue`], with `pool_size` connections instead of the
+    /// configuration's.
+    fn queue_with_pool(&self, pool_size: Option<u32>) -> crate::Result<Queue> {
+        let (url, mut config) = self.resolve()?;
+        if let Some(size) = pool_size {
+            config.pool_size = size;
+        }
         require_existing(&DatabaseUrl::parse(&url)?)?;
         let queue = Queue::connect_with(&url, config)?;
         let pending = queue.store().migrations_pending()?;
@@ -316,6 +339,37 @@ fn from_config(path: &std::path::Path, queue: &mut QueueConfig) -> crate::Result
     Ok(config.database_url()?.expose().to_string())
 }
 
+/// `solidq web`: the `[web]` settings of the configuration file the
+/// database came from (or of ./solidq.toml), overridden by the
+/// environment and `--bind`.
+#[cfg(feature = "web")]
+fn web(db: &Db, bind: Option<String>) -> crate::Result<()> {
+    use crate::config::{DEFAULT_WEB_BIND, WebSection};
+    let path = db.config.clone().or_else(|| {
+        let default = PathBuf::from("solidq.toml");
+        default.exists().then_some(default)
+    });
+    let section = match &path {
+        Some(path) => SupervisorConfig::load(path)?.web,
+        None => WebSection::default(),
+    };
+    let config = crate::web::WebConfig::from_section(&section)?;
+    let bind = bind
+        .or(section.bind.clone())
+        .unwrap_or_else(|| DEFAULT_WEB_BIND.to_string());
+    let address = std::net::ToSocketAddrs::to_socket_addrs(&bind)
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| Error::InvalidOption {
+            option: "--bind",
+            value: bind.clone(),
+            reason: "expected host:port, such as 127.0.0.1:8080".into(),
+        })?;
+    // Requests run side by side: more than the CLI's two connections.
+    let queue = db.queue_with_pool(Some(8))?;
+    crate::web::serve(queue, config, address)
+}
+
 fn run(command: Command) -> crate::Result<()> {
     match command {
         Command::Migrate { db } => {
@@ -335,6 +389,8 @@ fn run(command: Command) -> crate::Result<()> {
             Supervisor::new(config).run()
         }
         Command::Check { config, force } => check::check(&config, force),
+        #[cfg(feature = "web")]
+        Command::Web { db, bind } => web(&db, bind),
         Command::Enqueue(args) => jobs::enqueue(args),
         Command::Queues { db, format } => ops::queues(&db.queue()?, out(format)),
         Command::Pause {

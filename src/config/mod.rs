@@ -6,10 +6,12 @@
 //! and warnings (it works, probably not as intended) separately.
 
 mod supervisor;
+mod web;
 
 use std::time::Duration;
 
 pub use supervisor::*;
+pub use web::*;
 
 pub use crate::types::MAX_QUEUE_NAME_LEN;
 pub use crate::types::SqliteSynchronous;

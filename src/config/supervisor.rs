@@ -121,6 +121,9 @@ pub struct SupervisorConfig {
     /// Recurring tasks, by key: the supervisor runs a scheduler for them.
     #[serde(default)]
     pub recurring: BTreeMap<String, RecurringSection>,
+    /// The settings of `solidq web`.
+    #[serde(default)]
+    pub web: super::WebSection,
 }
 
 /// `[recurring.<key>]`: a job enqueued at every tick of a cron schedule.

@@ -220,6 +220,8 @@ impl Scheduler {
                 None,
                 serde_json::json!({
                     "tasks": prepared.iter().map(|p| p.task.key()).collect::<Vec<_>>(),
+                    "alive_threshold_ms": self.process_alive_threshold.as_millis() as u64,
+                    "heartbeat_interval_ms": self.heartbeat_interval.as_millis() as u64,
                 }),
             ),
             interval: self.heartbeat_interval,

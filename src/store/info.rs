@@ -68,6 +68,15 @@ pub(crate) struct JobSelection {
     pub since: Option<NaiveDateTime>,
     /// Only jobs with ids below this one (the next page, newest first).
     pub before: Option<i64>,
+    /// Only jobs with ids above this one (the page before, newest first).
+    pub newer_than: Option<i64>,
+    /// List the oldest first (the last page, or the page before) instead
+    /// of the newest.
+    pub oldest_first: bool,
+    /// Only jobs finished (or failed) at or after this time.
+    pub finished_from: Option<NaiveDateTime>,
+    /// Only jobs finished (or failed) before this time.
+    pub finished_to: Option<NaiveDateTime>,
     /// Only jobs whose arguments' JSON text contains this (any case).
     pub arguments: Option<String>,
     /// Only jobs whose stored errors' JSON text contains this (any case).
@@ -140,13 +149,17 @@ impl Store {
             selection.limit
         };
         let mut found = Vec::new();
-        let mut before = selection.before.unwrap_or(i64::MAX);
+        let mut cursor = if selection.oldest_first {
+            selection.newer_than.unwrap_or(i64::MIN)
+        } else {
+            selection.before.unwrap_or(i64::MAX)
+        };
         while found.len() < selection.limit {
             let page = self.with_read("jobs_list", |conn| {
-                load_page(conn, selection, before, page_size)
+                load_page(conn, selection, cursor, page_size)
             })?;
             let Some((last, _)) = page.last() else { break };
-            before = last.id;
+            cursor = last.id;
             let last_page = page.len() < page_size;
             found.extend(
                 page.into_iter()
@@ -200,6 +213,23 @@ macro_rules! filtered {
         let mut query = $query;
         if let Some(before) = selection.before {
             query = query.filter(jobs::id.lt(before));
+        }
+        if let Some(newer_than) = selection.newer_than {
+            query = query.filter(jobs::id.gt(newer_than));
+        }
+        if let Some(from) = selection.finished_from {
+            query = query.filter(
+                jobs::finished_at
+                    .ge(from)
+                    .or(failed::created_at.nullable().ge(from)),
+            );
+        }
+        if let Some(to) = selection.finished_to {
+            query = query.filter(
+                jobs::finished_at
+                    .lt(to)
+                    .or(failed::created_at.nullable().lt(to)),
+            );
         }
         if let Some(queue) = &selection.queue {
             query = query.filter(jobs::queue_name.eq(queue.clone()));
@@ -274,20 +304,37 @@ impl Store {
     }
 }
 
-/// Up to `limit` jobs with ids below `before`, newest first, with the
-/// conditions SQL can check (the status's table).
+/// Up to `limit` jobs past `cursor` (ids below it newest first, above it
+/// oldest first), with the conditions SQL can check (the status's table).
 fn load_page(
     conn: &mut AnyConnection,
     selection: &JobSelection,
-    before: i64,
+    cursor: i64,
     limit: usize,
 ) -> QueryResult<Vec<(JobRow, Placement)>> {
-    let query = placed_jobs!()
-        .filter(jobs::id.lt(before))
-        .order(jobs::id.desc())
-        .limit(limit as i64)
-        .into_boxed();
+    let query = placed_jobs!().limit(limit as i64).into_boxed();
+    let query = if selection.oldest_first {
+        query.filter(jobs::id.gt(cursor)).order(jobs::id.asc())
+    } else {
+        query.filter(jobs::id.lt(cursor)).order(jobs::id.desc())
+    };
     filtered!(query, selection).load(conn)
+}
+
+impl Store {
+    /// How many jobs `selection` names, its limit aside, counting no
+    /// further than `cap + 1`: the cost is bounded however many match.
+    pub(crate) fn jobs_count_capped(&self, selection: &JobSelection, cap: u64) -> Result<u64> {
+        let ids: Vec<i64> = self.with_read("jobs_count_capped", |conn| {
+            let query = joined_jobs!()
+                .select(jobs::id)
+                .order(jobs::id.desc())
+                .limit(i64::try_from(cap.saturating_add(1)).unwrap_or(i64::MAX))
+                .into_boxed();
+            filtered!(query, selection).load(conn)
+        })?;
+        Ok(ids.len() as u64)
+    }
 }
 
 fn load(

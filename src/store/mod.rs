@@ -25,6 +25,7 @@ mod listener;
 #[cfg(feature = "postgres")]
 mod notifier;
 mod options;
+mod overview;
 mod params;
 #[cfg(feature = "postgres")]
 mod postgres;

@@ -35,6 +35,13 @@ pub(crate) struct RecurringListing {
     pub last: Option<(NaiveDateTime, i64)>,
 }
 
+/// What [`Store::recurring_ticks`] reads: when the task was declared, and
+/// its ticks (run time, job id, fired at).
+pub(crate) type RecurringTicks = (
+    Option<NaiveDateTime>,
+    Vec<(NaiveDateTime, i64, NaiveDateTime)>,
+);
+
 impl Store {
     /// Every row of `recurring_tasks` (by key) with its latest tick.
     pub(crate) fn recurring_list(&self) -> Result<Vec<RecurringListing>> {
@@ -100,6 +107,40 @@ impl Store {
                     },
                 )
                 .collect()
+        })
+    }
+
+    /// When task `key` was first declared (`None`: no such task), and its
+    /// ticks (run time, job id, when it was fired), newest first, at most
+    /// `limit`, none older than `since`.
+    pub(crate) fn recurring_ticks(
+        &self,
+        key: &str,
+        since: NaiveDateTime,
+        limit: usize,
+    ) -> Result<RecurringTicks> {
+        use super::schema::{
+            solidq_recurring_executions as executions, solidq_recurring_tasks as tasks,
+        };
+        use diesel::prelude::*;
+        self.with_read("recurring_ticks", |conn| {
+            let declared: Option<NaiveDateTime> = tasks::table
+                .filter(tasks::key.eq(key))
+                .select(tasks::created_at)
+                .first(conn)
+                .optional()?;
+            let ticks = executions::table
+                .filter(executions::task_key.eq(key))
+                .filter(executions::run_at.ge(since))
+                .order(executions::run_at.desc())
+                .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+                .select((
+                    executions::run_at,
+                    executions::job_id,
+                    executions::created_at,
+                ))
+                .load(conn)?;
+            Ok((declared, ticks))
         })
     }
 

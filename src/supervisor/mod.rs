@@ -203,6 +203,8 @@ impl Supervisor {
                     "command": g.command, "processes": g.processes, "queues": g.queues, "threads": g.threads,
                 })).collect::<Vec<_>>(),
                 "version": env!("CARGO_PKG_VERSION"),
+                "alive_threshold_ms": self.config.process_alive_threshold.as_millis() as u64,
+                "heartbeat_interval_ms": self.config.heartbeat_interval.as_millis() as u64,
             }),
         );
         let (fatal_tx, fatal) = bounded::<Error>(1);

@@ -376,6 +376,12 @@ impl Schedule {
     pub fn timezone(&self) -> &str {
         self.timezone.name()
     }
+
+    /// The schedule in plain words, as croner reads it ("Every 5
+    /// minutes." style), without the time zone.
+    pub fn describe(&self) -> String {
+        self.cron.describe()
+    }
 }
 
 // By hand because croner's parsed form holds thousands of bitfield bytes

@@ -193,6 +193,17 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+
+    /// An OS operation other than a thread's spawn failed (the web
+    /// server's listening socket, its runtime).
+    #[error("cannot {context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Lets `solidq::Error` be the error type of a caller's diesel transaction

@@ -180,6 +180,8 @@ pub(crate) fn start(
             "threads": config.threads,
             "kinds": registry.kinds(),
             "version": env!("CARGO_PKG_VERSION"),
+            "alive_threshold_ms": config.process_alive_threshold.as_millis() as u64,
+            "heartbeat_interval_ms": config.heartbeat_interval.as_millis() as u64,
         }),
     );
     let registered = Instant::now();

@@ -1,0 +1,265 @@
+//! The page shell (navigation, styles, scripts) and the small renderings
+//! every page shares: times, ages, capped counts, filtered arguments.
+
+use std::time::Duration;
+
+use axum::extract::{FromRequestParts, OriginalUri};
+use axum::http::request::Parts;
+use chrono::{DateTime, Utc};
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+
+use super::access::Access;
+use super::{LIVE_REFRESH, Shared};
+
+/// What a page handler knows of its request: the prefix the router is
+/// mounted under, the CSRF token, and who asks.
+pub struct Ctx {
+    /// The mount prefix, without a trailing slash ("" at the root).
+    pub base: String,
+    /// The server's CSRF token, for htmx's requests.
+    pub csrf: String,
+    /// The caller's access.
+    pub access: Access,
+    /// The message of the action that led here (`?done=`), shown once.
+    pub done: Option<String>,
+}
+
+impl Ctx {
+    /// A path of this router, under its mount prefix.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+}
+
+impl FromRequestParts<Shared> for Ctx {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, app: &Shared) -> Result<Ctx, Self::Rejection> {
+        let inner = parts.uri.path().to_string();
+        let outer = parts
+            .extensions
+            .get::<OriginalUri>()
+            .map(|o| o.0.path().to_string())
+            .unwrap_or_else(|| inner.clone());
+        let base = outer
+            .strip_suffix(inner.as_str())
+            .unwrap_or("")
+            .trim_end_matches('/')
+            .to_string();
+        let access = parts
+            .extensions
+            .get::<Access>()
+            .cloned()
+            .unwrap_or(Access::ReadToken);
+        let done = parts.uri.query().and_then(|q| {
+            form_urlencoded::parse(q.as_bytes())
+                .find(|(k, _)| k == "done")
+                .map(|(_, v)| v.chars().take(300).collect())
+        });
+        Ok(Ctx {
+            done,
+            base,
+            csrf: app.csrf.clone(),
+            access,
+        })
+    }
+}
+
+const NAV: &[(&str, &str)] = &[
+    ("queues", "Queues"),
+    ("jobs", "Jobs"),
+    ("processes", "Processes"),
+    ("recurring", "Recurring"),
+    ("concurrency", "Concurrency"),
+    ("charts", "Charts"),
+    ("audit", "Audit log"),
+    ("database", "Database"),
+];
+
+const STYLE: &str = r#"
+:root { --fg:#1d2330; --muted:#667085; --line:#e4e7ec; --bg:#f8f9fb; --accent:#2f5bd3; --bad:#c0362c; --ok:#1a7f37; --warn:#b54708; }
+* { box-sizing: border-box; }
+body { margin:0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color:var(--fg); background:var(--bg); }
+header { background:#111827; color:#fff; padding:0 24px; display:flex; gap:20px; align-items:center; height:48px; }
+header b { font-size:16px; margin-right:12px; }
+header a { color:#cbd5e1; text-decoration:none; padding:14px 0; }
+header a.on { color:#fff; border-bottom:2px solid #fff; }
+main { padding:20px 24px; max-width:1400px; }
+h1 { font-size:20px; margin:0 0 16px; }
+h2 { font-size:16px; margin:24px 0 8px; }
+table { border-collapse:collapse; width:100%; background:#fff; border:1px solid var(--line); }
+th, td { text-align:left; padding:6px 10px; border-bottom:1px solid var(--line); vertical-align:top; }
+th { font-weight:600; color:var(--muted); font-size:12px; text-transform:uppercase; letter-spacing:.03em; }
+td.n, th.n { text-align:right; font-variant-numeric: tabular-nums; }
+a { color:var(--accent); }
+.tabs { display:flex; gap:4px; margin-bottom:12px; flex-wrap:wrap; }
+.tabs a { padding:6px 12px; border:1px solid var(--line); border-radius:6px; background:#fff; text-decoration:none; color:var(--fg); }
+.tabs a.on { background:var(--accent); color:#fff; border-color:var(--accent); }
+.badge { display:inline-block; padding:1px 8px; border-radius:10px; font-size:12px; background:#eef2ff; color:#3730a3; }
+.badge.failed, .badge.bad { background:#fee4e2; color:var(--bad); }
+.badge.succeeded, .badge.ok { background:#dcfae6; color:var(--ok); }
+.badge.running { background:#e0f2fe; color:#075985; }
+.badge.paused, .badge.warn { background:#fef0c7; color:var(--warn); }
+.muted { color:var(--muted); }
+button { font:inherit; padding:4px 10px; border:1px solid var(--line); border-radius:6px; background:#fff; cursor:pointer; }
+button.danger { color:var(--bad); border-color:#fda29b; }
+button.primary { background:var(--accent); color:#fff; border-color:var(--accent); }
+form.filters { display:flex; gap:8px; flex-wrap:wrap; align-items:end; margin-bottom:12px; }
+form.filters label { display:flex; flex-direction:column; font-size:12px; color:var(--muted); }
+input, select { font:inherit; padding:4px 6px; border:1px solid var(--line); border-radius:6px; }
+pre { background:#0f172a; color:#e2e8f0; padding:10px; border-radius:6px; overflow:auto; max-height:420px; font-size:12px; }
+.bar { background:#e5e7eb; border-radius:4px; height:8px; width:140px; overflow:hidden; display:inline-block; vertical-align:middle; }
+.bar > span { display:block; height:100%; background:var(--accent); }
+.actions { display:flex; gap:6px; flex-wrap:wrap; margin:8px 0; align-items:center; }
+.pager { display:flex; gap:10px; margin:10px 0; align-items:center; }
+dl.kv { display:grid; grid-template-columns: 180px 1fr; gap:4px 16px; background:#fff; border:1px solid var(--line); padding:12px; margin:0; }
+dl.kv dt { color:var(--muted); }
+dl.kv dd { margin:0; word-break:break-word; }
+#flash { min-height:0; }
+.flash { padding:8px 12px; border-radius:6px; margin-bottom:12px; background:#dcfae6; color:var(--ok); }
+.flash.bad { background:#fee4e2; color:var(--bad); }
+.chart { background:#fff; border:1px solid var(--line); padding:8px; margin-bottom:16px; }
+"#;
+
+/// A whole page: the navigation with `active` marked, then `body`.
+pub fn shell(ctx: &Ctx, title: &str, active: &str, body: Markup) -> Markup {
+    let headers = serde_json::json!({ "X-CSRF-Token": ctx.csrf }).to_string();
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="htmx-config" content=r#"{"includeIndicatorStyles":false,"allowEval":false}"#;
+                title { (title) " · solidq" }
+                style { (PreEscaped(STYLE)) }
+                script src=(ctx.url("/assets/htmx.min.js")) {}
+            }
+            body hx-headers=(headers) {
+                header {
+                    b { "solidq" }
+                    @for (path, label) in NAV {
+                        a href=(ctx.url(&format!("/{path}"))) class=[(active == *path).then_some("on")] { (label) }
+                    }
+                    span style="margin-left:auto" class="muted" {
+                        (ctx.access.actor())
+                        @if !ctx.access.may_write() { " · read only" }
+                    }
+                }
+                main {
+                    div id="flash" {
+                        @if let Some(message) = &ctx.done { (flash(message, false)) }
+                    }
+                    (body)
+                }
+            }
+        }
+    }
+}
+
+/// The `hx-trigger` of a live part.
+pub fn live_trigger() -> String {
+    format!("every {}s", LIVE_REFRESH.as_secs())
+}
+
+/// A time, UTC, to the second.
+pub fn time(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+/// An optional time, or a dash.
+pub fn maybe_time(t: Option<DateTime<Utc>>) -> String {
+    t.map(time).unwrap_or_else(|| "—".into())
+}
+
+/// A duration for people: "850 ms", "42 s", "3 min 5 s", "2 h 10 min".
+pub fn age(d: Duration) -> String {
+    let ms = d.as_millis();
+    let s = d.as_secs();
+    if ms < 1_000 {
+        format!("{ms} ms")
+    } else if s < 60 {
+        format!("{:.1} s", d.as_secs_f64())
+    } else if s < 3_600 {
+        format!("{} min {} s", s / 60, s % 60)
+    } else if s < 86_400 {
+        format!("{} h {} min", s / 3_600, (s % 3_600) / 60)
+    } else {
+        format!("{} d {} h", s / 86_400, (s % 86_400) / 3_600)
+    }
+}
+
+/// A count, "N+" at the cap.
+pub fn count(n: u64, cap: u64) -> String {
+    if n > cap {
+        format!("{}+", thousands(cap))
+    } else {
+        thousands(n)
+    }
+}
+
+/// 1234567 as "1,234,567".
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `value` with every object key in `keys` (any case) replaced by
+/// `"[FILTERED]"`, at any depth.
+pub fn filtered(value: &serde_json::Value, keys: &[String]) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let hidden = keys.iter().any(|key| key.eq_ignore_ascii_case(k));
+                    let v = if hidden {
+                        Value::String("[FILTERED]".into())
+                    } else {
+                        filtered(v, keys)
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(|v| filtered(v, keys)).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A one-line flash message for an htmx swap into `#flash`.
+pub fn flash(message: &str, bad: bool) -> Markup {
+    html! { div class=(if bad { "flash bad" } else { "flash" }) role="status" { (message) } }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000), "1,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(count(10_001, 10_000), "10,000+");
+    }
+
+    #[test]
+    fn filtered_hides_keys_at_any_depth_in_any_case() {
+        let keys = vec!["password".to_string()];
+        let v =
+            serde_json::json!({"user": {"Password": "x", "name": "a"}, "list": [{"password": 1}]});
+        let f = filtered(&v, &keys);
+        assert_eq!(f["user"]["Password"], "[FILTERED]");
+        assert_eq!(f["user"]["name"], "a");
+        assert_eq!(f["list"][0]["password"], "[FILTERED]");
+    }
+}

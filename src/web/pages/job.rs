@@ -1,0 +1,132 @@
+//! One job: everything stored about it, every attempt's error with its
+//! backtrace, its process, its raw JSON; and the actions its state allows.
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use maud::html;
+
+use super::jobs::{apply, duration, progress};
+use super::{Page, PageError, db, done};
+use crate::types::JobStatus;
+use crate::web::Shared;
+use crate::web::audit::{Actor, record};
+use crate::web::filter::{Listing, status_name};
+use crate::web::layout::{Ctx, filtered, maybe_time, shell, time};
+
+/// `GET /jobs/{id}`.
+pub async fn page(State(app): State<Shared>, ctx: Ctx, Path(id): Path<String>) -> Page {
+    let id: i64 = id
+        .parse()
+        .map_err(|_| PageError::BadRequest(format!("id: {id:?} is not a job id")))?;
+    let job = db(&app, move |q| q.job(id)).await?;
+    let process = match job.process_id {
+        Some(pid) => db(&app, move |q| q.processes())
+            .await?
+            .into_iter()
+            .find(|p| p.id == pid),
+        None => None,
+    };
+    let keys = &app.config.filtered_keys;
+    let arguments = filtered(&job.arguments, keys);
+    let mut raw = serde_json::to_value(&job).unwrap_or_default();
+    raw["arguments"] = arguments.clone();
+    let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
+    let actions: &[(&str, &str)] = match job.status {
+        JobStatus::Failed => &[("retry", "Retry"), ("discard", "Discard")],
+        JobStatus::Scheduled | JobStatus::Retrying | JobStatus::Blocked => {
+            &[("run-now", "Run now"), ("discard", "Discard")]
+        }
+        JobStatus::Ready | JobStatus::Claimed | JobStatus::Running => &[("cancel", "Cancel")],
+        _ => &[],
+    };
+    let body = html! {
+        h1 { "Job " (job.id) " " span class=(format!("badge {}", job.status)) data-status=(status_name(job.status)) { (job.status) } }
+        @if ctx.access.may_write() && !actions.is_empty() {
+            div class="actions" {
+                @for (action, label) in actions {
+                    button hx-post=(ctx.url(&format!("/jobs/{}/{action}", job.id)))
+                        hx-confirm=(format!("{label} job {}?", job.id)) data-action=(action)
+                        class=[(*action != "retry" && *action != "run-now").then_some("danger")] { (label) }
+                }
+            }
+        }
+        dl class="kv" {
+            dt { "Kind" } dd { (job.kind) }
+            dt { "Queue" } dd { (job.queue) }
+            dt { "Priority" } dd { (job.priority) }
+            dt { "Attempts" } dd { (job.attempts) " of " (job.max_attempts)
+                @if job.snoozes > 0 { " · " (job.snoozes) " snoozes" }
+                @if job.stalled_count > 0 { " · " span class="badge warn" { "stalled " (job.stalled_count) "×" } " (its process died)" } }
+            dt { "Delivery" } dd { (format!("{:?}", job.delivery)) }
+            dt { "Unique key" } dd { (job.unique_key.as_deref().unwrap_or("—")) }
+            dt { "Concurrency key" } dd { (job.concurrency_key.as_deref().unwrap_or("—")) }
+            dt { "Enqueued" } dd { (time(job.created_at)) }
+            dt { "Scheduled" } dd { (time(job.scheduled_at)) }
+            dt { "Started" } dd { (maybe_time(job.started_at)) }
+            dt { "Finished" } dd { (maybe_time(job.finished_at)) }
+            @if job.failed_at.is_some() { dt { "Failed" } dd { (maybe_time(job.failed_at)) } }
+            @if job.retry_at.is_some() { dt { "Retry at" } dd { (maybe_time(job.retry_at)) } }
+            dt { "Duration" } dd { (duration(&job)) }
+            dt { "Progress" } dd { (progress(&job)) }
+            dt { "Process" } dd {
+                @match (&process, job.process_id) {
+                    (Some(p), _) => { a href=(ctx.url("/processes")) { (p.kind) " " (p.name) } " on " (p.hostname) " pid " (p.pid) }
+                    (None, Some(pid)) => { "process " (pid) " (gone)" }
+                    (None, None) => { "—" }
+                }
+            }
+            dt { "Arguments" } dd { pre { (pretty(&arguments)) } }
+            @if let Some(result) = &job.result { dt { "Result" } dd { pre { (pretty(result)) } } }
+        }
+        h2 { "Errors (" (job.errors.len()) ")" }
+        @if job.errors.is_empty() {
+            p class="muted" { "No attempt failed." }
+        } @else {
+            table id="errors" {
+                thead { tr { th { "Attempt" } th { "At" } th { "Error" } } }
+                tbody {
+                    @for e in &job.errors {
+                        tr {
+                            td class="n" { (e.attempt.map(|a| a.to_string()).unwrap_or_else(|| "—".into())) }
+                            td { (maybe_time(e.at)) }
+                            td {
+                                b { (e.kind) } ": " (e.message)
+                                @if let Some(bt) = &e.backtrace {
+                                    details { summary { "Backtrace" } pre { (bt) } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Raw JSON" }
+        details { summary { "Show" } pre id="raw" { (pretty(&raw)) } }
+    };
+    Ok(shell(&ctx, &format!("Job {}", job.id), "jobs", body))
+}
+
+/// `POST /jobs/{id}/{action}`: retry, discard, run-now, cancel.
+pub async fn action(
+    State(app): State<Shared>,
+    actor: Actor,
+    headers: HeaderMap,
+    Path((id, action)): Path<(i64, String)>,
+) -> Result<Response, PageError> {
+    let (a, who) = (action.clone(), actor.name.clone());
+    let outcome = db(&app, move |q| {
+        let job = q.job(id)?;
+        let listing = Listing {
+            status: job.status,
+            queue: None,
+            kind: None,
+            from: None,
+            to: None,
+        };
+        apply(q, &a, &listing, Some(vec![id]), &who)
+    })
+    .await?;
+    record(&app, &actor, &action, &format!("job {id}"), outcome.rows).await;
+    Ok(done(&headers, &format!("Job {id}: {}", outcome.message)))
+}
