@@ -41,8 +41,11 @@ impl FromRequestParts<Shared> for Ctx {
             .get::<OriginalUri>()
             .map(|o| o.0.path().to_string())
             .unwrap_or_else(|| inner.clone());
+        // Nested at "/x", axum hands "/" to the router for both "/x" and
+        // "/x/".
         let base = outer
             .strip_suffix(inner.as_str())
+            .or_else(|| (inner == "/").then_some(outer.as_str()))
             .unwrap_or("")
             .trim_end_matches('/')
             .to_string();

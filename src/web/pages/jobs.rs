@@ -12,7 +12,7 @@ use super::{Page, PageError, db, done};
 use crate::types::{JobInfo, JobStatus};
 use crate::web::audit::{Actor, record};
 use crate::web::filter::{ListQuery, Listing, TABS, status_name};
-use crate::web::layout::{Ctx, age, count, live_trigger, maybe_time, shell};
+use crate::web::layout::{Ctx, age, count, filtered, live_trigger, maybe_time, shell};
 use crate::web::{PAGE_SIZE, Shared};
 
 /// The most jobs an "all matching" action on a time range acts on (it
@@ -139,7 +139,7 @@ pub async fn page(State(app): State<Shared>, ctx: Ctx, Query(query): Query<ListQ
             datalist id="kind-names" { @for n in &listed.kinds { option value=(n) {} } }
         }
         (bulk_actions(&ctx, &listing, listed.counts[tab_index(listing.status)], cap))
-        (table(&ctx, &listing, &listed.jobs))
+        (table(&ctx, &listing, &listed.jobs, &app.config.filtered_keys))
         (pager(&ctx, &listing, &listed))
     };
     Ok(shell(&ctx, "Jobs", "jobs", body))
@@ -219,7 +219,7 @@ fn bulk_actions(ctx: &Ctx, listing: &Listing, total: u64, cap: u64) -> Markup {
     }
 }
 
-fn table(ctx: &Ctx, listing: &Listing, jobs: &[JobInfo]) -> Markup {
+fn table(ctx: &Ctx, listing: &Listing, jobs: &[JobInfo], keys: &[String]) -> Markup {
     let selectable = ctx.access.may_write() && !actions_for(listing.status).is_empty();
     html! {
         @if jobs.is_empty() {
@@ -246,7 +246,7 @@ fn table(ctx: &Ctx, listing: &Listing, jobs: &[JobInfo]) -> Markup {
                                 td { a href=(ctx.url(&format!("/jobs/{}", job.id))) { (job.id) } }
                                 td { (job.kind) }
                                 td { (job.queue) }
-                                td { code { (short(&job.arguments.to_string(), 80)) } }
+                                td { code { (short(&filtered(&job.arguments, keys).to_string(), 80)) } }
                                 td class="n" { (job.attempts) "/" (job.max_attempts) }
                                 td { (crate::web::layout::time(job.created_at)) }
                                 @match listing.status {

@@ -12,7 +12,7 @@ use crate::types::Schedule;
 use crate::web::Shared;
 use crate::web::audit::{Actor, record};
 use crate::web::filter::status_name;
-use crate::web::layout::{Ctx, maybe_time, shell, time};
+use crate::web::layout::{Ctx, filtered, maybe_time, shell, time};
 
 /// Ticks the ledger page shows.
 pub const LEDGER_TICKS: usize = 100;
@@ -84,7 +84,7 @@ pub async fn ledger(State(app): State<Shared>, ctx: Ctx, Path(key): Path<String>
         dl class="kv" {
             dt { "Kind" } dd { (task.kind) }
             dt { "Schedule" } dd { code { (task.schedule) } " — " (describe(&task.schedule, &task.timezone)) " (" (task.timezone) ")" }
-            dt { "Arguments" } dd { code { (task.arguments) } }
+            dt { "Arguments" } dd { code { (filtered(&task.arguments, &app.config.filtered_keys)) } }
             dt { "Next run" } dd { (maybe_time(task.next_run_at)) }
         }
         h2 { "Ledger: the latest " (ticks.len()) " ticks" }

@@ -1,0 +1,526 @@
+//! The dashboard in process (`solidq::web::router` through tower): every
+//! page, access (tokens, basic auth, anonymous), CSRF, escaping of stored
+//! strings, filtered arguments, capped counts, pages, a mount prefix, and
+//! every action changing the database — on both backends.
+
+mod common;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use base64::Engine;
+use common::TestDb;
+use common::jobs::Fail;
+use solidq::web::{WebConfig, router};
+use solidq::{EnqueueOptions, JobFilter, JobStatus, Queue, Worker};
+use tower::ServiceExt;
+
+backend_tests!(
+    every_page_answers_with_its_navigation,
+    stored_strings_are_escaped_and_secret_arguments_filtered,
+    access_needs_a_credential_and_the_read_token_only_reads,
+    state_changes_need_the_csrf_token_from_the_same_origin,
+    actions_change_the_database,
+    bulk_actions_act_on_a_selection_or_everything_matching,
+    job_pages_go_first_newer_older_last_and_counts_are_capped,
+    links_follow_the_mount_prefix,
+);
+
+const ADMIN: &str = "admin-secret-token";
+const READ: &str = "read-only-token";
+
+/// The answer to one request: status, headers, body.
+struct Answer {
+    status: StatusCode,
+    headers: axum::http::HeaderMap,
+    body: String,
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn send(app: &Router, request: Request<Body>) -> Answer {
+    runtime().block_on(async {
+        let response = app.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = axum::body::to_bytes(response.into_body(), 16 << 20)
+            .await
+            .unwrap();
+        Answer {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&bytes).into_owned(),
+        }
+    })
+}
+
+fn get(app: &Router, path: &str, auth: Option<&str>) -> Answer {
+    let mut request = Request::get(path);
+    if let Some(auth) = auth {
+        request = request.header(header::AUTHORIZATION, auth);
+    }
+    send(app, request.body(Body::empty()).unwrap())
+}
+
+/// A POST as the dashboard's htmx makes it: with the page's CSRF token.
+fn post(app: &Router, path: &str, auth: Option<&str>, csrf: Option<&str>, form: &str) -> Answer {
+    let mut request = Request::post(path)
+        .header(header::HOST, "localhost")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header("hx-request", "true")
+        .header("hx-current-url", format!("http://localhost{path}"));
+    if let Some(auth) = auth {
+        request = request.header(header::AUTHORIZATION, auth);
+    }
+    if let Some(csrf) = csrf {
+        request = request.header("x-csrf-token", csrf);
+    }
+    send(app, request.body(Body::from(form.to_string())).unwrap())
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+fn basic(user: &str, password: &str) -> String {
+    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    format!("Basic {encoded}")
+}
+
+/// The CSRF token a page carries (in htmx's `hx-headers`).
+fn csrf_of(page: &str) -> String {
+    let marker = "X-CSRF-Token&quot;:&quot;";
+    let start = page.find(marker).expect("the page carries a CSRF token") + marker.len();
+    page[start..].split("&quot;").next().unwrap().to_string()
+}
+
+fn anonymous(queue: &Queue) -> Router {
+    let mut config = WebConfig::new();
+    config.anonymous = true;
+    router(queue.clone(), config).unwrap()
+}
+
+fn guarded(queue: &Queue) -> Router {
+    let mut config = WebConfig::new();
+    config.admin_token = Some(ADMIN.into());
+    config.read_token = Some(READ.into());
+    config.basic = Some(("ops".into(), "pa:ss word".into()));
+    router(queue.clone(), config).unwrap()
+}
+
+/// Fails jobs through a worker: one failed job per message.
+fn fail(queue: &Queue, messages: &[&str]) -> Vec<i64> {
+    let ids: Vec<i64> = messages
+        .iter()
+        .map(|m| {
+            queue
+                .enqueue(&Fail {
+                    message: m.to_string(),
+                })
+                .unwrap()
+        })
+        .collect();
+    Worker::new(queue.clone())
+        .register::<Fail>()
+        .drain_ready()
+        .unwrap();
+    for id in &ids {
+        assert_eq!(status_of(queue, *id), Some(JobStatus::Failed));
+    }
+    ids
+}
+
+fn status_of(queue: &Queue, id: i64) -> Option<JobStatus> {
+    match queue.job(id) {
+        Ok(info) => Some(info.status),
+        Err(solidq::Error::JobNotFound(_)) => None,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn every_page_answers_with_its_navigation(db: &TestDb) {
+    let queue = db.queue();
+    let failed = fail(&queue, &["boom"])[0];
+    let app = anonymous(&queue);
+    for path in [
+        "/queues",
+        "/jobs",
+        "/jobs?status=ready",
+        "/jobs?status=finished",
+        &format!("/jobs/{failed}"),
+        "/processes",
+        "/recurring",
+        "/concurrency",
+        "/charts",
+        "/audit",
+        "/database",
+    ] {
+        let answer = get(&app, path, None);
+        assert_eq!(answer.status, StatusCode::OK, "{path}: {}", answer.body);
+        assert!(answer.body.contains("<header>"), "{path} has no navigation");
+    }
+    // The root leads to the queues; unknown things are 404 and bad
+    // filters 400 naming the value.
+    assert_eq!(get(&app, "/", None).status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        get(&app, "/jobs/987654", None).status,
+        StatusCode::NOT_FOUND
+    );
+    let bad = get(&app, "/jobs?status=lost", None);
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert!(bad.body.contains("lost"), "{}", bad.body);
+    let bad = get(&app, "/jobs?status=failed&from=yesterday", None);
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert!(bad.body.contains("yesterday"), "{}", bad.body);
+    // The vendored script is served from the binary.
+    let script = get(&app, "/assets/htmx.min.js", None);
+    assert_eq!(script.status, StatusCode::OK);
+    assert!(script.body.len() > 40_000);
+}
+
+fn stored_strings_are_escaped_and_secret_arguments_filtered(db: &TestDb) {
+    let queue = db.queue();
+    let hostile = "<script>alert(1)</script>";
+    let failed = fail(&queue, &[hostile])[0];
+    let ready = queue
+        .enqueue_kind(
+            hostile,
+            &serde_json::json!({ "note": hostile, "password": "hunter2", "nested": { "Token": "abc123" } }),
+            EnqueueOptions::default(),
+        )
+        .unwrap();
+    let app = anonymous(&queue);
+    for path in [
+        "/queues".to_string(),
+        "/jobs?status=ready".into(),
+        "/jobs?status=failed".into(),
+        format!("/jobs/{ready}"),
+        format!("/jobs/{failed}"),
+        format!("/jobs?status=ready&kind={}", urlencode(hostile)),
+    ] {
+        let answer = get(&app, &path, None);
+        assert_eq!(answer.status, StatusCode::OK, "{path}");
+        assert!(
+            !answer.body.contains("<script>alert"),
+            "{path} shows a stored string unescaped"
+        );
+        assert!(!answer.body.contains("hunter2"), "{path} shows a password");
+        assert!(!answer.body.contains("abc123"), "{path} shows a token");
+    }
+    let detail = get(&app, &format!("/jobs/{ready}"), None).body;
+    assert!(detail.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(detail.contains("[FILTERED]"));
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn access_needs_a_credential_and_the_read_token_only_reads(db: &TestDb) {
+    let queue = db.queue();
+    queue
+        .enqueue_kind("noop", &serde_json::json!({}), EnqueueOptions::default())
+        .unwrap();
+    let app = guarded(&queue);
+    // Nothing, a wrong token, a wrong password: 401 with a challenge.
+    for auth in [None, Some(bearer("wrong")), Some(basic("ops", "nope"))] {
+        let answer = get(&app, "/queues", auth.as_deref());
+        assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{auth:?}");
+        assert!(
+            answer.headers[header::WWW_AUTHENTICATE]
+                .to_str()
+                .unwrap()
+                .starts_with("Basic")
+        );
+    }
+    let api = get(&app, "/metrics", None);
+    assert_eq!(api.status, StatusCode::UNAUTHORIZED);
+    // Each credential reads.
+    for auth in [bearer(ADMIN), bearer(READ), basic("ops", "pa:ss word")] {
+        assert_eq!(
+            get(&app, "/queues", Some(&auth)).status,
+            StatusCode::OK,
+            "{auth}"
+        );
+    }
+    // The read token changes nothing.
+    let answer = post(&app, "/queues/default/pause", Some(&bearer(READ)), None, "");
+    assert_eq!(answer.status, StatusCode::FORBIDDEN);
+    assert!(!queue.queue_stats("default").unwrap().paused);
+    // The admin token needs no CSRF token (a bearer token is no ambient
+    // credential).
+    let answer = post(
+        &app,
+        "/queues/default/pause",
+        Some(&bearer(ADMIN)),
+        None,
+        "",
+    );
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    assert!(queue.queue_stats("default").unwrap().paused);
+    // No state change by GET.
+    let answer = get(&app, "/queues/default/resume", Some(&bearer(ADMIN)));
+    assert_eq!(answer.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(queue.queue_stats("default").unwrap().paused);
+    // With no credential configured and anonymous off, the router is
+    // closed.
+    let closed = router(queue.clone(), WebConfig::new()).unwrap();
+    assert_eq!(
+        get(&closed, "/queues", None).status,
+        StatusCode::UNAUTHORIZED
+    );
+    // serve refuses a non-loopback address without credentials, at once.
+    let refused = solidq::web::serve(
+        queue.clone(),
+        WebConfig::new(),
+        "0.0.0.0:0".parse().unwrap(),
+    )
+    .unwrap_err();
+    assert!(refused.to_string().contains("0.0.0.0:0"), "{refused}");
+}
+
+fn state_changes_need_the_csrf_token_from_the_same_origin(db: &TestDb) {
+    let queue = db.queue();
+    queue
+        .enqueue_kind("noop", &serde_json::json!({}), EnqueueOptions::default())
+        .unwrap();
+    let app = guarded(&queue);
+    let user = basic("ops", "pa:ss word");
+    let page = get(&app, "/queues", Some(&user)).body;
+    let csrf = csrf_of(&page);
+    // Basic auth is sent by the browser by itself: no token, a wrong one,
+    // or another origin are refused and change nothing.
+    for (token, origin) in [
+        (None, None),
+        (Some("0123"), None),
+        (Some(csrf.as_str()), Some("http://evil.example")),
+    ] {
+        let mut request = Request::post("/queues/default/pause")
+            .header(header::HOST, "localhost")
+            .header(header::AUTHORIZATION, &user);
+        if let Some(token) = token {
+            request = request.header("x-csrf-token", token);
+        }
+        if let Some(origin) = origin {
+            request = request.header(header::ORIGIN, origin);
+        }
+        let answer = send(&app, request.body(Body::empty()).unwrap());
+        assert_eq!(answer.status, StatusCode::FORBIDDEN, "{token:?} {origin:?}");
+        assert!(!queue.queue_stats("default").unwrap().paused);
+    }
+    let answer = post(&app, "/queues/default/pause", Some(&user), Some(&csrf), "");
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    assert!(queue.queue_stats("default").unwrap().paused);
+    // The answer sends htmx back to the page with the message.
+    let back = answer.headers["hx-redirect"].to_str().unwrap();
+    assert!(back.starts_with("/queues/default/pause?done="), "{back}");
+}
+
+fn actions_change_the_database(db: &TestDb) {
+    let queue = db.queue();
+    let failed = fail(&queue, &["one", "two"]);
+    let scheduled = queue
+        .enqueue_kind(
+            "later",
+            &serde_json::json!({}),
+            EnqueueOptions::new().delay(Duration::from_secs(3600)),
+        )
+        .unwrap();
+    let ready = queue
+        .enqueue_kind("now", &serde_json::json!({}), EnqueueOptions::default())
+        .unwrap();
+    let app = anonymous(&queue);
+    let csrf = csrf_of(&get(&app, "/queues", None).body);
+    let act = |path: &str| {
+        let answer = post(&app, path, None, Some(&csrf), "");
+        assert_eq!(answer.status, StatusCode::OK, "{path}: {}", answer.body);
+    };
+    act(&format!("/jobs/{}/retry", failed[0]));
+    assert_eq!(status_of(&queue, failed[0]), Some(JobStatus::Ready));
+    act(&format!("/jobs/{}/discard", failed[1]));
+    assert_eq!(status_of(&queue, failed[1]), None);
+    act(&format!("/jobs/{scheduled}/run-now"));
+    assert_eq!(status_of(&queue, scheduled), Some(JobStatus::Ready));
+    act(&format!("/jobs/{ready}/cancel"));
+    assert_eq!(status_of(&queue, ready), Some(JobStatus::Discarded));
+    act("/queues/default/pause");
+    assert!(queue.queue_stats("default").unwrap().paused);
+    act("/queues/default/resume");
+    assert!(!queue.queue_stats("default").unwrap().paused);
+    // An action the job's state does not allow is a 400 naming it.
+    let answer = post(&app, &format!("/jobs/{ready}/retry"), None, Some(&csrf), "");
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{}", answer.body);
+    assert!(answer.body.contains("retry"), "{}", answer.body);
+}
+
+fn bulk_actions_act_on_a_selection_or_everything_matching(db: &TestDb) {
+    let queue = db.queue();
+    let failed = fail(&queue, &["a", "b", "c", "d", "e"]);
+    let app = anonymous(&queue);
+    let csrf = csrf_of(&get(&app, "/jobs?status=failed", None).body);
+    // A selection: two ids.
+    let form = format!("id={}&id={}", failed[0], failed[1]);
+    let answer = post(
+        &app,
+        "/jobs/action/retry?status=failed",
+        None,
+        Some(&csrf),
+        &form,
+    );
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    assert_eq!(status_of(&queue, failed[0]), Some(JobStatus::Ready));
+    assert_eq!(status_of(&queue, failed[1]), Some(JobStatus::Ready));
+    assert_eq!(status_of(&queue, failed[2]), Some(JobStatus::Failed));
+    // An empty selection or a bad id is refused, nothing changes.
+    let answer = post(
+        &app,
+        "/jobs/action/discard?status=failed",
+        None,
+        Some(&csrf),
+        "",
+    );
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+    let answer = post(
+        &app,
+        "/jobs/action/discard?status=failed",
+        None,
+        Some(&csrf),
+        "id=x1",
+    );
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+    assert!(answer.body.contains("x1"));
+    assert_eq!(
+        queue
+            .jobs(&JobFilter::new().status(JobStatus::Failed))
+            .unwrap()
+            .len(),
+        3
+    );
+    // Everything matching a filter that matches nothing: no change.
+    let answer = post(
+        &app,
+        "/jobs/action/discard?status=failed&kind=other&all=1",
+        None,
+        Some(&csrf),
+        "",
+    );
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    assert!(
+        answer.headers["hx-redirect"]
+            .to_str()
+            .unwrap()
+            .contains("0+jobs")
+    );
+    // Everything matching the kind: the three left.
+    let answer = post(
+        &app,
+        "/jobs/action/discard?status=failed&kind=fail&all=1",
+        None,
+        Some(&csrf),
+        "",
+    );
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    for id in &failed[2..] {
+        assert_eq!(status_of(&queue, *id), None);
+    }
+    // The confirmation of "all" names the count: two new failures, and
+    // the two retried above failed again.
+    fail(&queue, &["f", "g"]);
+    let page = get(&app, "/jobs?status=failed", None).body;
+    assert!(
+        page.contains("Retry all 4 failed jobs matching the filter?"),
+        "{page}"
+    );
+}
+
+fn job_pages_go_first_newer_older_last_and_counts_are_capped(db: &TestDb) {
+    let queue = db.queue();
+    let ids: Vec<i64> = (0..60)
+        .map(|i| {
+            queue
+                .enqueue_kind(
+                    "page",
+                    &serde_json::json!({ "i": i }),
+                    EnqueueOptions::default(),
+                )
+                .unwrap()
+        })
+        .collect();
+    let app = anonymous(&queue);
+    let rows = |body: &str| -> Vec<i64> {
+        body.split("data-job=\"")
+            .skip(1)
+            .map(|rest| rest.split('"').next().unwrap().parse().unwrap())
+            .collect()
+    };
+    let newest: Vec<i64> = ids.iter().rev().copied().collect();
+    let first = get(&app, "/jobs?status=ready", None).body;
+    assert_eq!(rows(&first), newest[..25]);
+    assert!(first.contains("rel=\"next\"") && !first.contains("rel=\"prev\""));
+    let second = get(
+        &app,
+        &format!("/jobs?status=ready&after={}", newest[24]),
+        None,
+    )
+    .body;
+    assert_eq!(rows(&second), newest[25..50]);
+    assert!(second.contains("rel=\"prev\"") && second.contains("rel=\"last\""));
+    let back = get(
+        &app,
+        &format!("/jobs?status=ready&newer={}", newest[25]),
+        None,
+    )
+    .body;
+    assert_eq!(rows(&back), newest[..25]);
+    let last = get(&app, "/jobs?status=ready&last=1", None).body;
+    assert_eq!(rows(&last), newest[35..]);
+    assert!(last.contains("rel=\"first\"") && !last.contains("rel=\"next\""));
+    // The tab counts, whole below the cap, "N+" above it.
+    assert!(first.contains("data-status=\"ready\">Ready <span class=\"count\">60</span>"));
+    let mut config = WebConfig::new();
+    config.anonymous = true;
+    config.count_cap = 10;
+    let capped = router(queue.clone(), config).unwrap();
+    let page = get(&capped, "/jobs?status=ready", None).body;
+    assert!(
+        page.contains("data-status=\"ready\">Ready <span class=\"count\">10+</span>"),
+        "{page}"
+    );
+}
+
+fn links_follow_the_mount_prefix(db: &TestDb) {
+    let queue = db.queue();
+    let id = queue
+        .enqueue_kind("noop", &serde_json::json!({}), EnqueueOptions::default())
+        .unwrap();
+    let app = Router::new().nest("/ops/jobs", anonymous(&queue));
+    let page = get(&app, "/ops/jobs/queues", None);
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body.contains("href=\"/ops/jobs/jobs\""),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("src=\"/ops/jobs/assets/htmx.min.js\""));
+    let detail = get(&app, &format!("/ops/jobs/jobs/{id}"), None);
+    assert_eq!(detail.status, StatusCode::OK);
+    let root = get(&app, "/ops/jobs", None);
+    assert_eq!(
+        root.headers[header::LOCATION],
+        "/ops/jobs/queues",
+        "{}",
+        root.status
+    );
+}
