@@ -10,10 +10,11 @@ use chrono::NaiveDateTime;
 use diesel::dsl::{count_star, min};
 use diesel::prelude::*;
 
+use super::info::held_in;
 use super::schema::{
     solidq_blocked_executions as blocked, solidq_claimed_executions as claimed,
     solidq_failed_executions as failed, solidq_jobs as jobs, solidq_pauses as pauses,
-    solidq_ready_executions as ready, solidq_scheduled_executions as scheduled,
+    solidq_ready_executions as ready,
 };
 use super::{AnyConnection, Store, driver};
 use crate::types::Result;
@@ -103,22 +104,24 @@ impl Store {
                         }
                     };
                 // Split as a job's status is: by attempts made, and by
-                // whether the claimed job started.
+                // whether the claimed job started. The scheduled ids drive
+                // (`IN`): SQLite without statistics would otherwise scan
+                // every job, finished ones included.
                 add(
-                    scheduled::table
-                        .inner_join(jobs::table.on(jobs::id.eq(scheduled::job_id)))
+                    jobs::table
+                        .filter(held_in("solidq_scheduled_executions"))
                         .filter(jobs::attempts.eq(0))
-                        .group_by(scheduled::queue_name)
-                        .select((scheduled::queue_name, count_star()))
+                        .group_by(jobs::queue_name)
+                        .select((jobs::queue_name, count_star()))
                         .load(conn)?,
                     |c| &mut c.scheduled,
                 );
                 add(
-                    scheduled::table
-                        .inner_join(jobs::table.on(jobs::id.eq(scheduled::job_id)))
+                    jobs::table
+                        .filter(held_in("solidq_scheduled_executions"))
                         .filter(jobs::attempts.gt(0))
-                        .group_by(scheduled::queue_name)
-                        .select((scheduled::queue_name, count_star()))
+                        .group_by(jobs::queue_name)
+                        .select((jobs::queue_name, count_star()))
                         .load(conn)?,
                     |c| &mut c.retrying,
                 );
@@ -130,26 +133,28 @@ impl Store {
                     |c| &mut c.blocked,
                 );
                 add(
-                    claimed::table
-                        .inner_join(jobs::table.on(jobs::id.eq(claimed::job_id)))
-                        .filter(claimed::started_at.is_null())
+                    jobs::table
+                        .filter(held_in(
+                            "solidq_claimed_executions WHERE started_at IS NULL",
+                        ))
                         .group_by(jobs::queue_name)
                         .select((jobs::queue_name, count_star()))
                         .load(conn)?,
                     |c| &mut c.claimed,
                 );
                 add(
-                    claimed::table
-                        .inner_join(jobs::table.on(jobs::id.eq(claimed::job_id)))
-                        .filter(claimed::started_at.is_not_null())
+                    jobs::table
+                        .filter(held_in(
+                            "solidq_claimed_executions WHERE started_at IS NOT NULL",
+                        ))
                         .group_by(jobs::queue_name)
                         .select((jobs::queue_name, count_star()))
                         .load(conn)?,
                     |c| &mut c.running,
                 );
                 add(
-                    failed::table
-                        .inner_join(jobs::table.on(jobs::id.eq(failed::job_id)))
+                    jobs::table
+                        .filter(held_in("solidq_failed_executions"))
                         .group_by(jobs::queue_name)
                         .select((jobs::queue_name, count_star()))
                         .load(conn)?,

@@ -114,13 +114,12 @@ fn contains_pattern(text: &str) -> String {
 /// such an object. Written compact by serde (SQLite) or as `jsonb` text
 /// (PostgreSQL stamps the time through `jsonb`), hence two spellings;
 /// inside a JSON string the quotes would be escaped, so neither matches
-/// message text.
-fn discarded_patterns() -> [String; 2] {
-    [
-        format!("%\"kind\":\"{DISCARDED}\"%"),
-        format!("%\"kind\": \"{DISCARDED}\"%"),
-    ]
-}
+/// message text. Written exactly as the partial index
+/// `solidq_jobs_discarded` states it (migration 2026-11-26-000001): a
+/// query uses the index only with the same condition. A job without
+/// errors is not discarded (`coalesce`).
+const DISCARDED_SQL: &str = "(coalesce(solidq_jobs.errors, '') LIKE '%\"kind\":\"discarded\"%' \
+     OR coalesce(solidq_jobs.errors, '') LIKE '%\"kind\": \"discarded\"%')";
 
 impl Store {
     /// Everything known about one job, or `JobNotFound`.
@@ -258,37 +257,62 @@ macro_rules! filtered {
                         .escape('\\')),
             );
         }
+        // Statuses kept in an execution table: its (small) set of ids
+        // drives the query (`id IN (…)`), so that a large table of
+        // finished jobs is never scanned for a few waiting ones.
         match selection.status {
             None => query,
-            Some(JobStatus::Ready) => query.filter(ready::job_id.is_not_null()),
+            Some(JobStatus::Ready) => query
+                .filter(held_in("solidq_ready_executions"))
+                .filter(ready::job_id.is_not_null()),
             Some(JobStatus::Scheduled) => query
+                .filter(held_in("solidq_scheduled_executions"))
                 .filter(scheduled::job_id.is_not_null())
                 .filter(jobs::attempts.eq(0)),
             Some(JobStatus::Retrying) => query
+                .filter(held_in("solidq_scheduled_executions"))
                 .filter(scheduled::job_id.is_not_null())
                 .filter(jobs::attempts.gt(0)),
-            Some(JobStatus::Blocked) => query.filter(blocked::job_id.is_not_null()),
+            Some(JobStatus::Blocked) => query
+                .filter(held_in("solidq_blocked_executions"))
+                .filter(blocked::job_id.is_not_null()),
             Some(JobStatus::Claimed) => query
+                .filter(held_in("solidq_claimed_executions"))
                 .filter(claimed::job_id.is_not_null())
                 .filter(claimed::started_at.is_null()),
-            Some(JobStatus::Running) => query.filter(claimed::started_at.is_not_null()),
-            Some(JobStatus::Failed) => query.filter(failed::job_id.is_not_null()),
+            Some(JobStatus::Running) => query
+                .filter(held_in("solidq_claimed_executions"))
+                .filter(claimed::started_at.is_not_null()),
+            Some(JobStatus::Failed) => query
+                .filter(held_in("solidq_failed_executions"))
+                .filter(failed::job_id.is_not_null()),
             Some(JobStatus::Succeeded) => {
-                let [compact, spaced] = discarded_patterns();
-                query.filter(jobs::finished_at.is_not_null()).filter(
-                    jobs::errors.is_null().or(jobs::errors
-                        .not_like(compact)
-                        .and(jobs::errors.not_like(spaced))),
-                )
-            }
-            Some(JobStatus::Discarded) => {
-                let [compact, spaced] = discarded_patterns();
                 query
                     .filter(jobs::finished_at.is_not_null())
-                    .filter(jobs::errors.like(compact).or(jobs::errors.like(spaced)))
+                    .filter(diesel::dsl::not(
+                        diesel::dsl::sql::<diesel::sql_types::Bool>(DISCARDED_SQL),
+                    ))
             }
+            // Written as the partial index `solidq_jobs_discarded` is, so
+            // both backends use it.
+            Some(JobStatus::Discarded) => query
+                .filter(jobs::finished_at.is_not_null())
+                .filter(diesel::dsl::sql::<diesel::sql_types::Bool>(DISCARDED_SQL)),
         }
     }};
+}
+
+/// `solidq_jobs.id IN (SELECT job_id FROM <table>)`: the ids of an
+/// execution table (`table` may carry a `WHERE`) drive a listing or a
+/// count, so a large table of finished jobs is never scanned for a few
+/// waiting ones — whatever statistics the planner has (SQLite, without
+/// them or with some taken while a queue was empty, otherwise scans
+/// every job of a join). Literal SQL: diesel refuses a subselect of a
+/// table already joined.
+pub(super) fn held_in(table: &str) -> diesel::expression::SqlLiteral<diesel::sql_types::Bool> {
+    diesel::dsl::sql::<diesel::sql_types::Bool>(&format!(
+        "solidq_jobs.id IN (SELECT job_id FROM {table})"
+    ))
 }
 
 impl Store {

@@ -1,0 +1,1 @@
+DROP INDEX solidq_jobs_discarded;
