@@ -134,6 +134,30 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    solidq_audit_log (id) {
+        id -> BigInt,
+        created_at -> Timestamp,
+        actor -> Text,
+        source -> Text,
+        action -> Text,
+        target -> Text,
+        rows -> BigInt,
+    }
+}
+
+diesel::table! {
+    solidq_job_stats (bucket, queue_name, kind, outcome) {
+        bucket -> Timestamp,
+        queue_name -> Text,
+        kind -> Text,
+        outcome -> Text,
+        jobs -> BigInt,
+        wait_ms -> BigInt,
+        run_ms -> BigInt,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     solidq_jobs,
     solidq_ready_executions,
@@ -146,4 +170,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     solidq_processes,
     solidq_recurring_tasks,
     solidq_recurring_executions,
+    solidq_audit_log,
+    solidq_job_stats,
 );
