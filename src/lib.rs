@@ -125,9 +125,10 @@ pub mod logging;
 pub mod web;
 
 pub use admin::{
-    CONCURRENCY_HOLDERS_SHOWN, Cancelled, ConcurrencyKey, DEFAULT_JOB_LIST_LIMIT, FailedFilter,
-    JobFilter, JobPage, KnownNames, MISSED_TICK_GRACE, ProcessInfo, QueueStats, RecurringInfo,
-    Tick,
+    AuditEntry, AuditSource, CONCURRENCY_HOLDERS_SHOWN, Cancelled, ConcurrencyKey,
+    DEFAULT_JOB_LIST_LIMIT, FailedFilter, JobFilter, JobPage, KnownNames, MAX_AUDIT_ACTION_LEN,
+    MAX_AUDIT_ACTOR_LEN, MAX_AUDIT_TARGET_LEN, MISSED_TICK_GRACE, NewAuditEntry, ProcessInfo,
+    QueueStats, RecurringInfo, Tick,
 };
 pub use client::{DriverRef, EnqueueConnection, Enqueued, JobRequest, Queue};
 pub use concurrency::{ConcurrencyLimit, OnConflict};

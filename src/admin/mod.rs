@@ -1,12 +1,18 @@
 //! What an operator does through the library (and the CLI): see queues,
 //! pause and resume them, retry or discard failed jobs, clear finished
-//! ones; list jobs, processes and recurring tasks (`listings.rs`).
+//! ones; list jobs, processes and recurring tasks (`listings.rs`); record
+//! and read the audit log (`audit.rs`).
 
+mod audit;
 mod control;
 mod known;
 mod ledger;
 mod listings;
 
+pub use audit::{
+    AuditEntry, AuditSource, MAX_AUDIT_ACTION_LEN, MAX_AUDIT_ACTOR_LEN, MAX_AUDIT_TARGET_LEN,
+    NewAuditEntry,
+};
 pub use control::Cancelled;
 pub use known::KnownNames;
 #[cfg(feature = "cli")]

@@ -4,7 +4,7 @@
 
 use clap::{Args, Subcommand};
 
-use super::{Db, Format, out};
+use super::{Db, Format, audit, out};
 use crate::types::{Error, Result};
 use crate::{JobFilter, JobStatus};
 
@@ -96,6 +96,16 @@ impl BulkFilter {
         }
         filter
     }
+
+    /// The filter, as the audit log's target.
+    fn target(&self) -> String {
+        audit::filter(&[
+            ("status", self.status.map(|s| s.as_str().into())),
+            ("queue", self.queue.clone().map(Into::into)),
+            ("kind", self.kind.clone().map(Into::into)),
+            ("limit", Some(self.limit.into())),
+        ])
+    }
 }
 
 pub(super) fn job(action: JobAction) -> Result<()> {
@@ -108,11 +118,26 @@ pub(super) fn job(action: JobAction) -> Result<()> {
         } => {
             let queue = db.queue()?;
             let (mut discarded, mut stopping, mut untouched) = (0, 0, 0);
+            let mut failure = None;
             for id in &ids {
-                let done = queue.cancel_job(*id, &reason)?;
-                discarded += done.discarded;
-                stopping += done.stopping;
-                untouched += done.untouched;
+                match queue.cancel_job(*id, &reason) {
+                    Ok(done) => {
+                        discarded += done.discarded;
+                        stopping += done.stopping;
+                        untouched += done.untouched;
+                    }
+                    Err(error) => {
+                        failure = Some(error);
+                        break;
+                    }
+                }
+            }
+            // The jobs cancelled before a failure stay cancelled: recorded.
+            if failure.is_none() || discarded + stopping > 0 {
+                audit::record(&queue, "cancel", &audit::ids(&ids), discarded + stopping);
+            }
+            if let Some(error) = failure {
+                return Err(error);
             }
             report_cancel(format, discarded, stopping, untouched)
         }
@@ -120,12 +145,22 @@ pub(super) fn job(action: JobAction) -> Result<()> {
             let queue = db.queue()?;
             let mut moved = Vec::new();
             let mut skipped = Vec::new();
-            for id in ids {
-                if queue.run_job_now(id)? {
-                    moved.push(id);
-                } else {
-                    skipped.push(id);
+            let mut failure = None;
+            for &id in &ids {
+                match queue.run_job_now(id) {
+                    Ok(true) => moved.push(id),
+                    Ok(false) => skipped.push(id),
+                    Err(error) => {
+                        failure = Some(error);
+                        break;
+                    }
                 }
+            }
+            if failure.is_none() || !moved.is_empty() {
+                audit::record(&queue, "run_now", &audit::ids(&ids), moved.len() as u64);
+            }
+            if let Some(error) = failure {
+                return Err(error);
             }
             let mut text = format!("running now: {}", moved.len());
             if !skipped.is_empty() {
@@ -151,11 +186,16 @@ pub(super) fn job(action: JobAction) -> Result<()> {
 pub(super) fn jobs(action: JobsAction) -> Result<()> {
     match action {
         JobsAction::Cancel { filter, reason } => {
-            let done = filter.db.queue()?.cancel_jobs(&filter.filter(), &reason)?;
+            let queue = filter.db.queue()?;
+            let done = queue.cancel_jobs(&filter.filter(), &reason)?;
+            let rows = done.discarded + done.stopping;
+            audit::record(&queue, "cancel", &filter.target(), rows);
             report_cancel(filter.format, done.discarded, done.stopping, done.untouched)
         }
         JobsAction::RunNow { filter } => {
-            let moved = filter.db.queue()?.run_jobs_now(&filter.filter())?;
+            let queue = filter.db.queue()?;
+            let moved = queue.run_jobs_now(&filter.filter())?;
+            audit::record(&queue, "run_now", &filter.target(), moved);
             out(filter.format).say(
                 serde_json::json!({ "run_now": moved }),
                 &format!("running now: {moved}"),

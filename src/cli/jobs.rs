@@ -181,6 +181,7 @@ pub(super) fn enqueue(a: EnqueueArgs) -> Result<()> {
         .unwrap_or_else(|| queue.config().default_queue.clone());
     super::guard::enqueue_target(&queue.known_names()?, &a.kind, &target, a.force)?;
     let id = queue.enqueue_kind(&a.kind, &arguments, options)?;
+    super::audit::record(&queue, "enqueue", &id.to_string(), 1);
     let info = queue.job(id)?;
     out(a.format).say(
         serde_json::json!({ "id": id, "status": info.status }),
@@ -423,15 +424,26 @@ pub(super) fn failed(action: FailedAction) -> Result<()> {
     if a.kind.is_some() || a.queue.is_some() {
         super::guard::failed_filter(&queue.known_names()?, a.kind.as_deref(), a.queue.as_deref())?;
     }
+    let target = if a.ids.is_empty() {
+        super::audit::filter(&[
+            ("all", a.all.then_some(true.into())),
+            ("kind", a.kind.clone().map(Into::into)),
+            ("queue", a.queue.clone().map(Into::into)),
+        ])
+    } else {
+        super::audit::ids(&a.ids)
+    };
     let o: Output = out(a.format);
     if retry {
         let n = queue.retry_failed(&filter)?;
+        super::audit::record(&queue, "retry", &target, n);
         o.say(
             serde_json::json!({ "retried": n }),
             &format!("retried {n} failed jobs"),
         );
     } else {
         let n = queue.discard_failed(&filter)?;
+        super::audit::record(&queue, "discard", &target, n);
         o.say(
             serde_json::json!({ "discarded": n }),
             &format!("discarded {n} failed jobs"),

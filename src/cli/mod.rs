@@ -10,8 +10,12 @@
 //! operational error (database unreachable, job not found, unique key
 //! taken, unknown name), 2 usage error (bad arguments or configuration; nothing was
 //! written). Every error is one line on stderr; a database password never
-//! appears in output or logs.
+//! appears in output or logs. Every command that changes state records
+//! an entry in the audit log (source `cli`, actor `$USER@hostname`) after
+//! its action succeeded; an entry that cannot be written is a warning on
+//! stderr, not a failure.
 
+mod audit;
 mod backtrace;
 mod check;
 mod control;
@@ -415,7 +419,13 @@ fn run(command: Command) -> crate::Result<()> {
             db,
             format,
         } => {
-            let deleted = db.queue()?.clear_finished(older_than)?;
+            let queue = db.queue()?;
+            let deleted = queue.clear_finished(older_than)?;
+            let target = audit::filter(&[(
+                "older_than",
+                older_than.map(|d| humantime::format_duration(d).to_string().into()),
+            )]);
+            audit::record(&queue, "clear_finished", &target, deleted);
             out(format).say(
                 serde_json::json!({ "deleted": deleted }),
                 &format!("deleted {deleted} finished jobs"),

@@ -94,6 +94,8 @@ pub(super) fn pause(queue: &Queue, name: &str, paused: bool, force: bool, o: Out
     } else {
         queue.resume(name)?
     };
+    let action = if paused { "pause" } else { "resume" };
+    super::audit::record(queue, action, name, u64::from(changed));
     let verb = if paused { "paused" } else { "resumed" };
     let text = if changed {
         format!("queue {name} {verb}")
@@ -148,7 +150,9 @@ pub(super) fn processes(queue: &Queue, o: Output) -> Result<()> {
 
 pub(super) fn recurring(args: RecurringArgs) -> Result<()> {
     if let Some(RecurringAction::Run { key, db, format }) = args.action {
-        let id = db.queue()?.run_recurring(&key)?;
+        let queue = db.queue()?;
+        let id = queue.run_recurring(&key)?;
+        super::audit::record(&queue, "run_recurring", &key, u64::from(id.is_some()));
         let text = match id {
             Some(id) => format!("recurring task {key} enqueued as job {id}"),
             None => format!("recurring task {key} already ran this second"),

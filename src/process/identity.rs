@@ -63,3 +63,18 @@ pub(crate) fn adopt(kind: &str, name: &str, renamed_from: Option<&str>) {
         Some(_) => {}
     }
 }
+
+/// Who runs this OS process, as the audit log names an operator acting
+/// from this host: `$USER@hostname` (`$LOGNAME` when `USER` is unset or
+/// empty, else `uid <n>`).
+pub(crate) fn operator() -> String {
+    let user = ["USER", "LOGNAME"]
+        .iter()
+        .filter_map(|var| std::env::var(var).ok())
+        .map(|name| name.trim().to_string())
+        .find(|name| !name.is_empty())
+        // SAFETY: getuid has no preconditions and cannot fail.
+        .unwrap_or_else(|| format!("uid {}", unsafe { libc::getuid() }));
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    format!("{user}@{host}")
+}

@@ -9,8 +9,8 @@ mod service;
 mod signals;
 pub(crate) mod wakeups;
 
-pub(crate) use identity::describe_self;
 pub use identity::{ProcessIdentity, process_identity};
+pub(crate) use identity::{describe_self, operator};
 pub(crate) use registration::{Registration, RegistrationSpec};
 pub(crate) use service::{Service, StoppableThread};
 pub(crate) use signals::subscribe as subscribe_signals;

@@ -16,6 +16,7 @@
 //!   clock, which every process on that file shares.
 
 mod admin;
+mod audit;
 mod concurrency;
 mod connection;
 mod control;
@@ -46,6 +47,7 @@ use diesel::{QueryResult, RunQueryDsl};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 
 pub(crate) use admin::FailedSelection;
+pub(crate) use audit::{AuditRow, NewAudit};
 use connection::PoolConn;
 pub(crate) use connection::SqliteSettings;
 pub use connection::{AnyConnection, ConnectionCustomizer, statements_executed};
@@ -637,10 +639,14 @@ pub(crate) trait Driver {
         older_than: Duration,
         limit: usize,
     ) -> QueryResult<usize>;
+
+    /// Stores an audit entry, timed by the backend's clock; returns it as
+    /// stored. One statement.
+    fn audit_insert(&mut self, entry: &NewAudit<'_>) -> QueryResult<AuditRow>;
 }
 
-/// The [`Driver`] methods each backend writes in its own `concurrency`,
-/// `control` and `recurring` modules (same function names on both),
+/// The [`Driver`] methods each backend writes in its own `audit`,
+/// `concurrency`, `control` and `recurring` modules (same function names on both),
 /// forwarded by name.
 macro_rules! forward_to_backend_modules {
     () => {
@@ -730,6 +736,13 @@ macro_rules! forward_to_backend_modules {
             limit: usize,
         ) -> QueryResult<usize> {
             recurring::executions_delete_old(self, older_than, limit)
+        }
+
+        fn audit_insert(
+            &mut self,
+            entry: &$crate::store::NewAudit<'_>,
+        ) -> QueryResult<$crate::store::AuditRow> {
+            audit::audit_insert(self, entry)
         }
     };
 }

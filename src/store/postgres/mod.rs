@@ -10,6 +10,7 @@ use diesel::{Connection, PgConnection, QueryResult, QueryableByName, RunQueryDsl
 
 use std::time::Duration;
 
+mod audit;
 mod concurrency;
 mod control;
 mod explain;

@@ -18,6 +18,7 @@ use diesel::{Connection, QueryResult, QueryableByName, RunQueryDsl, SqliteConnec
 
 use std::time::Duration;
 
+mod audit;
 mod concurrency;
 mod control;
 mod explain;

@@ -1,0 +1,24 @@
+//! PostgreSQL statement of the audit log: the entry's time is the
+//! database's clock.
+
+use diesel::sql_types::{BigInt, Text};
+use diesel::{PgConnection, QueryResult, RunQueryDsl, sql_query};
+
+use crate::store::{AuditRow, Cached, NewAudit};
+
+const INSERT: &str = "\
+INSERT INTO solidq_audit_log (created_at, actor, source, action, target, rows)
+VALUES (LOCALTIMESTAMP, $1, $2, $3, $4, $5)
+RETURNING id, created_at, actor, source, action, target, rows";
+
+pub(super) fn audit_insert(conn: &mut PgConnection, entry: &NewAudit<'_>) -> QueryResult<AuditRow> {
+    Cached(
+        sql_query(INSERT)
+            .bind::<Text, _>(entry.actor)
+            .bind::<Text, _>(entry.source)
+            .bind::<Text, _>(entry.action)
+            .bind::<Text, _>(entry.target)
+            .bind::<BigInt, _>(entry.rows),
+    )
+    .get_result(conn)
+}
