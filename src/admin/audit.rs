@@ -1,22 +1,5 @@
 //! The audit log: who changed what, through which door, and how many rows
-//! it touched. The `solidq` CLI records every command that changes state
-//! (source `cli`, actor `$USER@hostname`); a dashboard or API records its
-//! own with [`Queue::record_audit`] after each action succeeds.
-//!
-//! [`Queue`]'s operator methods ([`Queue::pause`],
-//! [`Queue::retry_failed`]…) record nothing themselves: only the caller
-//! knows who asked, and a dashboard calling them would otherwise be logged
-//! twice. Recording is a separate statement after the action, so an action
-//! whose entry cannot be written still happened; callers log that instead
-//! of failing the action (the CLI warns and exits 0). Nothing prunes the
-//! log: operator actions are few.
-//!
-//! Conventional actions, as the CLI writes them (with the target it
-//! gives): `retry`, `discard` (failed jobs), `cancel`, `run_now` (jobs),
-//! `pause`, `resume` (a queue name), `enqueue` (the new job's id),
-//! `run_recurring` (the task's key), `clear_finished` (a JSON filter). A
-//! target naming one job is its id; several jobs or a filter are a JSON
-//! object (`{"ids":[1,2]}`, `{"kind":"mail","queue":null}`).
+//! it touched; see [`AuditEntry`].
 
 use std::fmt;
 
@@ -100,9 +83,9 @@ pub struct NewAuditEntry {
     pub actor: String,
     /// Through what.
     pub source: AuditSource,
-    /// What was done, in lowercase snake case (`retry`, `pause`…; see the
-    /// [module docs](self)): ASCII letters, digits and `_ . : -`, not
-    /// empty, at most [`MAX_AUDIT_ACTION_LEN`] bytes.
+    /// What was done, in lowercase snake case (`retry`, `pause`…; see
+    /// [`AuditEntry`]): ASCII letters, digits and `_ . : -`, not empty, at
+    /// most [`MAX_AUDIT_ACTION_LEN`] bytes.
     pub action: String,
     /// What it was done to: a job id, a queue name, or a JSON description
     /// of a filter. No NUL, at most [`MAX_AUDIT_TARGET_LEN`] bytes; may be
@@ -210,6 +193,27 @@ impl NewAuditEntry {
 }
 
 /// One recorded action, as [`Queue::audit_log`] lists it.
+///
+/// The audit log records who changed what, through which door, and how
+/// many rows it touched. The `solidq` CLI records every command that changes state
+/// (source `cli`, actor `$USER@hostname`); a dashboard or API records its
+/// own with [`Queue::record_audit`] after each action succeeds.
+///
+/// [`Queue`]'s operator methods ([`Queue::pause`],
+/// [`Queue::retry_failed`]…) record nothing themselves: only the caller
+/// knows who asked, and a dashboard calling them would otherwise be logged
+/// twice. Recording is a separate statement after the action, so an action
+/// whose entry cannot be written still happened; callers log that instead
+/// of failing the action (the CLI warns and exits 0). Nothing prunes the
+/// log: operator actions are few.
+///
+/// Conventional actions, as the CLI writes them (with the target it
+/// gives): `retry`, `discard` (failed jobs), `cancel`, `run_now` (jobs),
+/// `pause`, `resume` (a queue name), `enqueue` (the new job's id),
+/// `run_recurring` (the task's key), `clear_finished` (a JSON filter). A
+/// target naming one job is its id; several jobs or a filter are a JSON
+/// object with the conditions given, keys sorted (`{"ids":[1,2]}`,
+/// `{"all":true}`, `{"kind":"mail","queue":"default"}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AuditEntry {
     /// Ascending in the order entries were recorded.
