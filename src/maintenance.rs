@@ -4,7 +4,8 @@
 //! heartbeat interval a round prunes processes whose heartbeat is older
 //! than the alive threshold (on any host), releases claims whose process
 //! row does not exist at all, deletes finished jobs and recurring tick
-//! guards past their retention and tends the tables. Any number of
+//! guards past their retention, folds old job statistics into their
+//! totals and tends the tables. Any number of
 //! processes can run it at once: each dead process is pruned in one
 //! transaction by exactly one of them.
 //!
@@ -25,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use crate::config::RECURRING_GUARD_RETENTION;
+use crate::config::{JOB_STATS_RETENTION, RECURRING_GUARD_RETENTION};
 use crate::events::{Events, JobReleased, JobStalled, ProcessPruned, PruneReason, ReleaseCause};
 use crate::process::StoppableThread;
 use crate::process::heartbeat::Lease;
@@ -125,7 +126,8 @@ pub(crate) fn run_once(
 /// recurring ticks older than [`RECURRING_GUARD_RETENTION`] (but each
 /// task's latest), in batches. Guards are aged out on their own, not with
 /// their jobs: a tick whose job was deleted must still not fire again
-/// while any scheduler could still fire it.
+/// while any scheduler could still fire it. Folds the job statistics'
+/// minutes older than [`JOB_STATS_RETENTION`] into their totals rows.
 pub(crate) fn clean(store: &Store) {
     match store.jobs_clean(None) {
         Ok(0) => {}
@@ -139,6 +141,14 @@ pub(crate) fn clean(store: &Store) {
             humantime::format_duration(RECURRING_GUARD_RETENTION)
         ),
         Err(error) => log::warn!("cleaning recurring tick guards failed: {error}"),
+    }
+    match store.job_stats_fold(JOB_STATS_RETENTION) {
+        Ok(0) => {}
+        Ok(n) => log::debug!(
+            "folded {n} job statistics rows older than {} into the totals",
+            humantime::format_duration(JOB_STATS_RETENTION)
+        ),
+        Err(error) => log::warn!("folding old job statistics failed: {error}"),
     }
 }
 

@@ -1,13 +1,15 @@
 //! What an operator does through the library (and the CLI): see queues,
 //! pause and resume them, retry or discard failed jobs, clear finished
 //! ones; list jobs, processes and recurring tasks (`listings.rs`); record
-//! and read the audit log (`audit.rs`).
+//! and read the audit log (`audit.rs`); read the job statistics
+//! (`stats.rs`).
 
 mod audit;
 mod control;
 mod known;
 mod ledger;
 mod listings;
+mod stats;
 
 pub use audit::{
     AuditEntry, AuditSource, MAX_AUDIT_ACTION_LEN, MAX_AUDIT_ACTOR_LEN, MAX_AUDIT_TARGET_LEN,
@@ -19,6 +21,7 @@ pub use known::KnownNames;
 pub(crate) use known::listed;
 pub use ledger::{CONCURRENCY_HOLDERS_SHOWN, ConcurrencyKey, MISSED_TICK_GRACE, Tick};
 pub use listings::{DEFAULT_JOB_LIST_LIMIT, JobFilter, JobPage, ProcessInfo, RecurringInfo};
+pub use stats::{JOB_OUTCOMES, JobCount, StatsBucket};
 
 use std::time::Duration;
 

@@ -95,6 +95,11 @@ pub const RECURRING_MAX_LATENESS: Duration = Duration::from_secs(24 * 3600);
 /// recurring` shows). Longer than [`RECURRING_MAX_LATENESS`] by two days,
 /// so a tick is never fired again once its guard is gone.
 pub const RECURRING_GUARD_RETENTION: Duration = Duration::from_secs(3 * 24 * 3600);
+/// How long the per-minute rows of the job statistics are kept: 1 day.
+/// The cleaner folds older rows into one totals row per queue, kind and
+/// outcome (in the transaction that deletes them), so totals never
+/// decrease while the per-minute detail ends after a day.
+pub const JOB_STATS_RETENTION: Duration = Duration::from_secs(24 * 3600);
 /// How often a dispatcher deletes expired concurrency semaphores and offers
 /// slots to blocked jobs that waited past their limit's duration. A slot
 /// is given back when its holder ends; this sweep only catches slots whose

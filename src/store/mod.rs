@@ -36,6 +36,7 @@ pub(crate) mod schema;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod statement;
+mod stats;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -58,6 +59,7 @@ pub(crate) use params::*;
 pub(crate) use processes::{PruneTarget, Pruned, ReleaseReason, ReleaseReport};
 pub(crate) use recurring::{Fire, RecurringTaskRow, TickFire};
 pub use statement::{EnqueueStatement, SqlValue, Statement};
+pub(crate) use stats::{Counted, StatsDelta, TOTALS_BUCKET, minute_of};
 
 use crate::types::{Backend, DatabaseUrl, Error, ErrorInfo, Result, StoredLimit};
 
@@ -643,10 +645,21 @@ pub(crate) trait Driver {
     /// Stores an audit entry, timed by the backend's clock; returns it as
     /// stored. One statement.
     fn audit_insert(&mut self, entry: &NewAudit<'_>) -> QueryResult<AuditRow>;
+
+    /// Adds each row's counts to its row of the job statistics, creating
+    /// it when missing; the rows' keys are distinct. Atomic on its own
+    /// (one statement on PostgreSQL, a write transaction or savepoint on
+    /// SQLite).
+    fn job_stats_add(&mut self, rows: &[&StatsDelta]) -> QueryResult<()>;
+
+    /// Operation: adds the statistics rows of minutes older than
+    /// `older_than` to the totals rows ([`TOTALS_BUCKET`]) and deletes
+    /// them, atomically; returns how many rows it folded.
+    fn job_stats_fold(&mut self, older_than: Duration) -> QueryResult<usize>;
 }
 
 /// The [`Driver`] methods each backend writes in its own `audit`,
-/// `concurrency`, `control` and `recurring` modules (same function names on both),
+/// `concurrency`, `control`, `recurring` and `stats` modules (same function names on both),
 /// forwarded by name.
 macro_rules! forward_to_backend_modules {
     () => {
@@ -743,6 +756,14 @@ macro_rules! forward_to_backend_modules {
             entry: &$crate::store::NewAudit<'_>,
         ) -> QueryResult<$crate::store::AuditRow> {
             audit::audit_insert(self, entry)
+        }
+
+        fn job_stats_add(&mut self, rows: &[&$crate::store::StatsDelta]) -> QueryResult<()> {
+            stats::job_stats_add(self, rows)
+        }
+
+        fn job_stats_fold(&mut self, older_than: Duration) -> QueryResult<usize> {
+            stats::job_stats_fold(self, older_than)
         }
     };
 }

@@ -6,14 +6,20 @@
 //! UPDATE SKIP LOCKED` on PostgreSQL, so two supervisors never prune the
 //! same process; SQLite's single writer does the same), its claims are
 //! deleted and each job is released or failed, and the row is deleted.
+//!
+//! The same transaction counts, in the job statistics, every stall (a job
+//! the dead process had started) and every at-most-once job failed because
+//! its worker stopped while it ran: those attempts have no worker left to
+//! count them. Jobs handed back unstarted, or at an orderly stop, are not
+//! counted: their next attempt is.
 
 use std::time::Duration;
 
 use diesel::QueryResult;
 
 use super::{
-    Driver, Failed, NewProcess, ProcessRow, Released, ReleasedJob, Store, concurrency, error_json,
-    in_transaction,
+    Counted, Driver, Failed, NewProcess, ProcessRow, Released, ReleasedJob, StatsDelta, Store,
+    concurrency, error_json, in_transaction, minute_of,
 };
 use crate::types::{Delivery, Result};
 
@@ -219,7 +225,7 @@ fn release_claims(
     reason: &ReleaseReason,
 ) -> QueryResult<ReleaseReport> {
     let mut report = ReleaseReport::default();
-    let (mut release, mut fail) = (vec![], vec![]);
+    let (mut release, mut fail, mut counted) = (vec![], vec![], vec![]);
     for job in claims {
         let at_most_once = Delivery::from_column(&job.delivery) == Delivery::AtMostOnce;
         let stalled_before = u32::try_from(job.stalled_count).unwrap_or(0);
@@ -273,6 +279,14 @@ fn release_claims(
                 (true, failure)
             }
         };
+        if stalled || failure.is_some() {
+            let outcome = if stalled {
+                Counted::Stalled
+            } else {
+                Counted::Failed
+            };
+            counted.push((job, outcome));
+        }
         match &failure {
             Some((kind, message)) => fail.push(Failed {
                 id: job.id,
@@ -309,5 +323,42 @@ fn release_claims(
             concurrency::notify(d, &ready)?;
         }
     }
+    if !counted.is_empty() {
+        count_releases(d, &counted)?;
+    }
     Ok(report)
+}
+
+/// Adds released jobs to the job statistics, at the current minute (no
+/// wait or run time: the dead process took those with it).
+fn count_releases(d: &mut dyn Driver, counted: &[(&ReleasedJob, Counted)]) -> QueryResult<()> {
+    let bucket = minute_of(d.db_now()?);
+    let mut deltas: Vec<StatsDelta> = Vec::new();
+    for (job, outcome) in counted {
+        match deltas.iter_mut().find(|delta| {
+            delta.outcome == *outcome
+                && delta.queue_name == job.queue_name
+                && delta.kind == job.kind
+        }) {
+            Some(delta) => delta.jobs += 1,
+            None => deltas.push(StatsDelta {
+                bucket,
+                queue_name: job.queue_name.clone(),
+                kind: job.kind.clone(),
+                outcome: *outcome,
+                jobs: 1,
+                wait_ms: 0,
+                run_ms: 0,
+            }),
+        }
+    }
+    // Key order, as every flush writes: no deadlock with a worker's flush.
+    deltas.sort_by(|a, b| {
+        (&a.queue_name, &a.kind, a.outcome.as_str()).cmp(&(
+            &b.queue_name,
+            &b.kind,
+            b.outcome.as_str(),
+        ))
+    });
+    d.job_stats_add(&deltas.iter().collect::<Vec<_>>())
 }

@@ -7,7 +7,8 @@
 //!
 //! Fencing is per row: a completion whose claim is gone is skipped and
 //! logged; the others in its batch are written, and reported to the event
-//! hooks once their transaction committed.
+//! hooks and counted for the job statistics (`tally.rs`) once their
+//! transaction committed.
 //!
 //! A batch that fails with a transient error (the database is unreachable,
 //! a lock conflict) is retried with backoff, the jobs staying claimed. One
@@ -27,13 +28,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDateTime, Utc};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::stats::Stats;
+use super::tally::{Counting, Tally};
 use crate::events::{Events, JobCancelled, JobFailed, JobRetried, JobSnoozed, JobSucceeded};
 use crate::job::ProgressCell;
-use crate::store::{Completion, FinishReport, Outcome, Progress, Start, Store};
+use crate::store::{Completion, Counted, FinishReport, Outcome, Progress, Start, Store};
 use crate::types::{Error, ErrorInfo, Result};
 
 /// A message to the completer.
@@ -67,6 +69,24 @@ pub(crate) struct Ran {
     pub enqueued_at: DateTime<Utc>,
     /// The error's kind and message, when the attempt failed.
     pub error: Option<(String, String)>,
+    /// From when the job became due to when this attempt started.
+    pub wait: Duration,
+    /// When the attempt ended, on the backend's clock (see `tally.rs`).
+    pub ended_at: NaiveDateTime,
+}
+
+impl Ran {
+    /// The attempt, as the job statistics count it.
+    pub(crate) fn counting(&self, outcome: &Outcome) -> Counting<'_> {
+        Counting {
+            ended_at: self.ended_at,
+            queue: &self.queue,
+            kind: &self.kind,
+            outcome: Counted::of(outcome),
+            wait: self.wait,
+            run: self.run_time,
+        }
+    }
 }
 
 /// Outcomes handed to the completer and not yet written (nor given up
@@ -125,6 +145,7 @@ impl Completer {
         batch_size: usize,
         linger: Duration,
         stats: Arc<Stats>,
+        tally: Arc<Tally>,
         events: Arc<dyn Events>,
         backlog: Arc<Backlog>,
     ) -> Result<Completer> {
@@ -146,6 +167,7 @@ impl Completer {
                         linger,
                         abandon,
                         stats,
+                        tally,
                         events,
                         backlog,
                         given_up,
@@ -213,6 +235,8 @@ struct Run {
     linger: Duration,
     abandon: Arc<AtomicBool>,
     stats: Arc<Stats>,
+    /// Recorded outcomes, counted for the job statistics.
+    tally: Arc<Tally>,
     events: Arc<dyn Events>,
     backlog: Arc<Backlog>,
     given_up: Arc<Mutex<Vec<i64>>>,
@@ -480,6 +504,13 @@ impl Run {
             );
         }
         log::debug!("recorded {} completions", report.written.len());
+        self.tally.add(
+            self.pending[..n]
+                .iter()
+                .zip(&self.facts[..n])
+                .filter(|(completion, _)| !report.lost.contains(&completion.job_id))
+                .map(|(completion, ran)| ran.counting(&completion.outcome)),
+        );
         for (completion, ran) in self.pending.drain(..n).zip(self.facts.drain(..n)) {
             if !report.lost.contains(&completion.job_id) {
                 report_outcome(self.events.as_ref(), &completion, ran);

@@ -3,7 +3,8 @@
 //! `drain`, rivertest's `Worker.Work`), with no threads, no polling and
 //! no sleeps. The same claim, execution and fenced outcome write as a
 //! running worker, one job at a time, with the worker's job types, state,
-//! middleware and event hooks.
+//! middleware and event hooks; its outcomes are added to the job
+//! statistics when it returns.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -12,6 +13,8 @@ use std::time::Instant;
 use super::Worker;
 use super::completer::{Ran, report_outcome};
 use super::executor;
+use super::pool::on_claim_clock;
+use super::tally::Tally;
 use crate::dispatcher::Dispatcher;
 use crate::events::JobClaimed;
 use crate::job::ShutdownSignal;
@@ -112,6 +115,7 @@ impl Worker {
         );
         let process_id = process::register(&store, &process, events.as_ref())?;
         let shutdown = Arc::new(ShutdownSignal::default());
+        let tally = Tally::default();
         let mut drained = Drained::default();
         let result = (|| -> Result<()> {
             loop {
@@ -121,17 +125,20 @@ impl Worker {
                 let Some(job) = store.ready_claim(&claim, process_id, &limits)?.pop() else {
                     return Ok(());
                 };
+                let claimed = Instant::now();
                 events.job_claimed(&JobClaimed::of(&job, process_id));
                 let options = StoredOptions::parse(&job.options);
+                let started = Instant::now();
                 let execution = executor::execute(
                     &job,
                     &options,
-                    Instant::now(),
+                    started,
                     &self.registry,
                     &shutdown,
                     None,
                     Arc::new(AtomicBool::new(job.cancel_requested)),
                 );
+                let ended_at = on_claim_clock(&job, claimed, Instant::now());
                 match &execution.outcome {
                     Outcome::Succeeded { .. } => drained.succeeded += 1,
                     Outcome::Retry { .. } => drained.retried += 1,
@@ -145,19 +152,31 @@ impl Worker {
                     outcome: execution.outcome,
                     slot: Slot::of(job.concurrency_key.as_deref(), &options),
                 };
-                store.claimed_finish(std::slice::from_ref(&completion), &[])?;
+                let report = store.claimed_finish(std::slice::from_ref(&completion), &[])?;
                 let ran = Ran {
                     attempt: u32::try_from(job.attempts).unwrap_or(0).saturating_add(1),
+                    wait: crate::events::elapsed(job.due_at, job.claimed_at)
+                        + started.duration_since(claimed),
+                    ended_at,
                     kind: job.kind,
                     queue: job.queue_name,
                     run_time: execution.elapsed,
                     enqueued_at: job.created_at.and_utc(),
                     error: execution.error,
                 };
+                if report.lost.is_empty() {
+                    tally.add([ran.counting(&completion.outcome)]);
+                }
                 report_outcome(events.as_ref(), &completion, ran);
             }
         })();
         executor::disarm_panic_capture();
+        if let Err(error) = tally.flush(&store) {
+            log::warn!(
+                "{} drained outcomes could not be added to the job statistics: {error}",
+                tally.pending()
+            );
+        }
         // Nothing is left claimed unless a write failed: then the job goes
         // back to ready with the row.
         store.process_deregister(process_id, &ReleaseReason::Shutdown { started: vec![] })?;

@@ -13,6 +13,9 @@
 //! to `shutdown_timeout`, then release what is still claimed (at-most-once
 //! jobs that were running fail instead) and delete the process row in one
 //! transaction. The heartbeat runs until that transaction is done.
+//!
+//! Recorded outcomes are counted in memory and added to the job statistics
+//! after each successful heartbeat and once more at the stop (`tally.rs`).
 
 mod cancel;
 mod completer;
@@ -25,6 +28,7 @@ mod registry;
 mod runtime;
 mod shutdown;
 mod stats;
+mod tally;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -87,9 +87,14 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
                         for job in &jobs {
                             shared.events.job_claimed(&JobClaimed::of(job, process_id));
                         }
+                        let claimed = Instant::now();
                         let assigned = jobs
                             .into_iter()
-                            .map(|job| Assigned { job, process_id })
+                            .map(|job| Assigned {
+                                job,
+                                process_id,
+                                claimed,
+                            })
                             .collect();
                         parts.work.push_all(assigned, threads);
                     }

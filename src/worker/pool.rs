@@ -37,6 +37,9 @@ use crate::types::{Error, Result};
 pub(super) struct Assigned {
     pub job: ClaimedJob,
     pub process_id: i64,
+    /// When the claim returned: with the job's `claimed_at` (the backend's
+    /// clock) it dates this process's moments on that clock.
+    pub claimed: Instant,
 }
 
 /// Claimed jobs waiting for a thread, in claim order.
@@ -223,7 +226,11 @@ pub(super) fn spawn_thread(
 }
 
 fn run(shared: &Shared, thread: usize, assigned: Assigned, completions: &Sender<Message>) {
-    let Assigned { job, process_id } = assigned;
+    let Assigned {
+        job,
+        process_id,
+        claimed,
+    } = assigned;
     if !job.started {
         // Claimed ahead: the completer records the start (batched, and
         // skipped when the outcome is written in the same batch).
@@ -264,6 +271,8 @@ fn run(shared: &Shared, thread: usize, assigned: Assigned, completions: &Sender<
         Some(progress),
         cancel,
     );
+    let ended_at = on_claim_clock(&job, claimed, Instant::now());
+    let wait = crate::events::elapsed(job.due_at, job.claimed_at) + started.duration_since(claimed);
     shared.cancels.forget(job.id);
     shared.registry.observe(&job.kind, execution.elapsed);
     // The outcome is logged and reported by the completer once it is
@@ -281,6 +290,8 @@ fn run(shared: &Shared, thread: usize, assigned: Assigned, completions: &Sender<
         run_time: execution.elapsed,
         enqueued_at: job.created_at.and_utc(),
         error: execution.error,
+        wait,
+        ended_at,
     };
     shared.backlog.add();
     let _ = completions.send(Message::Done(completion, ran));
@@ -289,6 +300,19 @@ fn run(shared: &Shared, thread: usize, assigned: Assigned, completions: &Sender<
     if shared.wake_when_free.load(Ordering::SeqCst) {
         let _ = shared.wake.try_send(());
     }
+}
+
+/// `at`, a moment of this process, on the clock of `job`'s `claimed_at`
+/// (the backend's): the claim's time plus what passed since it returned.
+pub(super) fn on_claim_clock(
+    job: &ClaimedJob,
+    claimed: Instant,
+    at: Instant,
+) -> chrono::NaiveDateTime {
+    chrono::Duration::from_std(at.saturating_duration_since(claimed))
+        .ok()
+        .and_then(|since| job.claimed_at.checked_add_signed(since))
+        .unwrap_or(job.claimed_at)
 }
 
 /// Hands claimed jobs that never started back to ready (not a stall), so

@@ -15,6 +15,7 @@ use super::executor;
 use super::pool::{self, Slots, WorkQueue};
 use super::registry::Registry;
 use super::stats::{Ewma, Stats, WorkerStats};
+use super::tally::Tally;
 use super::{listen, poller};
 use crate::client::Queue;
 use crate::config::{EXIT_HARD_TIMEOUT, WorkerConfig};
@@ -57,6 +58,8 @@ pub(super) struct Shared {
     /// polling is then only a safety net.
     pub listening: AtomicBool,
     pub stats: Arc<Stats>,
+    /// Recorded outcomes not yet added to the job statistics.
+    pub tally: Arc<Tally>,
     /// Cancellations of running jobs heard of.
     pub cancels: super::cancel::Cancels,
     pub events: Arc<dyn Events>,
@@ -218,6 +221,7 @@ pub(crate) fn start(
         patterns: patterns.clone(),
         listening: AtomicBool::new(false),
         stats: Arc::default(),
+        tally: Arc::default(),
         cancels: Default::default(),
         events,
         claim_time: Ewma::default(),
@@ -232,6 +236,7 @@ pub(crate) fn start(
             shared.config.completion_batch_size,
             shared.config.completion_flush_interval,
             Arc::clone(&shared.stats),
+            Arc::clone(&shared.tally),
             Arc::clone(&shared.events),
             Arc::clone(&shared.backlog),
         )?;
@@ -321,7 +326,10 @@ fn spawn_heartbeat(shared: &Arc<Shared>) -> Result<Heartbeat> {
     let on_beat = {
         let shared = Arc::clone(shared);
         move |beat: Beat| match beat {
-            Beat::Alive => check_overdue(&shared),
+            Beat::Alive => {
+                check_overdue(&shared);
+                flush_tally(&shared);
+            }
             Beat::RowGone(id) => {
                 if shared
                     .process_id
@@ -351,6 +359,18 @@ fn spawn_heartbeat(shared: &Arc<Shared>) -> Result<Heartbeat> {
         Arc::clone(&shared.process_id),
         on_beat,
     )
+}
+
+/// Adds the outcomes counted since the last flush to the job statistics:
+/// after a heartbeat that worked, so at most once per interval, and one
+/// statement whatever the number of jobs. A failure keeps them for the next.
+pub(super) fn flush_tally(shared: &Shared) {
+    if let Err(error) = shared.tally.flush(&shared.store) {
+        log::warn!(
+            "cannot add {} counted outcomes to the job statistics yet ({error}); they are kept for the next heartbeat",
+            shared.tally.pending()
+        );
+    }
 }
 
 /// Warns about every job running past its deadline (its thread cannot be

@@ -3,7 +3,8 @@
 //! finish for up to `shutdown_timeout`; write the last outcomes; then, in
 //! one transaction, release what is still claimed (at-most-once jobs that
 //! were running fail instead) and delete the process row. The heartbeat
-//! stops only after that, so nobody prunes a worker that is still draining.
+//! stops only after that, so nobody prunes a worker that is still draining;
+//! then the outcomes counted since its last beat go to the job statistics.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -110,6 +111,14 @@ pub(super) fn run(shared: &Arc<Shared>, parts: &mut Parts) -> Result<()> {
         }
     }
     parts.heartbeat.stop();
+    // Every outcome is written (or given up on) by now: the last counts.
+    // A flush that fails here loses them; the jobs table stays the truth.
+    if let Err(error) = shared.tally.flush(&shared.store) {
+        log::warn!(
+            "{} counted outcomes could not be added to the job statistics ({error}) and are lost",
+            shared.tally.pending()
+        );
+    }
     if still_running > 0 {
         log::warn!(
             "worker stopped with {still_running} jobs still running on their threads (longest for {longest:?})"

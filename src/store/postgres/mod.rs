@@ -16,6 +16,7 @@ mod control;
 mod explain;
 mod recurring;
 mod statement;
+mod stats;
 
 pub(in crate::store) use explain::explain;
 pub(in crate::store) use statement::enqueue_statement;

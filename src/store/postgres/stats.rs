@@ -1,0 +1,76 @@
+//! PostgreSQL statements of the job statistics: a flush is one upsert of
+//! every row (arrays through `unnest`), a fold one statement that deletes
+//! the old rows and adds exactly what it deleted to the totals rows.
+
+use std::time::Duration;
+
+use diesel::sql_types::{Array, BigInt, Text, Timestamp};
+use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
+
+use crate::store::{Cached, StatsDelta, TOTALS_BUCKET, micros};
+
+/// Adds deltas; the rows' keys are distinct (an upsert cannot touch a row
+/// twice in one statement).
+const ADD: &str = "\
+INSERT INTO solidq_job_stats AS s (bucket, queue_name, kind, outcome, jobs, wait_ms, run_ms)
+SELECT * FROM unnest($1::timestamp[], $2::text[], $3::text[], $4::text[],
+                     $5::bigint[], $6::bigint[], $7::bigint[])
+ON CONFLICT (bucket, queue_name, kind, outcome) DO UPDATE SET
+    jobs = s.jobs + excluded.jobs,
+    wait_ms = s.wait_ms + excluded.wait_ms,
+    run_ms = s.run_ms + excluded.run_ms";
+
+/// `$1`: the totals bucket; `$2`: the age, in microseconds, past which a
+/// minute is folded. The insert sees exactly the rows the delete removed
+/// (a flush adding to an old minute meanwhile is folded next time).
+const FOLD: &str = "\
+WITH gone AS (
+    DELETE FROM solidq_job_stats
+    WHERE bucket > $1 AND bucket < LOCALTIMESTAMP - $2 * INTERVAL '1 microsecond'
+    RETURNING queue_name, kind, outcome, jobs, wait_ms, run_ms
+), folded AS (
+    INSERT INTO solidq_job_stats AS s (bucket, queue_name, kind, outcome, jobs, wait_ms, run_ms)
+    SELECT $1, queue_name, kind, outcome,
+           sum(jobs)::bigint, sum(wait_ms)::bigint, sum(run_ms)::bigint
+    FROM gone GROUP BY queue_name, kind, outcome
+    ON CONFLICT (bucket, queue_name, kind, outcome) DO UPDATE SET
+        jobs = s.jobs + excluded.jobs,
+        wait_ms = s.wait_ms + excluded.wait_ms,
+        run_ms = s.run_ms + excluded.run_ms
+)
+SELECT count(*) AS v FROM gone";
+
+#[derive(QueryableByName)]
+struct Count {
+    #[diesel(sql_type = BigInt)]
+    v: i64,
+}
+
+pub(super) fn job_stats_add(conn: &mut PgConnection, rows: &[&StatsDelta]) -> QueryResult<()> {
+    Cached(
+        sql_query(ADD)
+            .bind::<Array<Timestamp>, _>(rows.iter().map(|r| r.bucket).collect::<Vec<_>>())
+            .bind::<Array<Text>, _>(
+                rows.iter()
+                    .map(|r| r.queue_name.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind::<Array<Text>, _>(rows.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>())
+            .bind::<Array<Text>, _>(rows.iter().map(|r| r.outcome.as_str()).collect::<Vec<_>>())
+            .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.jobs).collect::<Vec<_>>())
+            .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.wait_ms).collect::<Vec<_>>())
+            .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.run_ms).collect::<Vec<_>>()),
+    )
+    .execute(conn)
+    .map(drop)
+}
+
+pub(super) fn job_stats_fold(conn: &mut PgConnection, older_than: Duration) -> QueryResult<usize> {
+    let folded: Count = Cached(
+        sql_query(FOLD)
+            .bind::<Timestamp, _>(TOTALS_BUCKET)
+            .bind::<BigInt, _>(micros(older_than)),
+    )
+    .get_result(conn)?;
+    Ok(folded.v as usize)
+}
