@@ -26,6 +26,7 @@ backend_tests!(
     bulk_actions_act_on_a_selection_or_everything_matching,
     job_pages_go_first_newer_older_last_and_counts_are_capped,
     links_follow_the_mount_prefix,
+    metrics_and_charts_count_what_workers_did,
 );
 
 const ADMIN: &str = "admin-secret-token";
@@ -359,6 +360,33 @@ fn actions_change_the_database(db: &TestDb) {
     assert!(queue.queue_stats("default").unwrap().paused);
     act("/queues/default/resume");
     assert!(!queue.queue_stats("default").unwrap().paused);
+    // Every action is in the audit log, through the web, by who acted,
+    // and on its page.
+    let log = queue.audit_log(50, None).unwrap();
+    let actions: Vec<(&str, &str)> = log
+        .iter()
+        .filter(|e| e.source == solidq::AuditSource::Web)
+        .map(|e| (e.action.as_str(), e.target.as_str()))
+        .collect();
+    for (action, target) in [
+        ("retry", format!("job {}", failed[0])),
+        ("discard", format!("job {}", failed[1])),
+        ("run-now", format!("job {scheduled}")),
+        ("cancel", format!("job {ready}")),
+        ("pause", "default".to_string()),
+        ("resume", "default".to_string()),
+    ] {
+        assert!(
+            actions.contains(&(action, target.as_str())),
+            "{action} {target} not in {actions:?}"
+        );
+    }
+    assert!(
+        log.iter()
+            .all(|e| e.actor == "anonymous (loopback)" && e.rows <= 1)
+    );
+    let page = get(&app, "/audit", None).body;
+    assert!(page.contains("run-now") && page.contains(&format!("job {scheduled}")));
     // An action the job's state does not allow is a 400 naming it.
     let answer = post(&app, &format!("/jobs/{ready}/retry"), None, Some(&csrf), "");
     assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{}", answer.body);
@@ -523,4 +551,47 @@ fn links_follow_the_mount_prefix(db: &TestDb) {
         "{}",
         root.status
     );
+}
+
+fn metrics_and_charts_count_what_workers_did(db: &TestDb) {
+    let queue = db.queue();
+    fail(&queue, &["x", "y"]);
+    queue
+        .enqueue_kind("waiting", &serde_json::json!({}), EnqueueOptions::default())
+        .unwrap();
+    let app = anonymous(&queue);
+    let metrics = get(&app, "/metrics", None);
+    assert_eq!(metrics.status, StatusCode::OK);
+    assert!(
+        metrics.headers[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("application/openmetrics-text")
+    );
+    let text = metrics.body;
+    for line in [
+        "solidq_queue_jobs{queue=\"default\",state=\"failed\"} 2",
+        "solidq_queue_jobs{queue=\"default\",state=\"ready\"} 1",
+        "solidq_queue_paused{queue=\"default\"} 0",
+        "solidq_jobs_total{queue=\"default\",kind=\"fail\",outcome=\"failed\"} 2",
+        "# TYPE solidq_jobs counter",
+        "# EOF",
+    ] {
+        assert!(text.contains(line), "no {line:?} in\n{text}");
+    }
+    // The chart of the last hour has the two failures in its last minutes.
+    let data = get(&app, "/charts/data", None);
+    assert_eq!(data.status, StatusCode::OK);
+    let series: serde_json::Value = serde_json::from_str(&data.body).unwrap();
+    assert_eq!(series["minutes"].as_array().unwrap().len(), 60);
+    let failed: u64 = series["failed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(failed, 2, "{series}");
+    let other = get(&app, "/charts/data?kind=other", None).body;
+    let other: serde_json::Value = serde_json::from_str(&other).unwrap();
+    assert!(other["failed"].as_array().unwrap().iter().all(|v| v == 0));
 }

@@ -6,6 +6,7 @@ use axum::http::request::Parts;
 
 use super::Shared;
 use super::access::Access;
+use crate::admin::{AuditSource, MAX_AUDIT_TARGET_LEN, NewAuditEntry};
 
 /// The caller of an action: who (by credential) and through what (`web`
 /// or `api`).
@@ -36,14 +37,30 @@ impl<S: Send + Sync> FromRequestParts<S> for Actor {
     }
 }
 
-/// Records an action that was taken (`rows` rows changed). A failure to
-/// record is logged, never turned into a failed action: the action is
-/// done.
+/// Records an action that was taken (`rows` rows changed) in the audit
+/// log. A failure to record is logged, never turned into a failed
+/// action: the action is done.
 pub async fn record(app: &Shared, actor: &Actor, action: &str, target: &str, rows: u64) {
-    log::info!(
-        "solidq web: {} via {}: {action} {target} ({rows} rows)",
-        actor.name,
-        actor.source
-    );
-    let _ = app;
+    let source = if actor.source == "api" {
+        AuditSource::Api
+    } else {
+        AuditSource::Web
+    };
+    let mut target = target.to_string();
+    if target.len() > MAX_AUDIT_TARGET_LEN {
+        let mut end = MAX_AUDIT_TARGET_LEN - 3;
+        while !target.is_char_boundary(end) {
+            end -= 1;
+        }
+        target.truncate(end);
+        target.push('…');
+    }
+    let entry = NewAuditEntry::new(source, actor.name.clone(), action, target, rows);
+    let queue = app.queue.clone();
+    let written = tokio::task::spawn_blocking(move || queue.record_audit(&entry)).await;
+    match written {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => log::warn!("web: {action} was done but not recorded in the audit log: {e}"),
+        Err(e) => log::warn!("web: {action} was done but not recorded in the audit log: {e}"),
+    }
 }

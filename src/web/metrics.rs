@@ -5,12 +5,20 @@
 //!
 //! | metric | type | labels | from |
 //! |---|---|---|---|
-//! | `solidq_jobs` | gauge | queue, state | jobs by state (ready, scheduled, retrying, claimed, running, blocked, failed) |
+//! | `solidq_queue_jobs` | gauge | queue, state | jobs by state (ready, scheduled, retrying, claimed, running, blocked, failed) |
 //! | `solidq_queue_latency_seconds` | gauge | queue | how long the oldest ready job has waited |
 //! | `solidq_queue_paused` | gauge | queue | 1 when paused |
 //! | `solidq_processes` | gauge | kind | registered processes |
 //! | `solidq_oldest_heartbeat_age_seconds` | gauge | | the stalest process's heartbeat age |
+//! | `solidq_jobs_total` | counter | queue, kind, outcome | jobs that ended an attempt: succeeded, failed, retried, snoozed, discarded, stalled |
+//! | `solidq_job_wait_seconds_total` | counter | queue, kind, outcome | their summed wait from due to start |
+//! | `solidq_job_run_seconds_total` | counter | queue, kind, outcome | their summed run time |
 //! | `solidq_scrape_duration_seconds` | gauge | | what this scrape cost |
+//!
+//! The counters come from `solidq_job_stats` ([`Queue::job_totals`]):
+//! workers add their counts at each heartbeat, so they lag by up to a
+//! heartbeat interval, and a worker killed outright loses at most one
+//! interval's counts (the jobs table stays the truth).
 //!
 //! Scrape cost is bounded: the counts come from the execution tables
 //! (waiting, running and failed jobs only), never from a scan of the
@@ -23,6 +31,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -71,7 +80,7 @@ fn collect(queue: &Queue) -> crate::types::Result<String> {
             .get_or_create(&labels(&[("queue", &q.name)]))
             .set(if q.paused { 1.0 } else { 0.0 });
     }
-    registry.register("solidq_jobs", "Jobs by queue and state", jobs);
+    registry.register("solidq_queue_jobs", "Jobs by queue and state", jobs);
     registry.register(
         "solidq_queue_latency_seconds",
         "How long the oldest ready job of the queue has waited",
@@ -99,6 +108,37 @@ fn collect(queue: &Queue) -> crate::types::Result<String> {
         "solidq_oldest_heartbeat_age_seconds",
         "The heartbeat age of the process heard from least recently",
         oldest,
+    );
+
+    let jobs_total: Family<Labels, Counter<u64>> = Family::default();
+    let wait_total: Family<Labels, Counter<f64, AtomicU64>> = Family::default();
+    let run_total: Family<Labels, Counter<f64, AtomicU64>> = Family::default();
+    for c in queue.job_totals()? {
+        let l = labels(&[
+            ("queue", &c.queue),
+            ("kind", &c.kind),
+            ("outcome", &c.outcome),
+        ]);
+        jobs_total.get_or_create(&l).inc_by(c.jobs);
+        wait_total
+            .get_or_create(&l)
+            .inc_by(c.wait_ms as f64 / 1000.0);
+        run_total.get_or_create(&l).inc_by(c.run_ms as f64 / 1000.0);
+    }
+    registry.register(
+        "solidq_jobs",
+        "Jobs that ended an attempt, by queue, kind and outcome",
+        jobs_total,
+    );
+    registry.register(
+        "solidq_job_wait_seconds",
+        "Summed wait of those jobs, from due to start",
+        wait_total,
+    );
+    registry.register(
+        "solidq_job_run_seconds",
+        "Summed run time of those jobs",
+        run_total,
     );
 
     let cost: Gauge<f64, AtomicU64> = Gauge::default();

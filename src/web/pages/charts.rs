@@ -1,18 +1,167 @@
-//! Placeholder.
+//! Throughput, failures and latency of the last hour, per minute, for
+//! every queue and kind or one of them: drawn by the vendored uPlot from
+//! `GET /charts/data`, which reads `solidq_job_stats`
+//! ([`Queue::job_series`](crate::Queue::job_series)). Redrawn every
+//! minute.
 
-use axum::extract::State;
-use maud::html;
+use std::collections::BTreeMap;
 
-use super::Page;
+use axum::Json;
+use axum::extract::{Query, State};
+use chrono::{Duration, DurationRound, Utc};
+use maud::{PreEscaped, html};
+use serde::{Deserialize, Serialize};
+
+use super::{Page, PageError, db};
 use crate::web::Shared;
 use crate::web::layout::{Ctx, shell};
 
-/// `GET /charts`.
-pub async fn page(State(_app): State<Shared>, ctx: Ctx) -> Page {
-    Ok(shell(&ctx, "charts", "charts", html! { h1 { "charts" } }))
+/// `?queue=&kind=` of the charts.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ChartQuery {
+    /// Only this queue.
+    pub queue: Option<String>,
+    /// Only this kind.
+    pub kind: Option<String>,
 }
 
-/// `GET /charts/data`.
-pub async fn data(State(_app): State<Shared>) -> axum::Json<serde_json::Value> {
-    axum::Json(serde_json::json!({}))
+/// The last hour, one entry per minute (oldest first), as uPlot takes it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Series {
+    /// Each minute's start, Unix seconds.
+    pub minutes: Vec<i64>,
+    /// Jobs that succeeded.
+    pub succeeded: Vec<u64>,
+    /// Jobs that failed an attempt: failed for good, retried, stalled.
+    pub failed: Vec<u64>,
+    /// Mean wait from due to start, in seconds (`null` with no job).
+    pub latency: Vec<Option<f64>>,
+    /// Every queue and kind in the hour, for the filters.
+    pub queues: Vec<String>,
+    /// See `queues`.
+    pub kinds: Vec<String>,
+}
+
+fn series(queue: &crate::Queue, query: &ChartQuery) -> crate::types::Result<Series> {
+    let now = Utc::now();
+    let start = (now - Duration::minutes(59))
+        .duration_trunc(Duration::minutes(1))
+        .unwrap_or(now);
+    let rows = queue.job_series(start)?;
+    let mut out = Series::default();
+    let mut index = BTreeMap::new();
+    for i in 0..60 {
+        let minute = start + Duration::minutes(i);
+        index.insert(minute.timestamp(), i as usize);
+        out.minutes.push(minute.timestamp());
+    }
+    out.succeeded = vec![0; 60];
+    out.failed = vec![0; 60];
+    let mut waits = vec![(0u64, 0u64); 60];
+    let wanted = |value: &str, filter: &Option<String>| {
+        filter.as_deref().is_none_or(|f| f.is_empty() || f == value)
+    };
+    for row in rows {
+        out.queues.push(row.queue.clone());
+        out.kinds.push(row.kind.clone());
+        if !wanted(&row.queue, &query.queue) || !wanted(&row.kind, &query.kind) {
+            continue;
+        }
+        let Some(&i) = index.get(&row.bucket.timestamp()) else {
+            continue;
+        };
+        match row.outcome.as_str() {
+            "succeeded" => out.succeeded[i] += row.jobs,
+            "failed" | "retried" | "stalled" => out.failed[i] += row.jobs,
+            _ => {}
+        }
+        waits[i].0 += row.wait_ms;
+        waits[i].1 += row.jobs;
+    }
+    out.latency = waits
+        .into_iter()
+        .map(|(ms, n)| (n > 0).then(|| ms as f64 / n as f64 / 1000.0))
+        .collect();
+    for list in [&mut out.queues, &mut out.kinds] {
+        list.sort();
+        list.dedup();
+    }
+    Ok(out)
+}
+
+/// `GET /charts/data?queue=&kind=`.
+pub async fn data(
+    State(app): State<Shared>,
+    Query(query): Query<ChartQuery>,
+) -> Result<Json<Series>, PageError> {
+    Ok(Json(db(&app, move |q| series(q, &query)).await?))
+}
+
+const SCRIPT: &str = r#"
+(function () {
+  const root = document.getElementById('charts');
+  const url = root.dataset.source;
+  const width = () => Math.min(1100, root.clientWidth - 20);
+  let plots = [];
+  function draw(d) {
+    plots.forEach(p => p.destroy());
+    plots = [];
+    const x = d.minutes;
+    const make = (id, title, series, data) => {
+      const el = document.getElementById(id);
+      el.innerHTML = '';
+      plots.push(new uPlot({ title, width: width(), height: 220, series: [{}].concat(series) }, [x].concat(data), el));
+    };
+    make('throughput', 'Jobs per minute', [
+      { label: 'succeeded', stroke: '#1a7f37', width: 2 },
+      { label: 'failed or retried', stroke: '#c0362c', width: 2 },
+    ], [d.succeeded, d.failed]);
+    make('latency', 'Mean wait from due to start (s)', [
+      { label: 'latency', stroke: '#2f5bd3', width: 2 },
+    ], [d.latency]);
+    root.dataset.loaded = String(x.length);
+  }
+  function load() {
+    fetch(url, { credentials: 'same-origin' }).then(r => r.json()).then(draw);
+  }
+  load();
+  setInterval(load, 60000);
+})();
+"#;
+
+/// `GET /charts?queue=&kind=`.
+pub async fn page(State(app): State<Shared>, ctx: Ctx, Query(query): Query<ChartQuery>) -> Page {
+    let q = query.clone();
+    let names = db(&app, move |queue| series(queue, &q)).await?;
+    let mut source = form_urlencoded::Serializer::new(String::new());
+    if let Some(queue) = &query.queue {
+        source.append_pair("queue", queue);
+    }
+    if let Some(kind) = &query.kind {
+        source.append_pair("kind", kind);
+    }
+    let source = ctx.url(&format!("/charts/data?{}", source.finish()));
+    let body = html! {
+        h1 { "Last hour" }
+        form class="filters" method="get" action=(ctx.url("/charts")) {
+            label { "Queue" select name="queue" {
+                option value="" { "every queue" }
+                @for n in &names.queues { option value=(n) selected[query.queue.as_deref() == Some(n.as_str())] { (n) } }
+            } }
+            label { "Kind" select name="kind" {
+                option value="" { "every kind" }
+                @for n in &names.kinds { option value=(n) selected[query.kind.as_deref() == Some(n.as_str())] { (n) } }
+            } }
+            button class="primary" type="submit" { "Show" }
+        }
+        p class="muted" { "Counted by workers per minute and written at each heartbeat; redrawn every minute." }
+        link rel="stylesheet" href=(ctx.url("/assets/uPlot.min.css"));
+        script src=(ctx.url("/assets/uPlot.iife.min.js")) {}
+        div id="charts" data-source=(source) {
+            div class="chart" id="throughput" {}
+            div class="chart" id="latency" {}
+        }
+        script { (PreEscaped(SCRIPT)) }
+    };
+    Ok(shell(&ctx, "Charts", "charts", body))
 }
