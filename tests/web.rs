@@ -27,6 +27,7 @@ backend_tests!(
     job_pages_go_first_newer_older_last_and_counts_are_capped,
     links_follow_the_mount_prefix,
     metrics_and_charts_count_what_workers_did,
+    solidq_web_refuses_an_open_address_without_credentials_and_bad_settings,
 );
 
 const ADMIN: &str = "admin-secret-token";
@@ -594,4 +595,38 @@ fn metrics_and_charts_count_what_workers_did(db: &TestDb) {
     let other = get(&app, "/charts/data?kind=other", None).body;
     let other: serde_json::Value = serde_json::from_str(&other).unwrap();
     assert!(other["failed"].as_array().unwrap().iter().all(|v| v == 0));
+}
+
+fn solidq_web_refuses_an_open_address_without_credentials_and_bad_settings(db: &TestDb) {
+    db.queue();
+    let (code, _, stderr) = common::run_cli(db, &["web", "--bind", "0.0.0.0:0"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("0.0.0.0:0") && stderr.contains("loopback"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = common::run_cli(db, &["web", "--bind", "nowhere"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("nowhere"), "{stderr}");
+    // A user without a password is a configuration error naming it.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("solidq.toml");
+    std::fs::write(
+        &config,
+        format!("database_url = {:?}\n[web]\nusername = \"ops\"\n", db.url),
+    )
+    .unwrap();
+    let (code, _, stderr) = common::run_cli_in(
+        dir.path(),
+        None,
+        &[
+            "web",
+            "--config",
+            config.to_str().unwrap(),
+            "--bind",
+            "127.0.0.1:0",
+        ],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("web.password"), "{stderr}");
 }
