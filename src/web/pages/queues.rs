@@ -64,10 +64,10 @@ fn table(ctx: &Ctx, queues: &[QueueStats]) -> Markup {
                             td {
                                 @if ctx.access.may_write() {
                                     @if q.paused {
-                                        button hx-post=(ctx.url(&format!("/queues/{}/resume", enc(&q.name)))) { "Resume" }
+                                        button hx-post=(ctx.url(&format!("/queues/{}/resume", enc(&q.name)))) data-action="resume" { "Resume" }
                                     } @else {
                                         button hx-post=(ctx.url(&format!("/queues/{}/pause", enc(&q.name))))
-                                            hx-confirm=(format!("Pause queue {}? Workers stop claiming from it.", q.name)) { "Pause" }
+                                            hx-confirm=(format!("Pause queue {}? Workers stop claiming from it.", q.name)) data-action="pause" { "Pause" }
                                     }
                                 }
                             }
