@@ -351,7 +351,21 @@ fn actions_change_the_database(db: &TestDb) {
     };
     act(&format!("/jobs/{}/retry", failed[0]));
     assert_eq!(status_of(&queue, failed[0]), Some(JobStatus::Ready));
-    act(&format!("/jobs/{}/discard", failed[1]));
+    let answer = post(
+        &app,
+        &format!("/jobs/{}/discard", failed[1]),
+        None,
+        Some(&csrf),
+        "",
+    );
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    // The job is gone: back to the failed list, not to its page.
+    assert!(
+        answer.headers["hx-redirect"]
+            .to_str()
+            .unwrap()
+            .starts_with("/jobs?status=failed&done=")
+    );
     assert_eq!(status_of(&queue, failed[1]), None);
     act(&format!("/jobs/{scheduled}/run-now"));
     assert_eq!(status_of(&queue, scheduled), Some(JobStatus::Ready));

@@ -35,6 +35,13 @@ impl FromRequestParts<Shared> for Ctx {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, app: &Shared) -> Result<Ctx, Self::Rejection> {
+        Ok(Ctx::of(parts, app))
+    }
+}
+
+impl Ctx {
+    /// The context of the request whose head is `parts`.
+    pub fn of(parts: &Parts, app: &super::App) -> Ctx {
         let inner = parts.uri.path().to_string();
         let outer = parts
             .extensions
@@ -59,12 +66,12 @@ impl FromRequestParts<Shared> for Ctx {
                 .find(|(k, _)| k == "done")
                 .map(|(_, v)| v.chars().take(300).collect())
         });
-        Ok(Ctx {
+        Ctx {
             done,
             base,
             csrf: app.csrf.clone(),
             access,
-        })
+        }
     }
 }
 
@@ -110,7 +117,10 @@ button.primary { background:var(--accent); color:#fff; border-color:var(--accent
 form.filters { display:flex; gap:8px; flex-wrap:wrap; align-items:end; margin-bottom:12px; }
 form.filters label { display:flex; flex-direction:column; font-size:12px; color:var(--muted); }
 input, select { font:inherit; padding:4px 6px; border:1px solid var(--line); border-radius:6px; }
-pre { background:#0f172a; color:#e2e8f0; padding:10px; border-radius:6px; overflow:auto; max-height:420px; font-size:12px; }
+pre { background:#0f172a; color:#e2e8f0; padding:10px; border-radius:6px; overflow:auto; max-height:420px; font-size:12px; white-space:pre-wrap; overflow-wrap:anywhere; }
+table#errors { table-layout:fixed; }
+table#errors th:nth-child(1) { width:80px; } table#errors th:nth-child(2) { width:170px; }
+td { overflow-wrap:break-word; }
 .bar { background:#e5e7eb; border-radius:4px; height:8px; width:140px; overflow:hidden; display:inline-block; vertical-align:middle; }
 .bar > span { display:block; height:100%; background:var(--accent); }
 .actions { display:flex; gap:6px; flex-wrap:wrap; margin:8px 0; align-items:center; }
@@ -133,7 +143,7 @@ pub fn shell(ctx: &Ctx, title: &str, active: &str, body: Markup) -> Markup {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                meta name="htmx-config" content=r#"{"includeIndicatorStyles":false,"allowEval":false}"#;
+                meta name="htmx-config" content=r#"{"includeIndicatorStyles":false,"allowEval":false,"responseHandling":[{"code":"204","swap":false},{"code":"[23]..","swap":true},{"code":"[45]..","swap":true,"error":true}]}"#;
                 title { (title) " · solidq" }
                 style { (PreEscaped(STYLE)) }
                 script src=(ctx.url("/assets/htmx.min.js")) {}

@@ -213,6 +213,10 @@ pub fn router(queue: Queue, config: WebConfig) -> Result<Router> {
         .route("/charts", get(pages::charts::page))
         .route("/charts/data", get(pages::charts::data))
         .route("/assets/{file}", get(assets::file))
+        .route(
+            "/favicon.ico",
+            get(|| async { axum::http::StatusCode::NO_CONTENT }),
+        )
         .route("/metrics", get(metrics::metrics))
         .merge(api::routes())
         .layer(axum::middleware::from_fn_with_state(

@@ -356,14 +356,14 @@ async function drive(context, base, shots, plan) {
     // page has nothing to come back to.
     await visit('failed-before-discard', '/jobs?status=failed');
     await page.locator(`tr[data-job="${plan.discard}"] input[name="id"]`).check();
-    await act('discard', `job ${plan.discard}`, page.locator('button[data-action="discard"][data-scope="selected"]'), null);
+    await act('discard', `job ${plan.discard}`, page.locator('button[data-action="discard"][data-scope="selected"]'), /^Discard the selected jobs\?$/);
     await expectText(page.locator('#flash .flash'), /^1 job discarded\.$/, 'the discard flash');
     if ((await page.locator(`tr[data-job="${plan.discard}"]`).count()) !== 0) fail(`job ${plan.discard} is still listed after discard`);
     await screenshot('failed-after-discard');
   }
   if (plan.runNow) {
     await visit('job-to-run-now', `/jobs/${plan.runNow}`, () => badge(plan.runNow, 'scheduled', 'before run now'));
-    await act('run-now', `job ${plan.runNow}`, page.locator('.actions button[data-action="run-now"]'), /^Run now job \d+\?$/);
+    await act('run-now', `job ${plan.runNow}`, page.locator('.actions button[data-action="run-now"]'), /^Run job \d+ now\?$/);
     await badge(plan.runNow, 'ready', 'after run now');
     await screenshot('job-run-now');
   }
@@ -390,7 +390,7 @@ async function drive(context, base, shots, plan) {
     await visit('failed-before-retry-selected', '/jobs?status=failed');
     for (const id of plan.retrySelected) await page.locator(`tr[data-job="${id}"] input[name="id"]`).check();
     const n = plan.retrySelected.length;
-    await act('retry-selected', `jobs ${plan.retrySelected.join(', ')}`, page.locator('button[data-action="retry"][data-scope="selected"]'), null);
+    await act('retry-selected', `jobs ${plan.retrySelected.join(', ')}`, page.locator('button[data-action="retry"][data-scope="selected"]'), /^Retry the selected jobs\?$/);
     await expectText(page.locator('#flash .flash'), new RegExp(`^${n} jobs? retried\\.$`), 'the retry flash');
     for (const id of plan.retrySelected) {
       if ((await page.locator(`tr[data-job="${id}"]`).count()) !== 0) fail(`job ${id} is still failed after retry`);

@@ -7,7 +7,7 @@ use axum::response::Response;
 use maud::html;
 
 use super::jobs::{apply, duration, progress};
-use super::{Page, PageError, db, done};
+use super::{Page, PageError, db, done, done_at};
 use crate::types::JobStatus;
 use crate::web::Shared;
 use crate::web::audit::{Actor, record};
@@ -46,7 +46,10 @@ pub async fn page(State(app): State<Shared>, ctx: Ctx, Path(id): Path<String>) -
             div class="actions" {
                 @for (action, label) in actions {
                     button hx-post=(ctx.url(&format!("/jobs/{}/{action}", job.id)))
-                        hx-confirm=(format!("{label} job {}?", job.id)) data-action=(action)
+                        hx-confirm=(match *action {
+                            "run-now" => format!("Run job {} now?", job.id),
+                            _ => format!("{label} job {}?", job.id),
+                        }) data-action=(action)
                         class=[(*action != "retry" && *action != "run-now").then_some("danger")] { (label) }
                 }
             }
@@ -55,10 +58,15 @@ pub async fn page(State(app): State<Shared>, ctx: Ctx, Path(id): Path<String>) -
             dt { "Kind" } dd { (job.kind) }
             dt { "Queue" } dd { (job.queue) }
             dt { "Priority" } dd { (job.priority) }
-            dt { "Attempts" } dd { (job.attempts) " of " (job.max_attempts)
+            dt { "Attempts" } dd {
+                @if matches!(job.status, JobStatus::Running | JobStatus::Claimed) {
+                    "attempt " (job.attempts + 1) " of " (job.max_attempts) " under way"
+                } @else {
+                    (job.attempts) " of " (job.max_attempts) " made"
+                }
                 @if job.snoozes > 0 { " · " (job.snoozes) " snoozes" }
                 @if job.stalled_count > 0 { " · " span class="badge warn" { "stalled " (job.stalled_count) "×" } " (its process died)" } }
-            dt { "Delivery" } dd { (format!("{:?}", job.delivery)) }
+            dt { "Delivery" } dd { (job.delivery) }
             dt { "Unique key" } dd { (job.unique_key.as_deref().unwrap_or("—")) }
             dt { "Concurrency key" } dd { (job.concurrency_key.as_deref().unwrap_or("—")) }
             dt { "Enqueued" } dd { (time(job.created_at)) }
@@ -110,13 +118,15 @@ pub async fn page(State(app): State<Shared>, ctx: Ctx, Path(id): Path<String>) -
 /// `POST /jobs/{id}/{action}`: retry, discard, run-now, cancel.
 pub async fn action(
     State(app): State<Shared>,
+    ctx: Ctx,
     actor: Actor,
     headers: HeaderMap,
     Path((id, action)): Path<(i64, String)>,
 ) -> Result<Response, PageError> {
     let (a, who) = (action.clone(), actor.name.clone());
-    let outcome = db(&app, move |q| {
+    let (outcome, was) = db(&app, move |q| {
         let job = q.job(id)?;
+        let was = job.status;
         let listing = Listing {
             status: job.status,
             queue: None,
@@ -124,9 +134,14 @@ pub async fn action(
             from: None,
             to: None,
         };
-        apply(q, &a, &listing, Some(vec![id]), &who)
+        Ok((apply(q, &a, &listing, Some(vec![id]), &who)?, was))
     })
     .await?;
     record(&app, &actor, &action, &format!("job {id}"), outcome.rows).await;
-    Ok(done(&headers, &format!("Job {id}: {}", outcome.message)))
+    let message = format!("Job {id}: {}", outcome.message);
+    if action == "discard" && was == JobStatus::Failed {
+        // The job is gone: back to the failed jobs.
+        return Ok(done_at(&ctx.url("/jobs?status=failed"), &message));
+    }
+    Ok(done(&headers, &message))
 }

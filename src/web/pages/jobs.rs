@@ -201,6 +201,7 @@ fn bulk_actions(ctx: &Ctx, listing: &Listing, total: u64, cap: u64) -> Markup {
                 @for (action, label) in actions {
                     button hx-post=(ctx.url(&format!("/jobs/action/{action}?{}", listing.query(listing.status))))
                         hx-include="#job-list" data-action=(action) data-scope="selected"
+                        hx-confirm=(format!("{label} the selected jobs?"))
                         class=[(*action == "discard" || *action == "cancel").then_some("danger")] {
                         (label) " selected"
                     }

@@ -53,18 +53,26 @@ impl IntoResponse for PageError {
                 (StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
             }
         };
-        // htmx swaps 4xx/5xx nowhere by default: retarget to the flash.
+        // To htmx: the message into the flash of the page it came from.
+        // A page loaded by the browser itself gets the whole layout
+        // around it from `access::check`, which reads `Failure`.
         let body = html! {
             (flash(&message, true))
         };
-        (
+        let mut response = (
             status,
             [("HX-Retarget", "#flash"), ("HX-Reswap", "innerHTML")],
             body,
         )
-            .into_response()
+            .into_response();
+        response.extensions_mut().insert(Failure(message));
+        response
     }
 }
+
+/// The message of a [`PageError`], for a full error page.
+#[derive(Debug, Clone)]
+pub struct Failure(pub String);
 
 /// The result of a page handler.
 pub type Page = Result<Markup, PageError>;
@@ -97,6 +105,11 @@ pub fn done(headers: &HeaderMap, message: &str) -> Response {
         .get("hx-current-url")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
+    done_at(current, message)
+}
+
+/// As [`done`], to the page at `current` (a URL or a path of this server).
+pub fn done_at(current: &str, message: &str) -> Response {
     let (path, query) = current.split_once('?').unwrap_or((current, ""));
     // Only the path of this server: never a redirect elsewhere.
     let path = path

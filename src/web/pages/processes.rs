@@ -73,7 +73,7 @@ fn config(p: &ProcessInfo) -> String {
         parts.push(format!("queues {q}"));
     }
     if let Some(t) = m["threads"].as_u64() {
-        parts.push(format!("{t} threads"));
+        parts.push(format!("{t} thread{}", if t == 1 { "" } else { "s" }));
     }
     if let Some(b) = m["batch_size"].as_u64() {
         parts.push(format!("batch {b}"));
