@@ -93,7 +93,28 @@ fn a_standalone_dispatcher_releases_a_dead_workers_jobs(db: &TestDb) {
     wait_for("the dead worker's job to be released", WAIT, || {
         queue.job(id).unwrap().status == JobStatus::Ready
     });
-    assert_eq!(queue.job(id).unwrap().stalled_count, 1);
+    let info = queue.job(id).unwrap();
+    assert_eq!(info.stalled_count, 1);
+    // Its stall history names the process that died holding it; the
+    // attempt did not end.
+    let process = queue
+        .processes()
+        .unwrap()
+        .into_iter()
+        .find(|p| p.pid == victim.pid() as i32);
+    assert!(process.is_none(), "the dead worker was pruned");
+    let stall = info.errors.last().expect("a stall record");
+    assert_eq!(stall.kind, "stalled");
+    assert_eq!(stall.attempt, None);
+    assert!(
+        stall.message.starts_with("process ")
+            && stall
+                .message
+                .contains("died while running it (stall 1 of at most"),
+        "{}",
+        stall.message
+    );
+    assert_eq!(info.attempts, 0);
     dispatcher.stop().unwrap();
     drop(victim);
     assert_invariants(db);

@@ -97,7 +97,11 @@ impl Store {
                 let held = d.claimed_delete_fenced(process_id, job_ids)?;
                 let rows: Vec<Released> = held
                     .iter()
-                    .map(|&id| Released { id, stalled: false })
+                    .map(|&id| Released {
+                        id,
+                        stalled: false,
+                        error: None,
+                    })
                     .collect();
                 if !rows.is_empty() {
                     d.jobs_release(&rows)?;

@@ -280,6 +280,9 @@ pub(crate) struct Released {
     pub id: i64,
     /// Whether its process died (`stalled_count + 1`) rather than stopped.
     pub stalled: bool,
+    /// For a stall, the error object appended to the job's `errors`: which
+    /// process died holding it (the job's stall history).
+    pub error: Option<String>,
 }
 
 /// A process row to register.

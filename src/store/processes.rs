@@ -218,6 +218,11 @@ impl Store {
     }
 }
 
+/// The error kind of a stall: in a released job's `errors` (its stall
+/// history, the attempt going on) and as the final error of a job that
+/// stalled too often.
+pub(crate) const STALLED: &str = "stalled";
+
 /// Applies `reason`'s rules to claims that were just deleted.
 fn release_claims(
     d: &mut dyn Driver,
@@ -267,7 +272,7 @@ fn release_claims(
                     ))
                 } else if stalls > max {
                     Some((
-                        "stalled",
+                        STALLED,
                         format!(
                             "stalled {stalls} times (max_stalled_count {max}): the process running it died each time, last process {}",
                             job.process_id
@@ -297,6 +302,26 @@ fn release_claims(
             None => release.push(Released {
                 id: job.id,
                 stalled,
+                // The stall history: which process died holding it. Not an
+                // attempt's error (`attempt` is unset): the attempt did not
+                // end, it runs again.
+                error: stalled.then(|| {
+                    error_json(
+                        STALLED,
+                        &format!(
+                            "process {} died while running it (stall {} of at most {}); released to run again",
+                            job.process_id,
+                            stalled_before + 1,
+                            job.max_stalled_count.map_or(
+                                match reason {
+                                    ReleaseReason::Died { default_max_stalled } => *default_max_stalled,
+                                    _ => 0,
+                                },
+                                |m| u32::try_from(m).unwrap_or(0)
+                            )
+                        ),
+                    )
+                }),
             }),
         }
         report.entries.push(ReleaseEntry {

@@ -371,10 +371,15 @@ notified AS (
 SELECT (SELECT count(*) FROM ready) + (SELECT count(*) FROM later) AS moved,
        (SELECT n FROM notified) AS notified";
 
-const RELEASE: &str = "\
-WITH u AS (SELECT * FROM unnest($1::bigint[], $2::int[]) AS u(id, stall_inc)),
+fn release_sql() -> String {
+    format!(
+        "\
+WITH u AS (SELECT id, stall_inc, {error} AS error
+           FROM unnest($1::bigint[], $2::int[], $3::text[]) AS r(id, stall_inc, error)),
 upd AS (
-    UPDATE solidq_jobs j SET stalled_count = j.stalled_count + u.stall_inc, updated_at = LOCALTIMESTAMP
+    UPDATE solidq_jobs j SET stalled_count = j.stalled_count + u.stall_inc,
+           errors = CASE WHEN u.error IS NULL THEN j.errors ELSE {APPEND_ERROR} END,
+           updated_at = LOCALTIMESTAMP
     FROM u WHERE j.id = u.id RETURNING j.id, j.queue_name, j.priority),
 ready AS (
     INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
@@ -382,7 +387,10 @@ ready AS (
 notified AS (
     SELECT count(pg_notify('solidq', current_schema() || ':' || q.queue_name)) AS n
     FROM (SELECT DISTINCT queue_name FROM ready) q)
-SELECT (SELECT count(*) FROM ready) AS moved, (SELECT n FROM notified) AS notified";
+SELECT (SELECT count(*) FROM ready) AS moved, (SELECT n FROM notified) AS notified",
+        error = stamped("r.error")
+    )
+}
 
 /// Failed jobs back to ready: one more attempt if they had none left, and a
 /// fresh stall budget (an operator decided to try again).
@@ -718,12 +726,15 @@ impl Driver for PgConnection {
 
     fn jobs_release(&mut self, rows: &[Released]) -> QueryResult<()> {
         Cached(
-            sql_query(RELEASE)
+            sql_query(release_sql())
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
                 .bind::<Array<Integer>, _>(
                     rows.iter()
                         .map(|r| i32::from(r.stalled))
                         .collect::<Vec<_>>(),
+                )
+                .bind::<Array<Nullable<Text>>, _>(
+                    rows.iter().map(|r| r.error.as_deref()).collect::<Vec<_>>(),
                 ),
         )
         .execute(self)

@@ -699,6 +699,16 @@ impl Driver for SqliteConnection {
                 .bind::<BigInt, _>(row.id),
             )
             .execute(self)?;
+            if let Some(error) = &row.error {
+                Cached(
+                    sql_query(format!(
+                        "UPDATE solidq_jobs SET errors = {APPEND_ERROR} WHERE id = ?2"
+                    ))
+                    .bind::<Text, _>(error)
+                    .bind::<BigInt, _>(row.id),
+                )
+                .execute(self)?;
+            }
             Cached(
                 sql_query(
                     "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)

@@ -87,7 +87,7 @@ pub async fn page(State(app): State<Shared>, ctx: Ctx, Path(id): Path<String>) -
             dt { "Arguments" } dd { pre { (pretty(&arguments)) } }
             @if let Some(result) = &job.result { dt { "Result" } dd { pre { (pretty(result)) } } }
         }
-        h2 { "Errors (" (job.errors.len()) ")" }
+        h2 { "Errors and stalls (" (job.errors.len()) ")" }
         @if job.errors.is_empty() {
             p class="muted" { "No attempt failed." }
         } @else {
