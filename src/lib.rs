@@ -126,9 +126,10 @@ pub mod web;
 
 pub use admin::{
     AuditEntry, AuditSource, CONCURRENCY_HOLDERS_SHOWN, Cancelled, ConcurrencyKey,
-    DEFAULT_JOB_LIST_LIMIT, FailedFilter, JOB_OUTCOMES, JobCount, JobFilter, JobPage, KnownNames,
-    MAX_AUDIT_ACTION_LEN, MAX_AUDIT_ACTOR_LEN, MAX_AUDIT_TARGET_LEN, MISSED_TICK_GRACE,
-    NewAuditEntry, ProcessInfo, QueueStats, RecurringInfo, StatsBucket, Tick,
+    DEFAULT_JOB_LIST_LIMIT, DatabaseHealth, FailedFilter, JOB_OUTCOMES, JobCount, JobFilter,
+    JobPage, KnownNames, MAX_AUDIT_ACTION_LEN, MAX_AUDIT_ACTOR_LEN, MAX_AUDIT_TARGET_LEN,
+    MISSED_TICK_GRACE, NewAuditEntry, PostgresHealth, ProcessInfo, QueueStats, RecurringInfo,
+    SqliteHealth, StatsBucket, TableHealth, Tick,
 };
 pub use client::{DriverRef, EnqueueConnection, Enqueued, JobRequest, Queue};
 pub use concurrency::{ConcurrencyLimit, OnConflict};

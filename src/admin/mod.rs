@@ -2,10 +2,11 @@
 //! pause and resume them, retry or discard failed jobs, clear finished
 //! ones; list jobs, processes and recurring tasks (`listings.rs`); record
 //! and read the audit log (`audit.rs`); read the job statistics
-//! (`stats.rs`).
+//! (`stats.rs`); see the database's health (`health.rs`).
 
 mod audit;
 mod control;
+mod health;
 mod known;
 mod ledger;
 mod listings;
@@ -16,6 +17,7 @@ pub use audit::{
     NewAuditEntry,
 };
 pub use control::Cancelled;
+pub use health::{DatabaseHealth, PostgresHealth, SqliteHealth, TableHealth};
 pub use known::KnownNames;
 #[cfg(feature = "cli")]
 pub(crate) use known::listed;

@@ -20,6 +20,7 @@ mod audit;
 mod concurrency;
 mod connection;
 mod control;
+mod health;
 mod info;
 mod jobs;
 mod listener;
@@ -52,6 +53,11 @@ pub(crate) use audit::{AuditRow, NewAudit};
 use connection::PoolConn;
 pub(crate) use connection::SqliteSettings;
 pub use connection::{AnyConnection, ConnectionCustomizer, statements_executed};
+#[cfg(feature = "postgres")]
+pub(crate) use health::PostgresFacts;
+#[cfg(feature = "sqlite")]
+pub(crate) use health::SqliteFacts;
+pub(crate) use health::{HealthFacts, TableFacts};
 pub(crate) use info::{DISCARDED, JobLookup, JobSelection};
 pub(crate) use listener::{Heard, Listener};
 pub(crate) use options::StoredOptions;
@@ -656,10 +662,15 @@ pub(crate) trait Driver {
     /// `older_than` to the totals rows ([`TOTALS_BUCKET`]) and deletes
     /// them, atomically; returns how many rows it folded.
     fn job_stats_fold(&mut self, older_than: Duration) -> QueryResult<usize>;
+
+    /// solidq's tables with their rows and sizes, and the backend's own
+    /// facts, each read at a cost that does not grow with the tables
+    /// (SQLite's table sizes excepted, up to a file size).
+    fn database_health(&mut self) -> QueryResult<HealthFacts>;
 }
 
 /// The [`Driver`] methods each backend writes in its own `audit`,
-/// `concurrency`, `control`, `recurring` and `stats` modules (same function names on both),
+/// `concurrency`, `control`, `health`, `recurring` and `stats` modules (same function names on both),
 /// forwarded by name.
 macro_rules! forward_to_backend_modules {
     () => {
@@ -764,6 +775,10 @@ macro_rules! forward_to_backend_modules {
 
         fn job_stats_fold(&mut self, older_than: Duration) -> QueryResult<usize> {
             stats::job_stats_fold(self, older_than)
+        }
+
+        fn database_health(&mut self) -> QueryResult<$crate::store::HealthFacts> {
+            health::database_health(self)
         }
     };
 }

@@ -22,6 +22,7 @@ mod audit;
 mod concurrency;
 mod control;
 mod explain;
+mod health;
 mod recurring;
 mod statement;
 mod stats;

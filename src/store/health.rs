@@ -1,0 +1,64 @@
+//! Database health: solidq's tables with their row counts and sizes, and
+//! the backend's own facts (PostgreSQL's vacuum statistics, SQLite's files
+//! and pages), each read the cheap way its backend offers (see the backend
+//! `health.rs` files): never a `count(*)` over a big table.
+
+use chrono::NaiveDateTime;
+
+use super::{Store, driver};
+use crate::types::Result;
+
+/// One of solidq's tables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TableFacts {
+    pub name: String,
+    /// Rows, exact or estimated.
+    pub rows: i64,
+    pub rows_exact: bool,
+    /// The table with its indexes (and TOAST on PostgreSQL), in bytes;
+    /// `None` when not measured.
+    pub bytes: Option<i64>,
+    /// PostgreSQL: dead rows not vacuumed yet.
+    pub dead_rows: Option<i64>,
+    /// PostgreSQL: the last manual vacuum (UTC).
+    pub last_vacuum: Option<NaiveDateTime>,
+    /// PostgreSQL: the last autovacuum (UTC).
+    pub last_autovacuum: Option<NaiveDateTime>,
+}
+
+/// SQLite's file and pages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SqliteFacts {
+    pub path: String,
+    pub file_bytes: u64,
+    pub wal_bytes: u64,
+    pub page_size: i64,
+    pub page_count: i64,
+    pub freelist_pages: i64,
+}
+
+/// PostgreSQL's database and server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PostgresFacts {
+    pub schema: String,
+    pub database_bytes: i64,
+    pub server_version: String,
+}
+
+/// Everything [`Store::database_health`] reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HealthFacts {
+    /// By name.
+    pub tables: Vec<TableFacts>,
+    pub sqlite: Option<SqliteFacts>,
+    pub postgres: Option<PostgresFacts>,
+    /// The backend's clock when read.
+    pub now: NaiveDateTime,
+}
+
+impl Store {
+    /// solidq's tables and the backend's facts.
+    pub(crate) fn database_health(&self) -> Result<HealthFacts> {
+        self.with_read("database_health", |conn| driver(conn).database_health())
+    }
+}
