@@ -5,9 +5,9 @@
 //! than the alive threshold (on any host), releases claims whose process
 //! row does not exist at all, deletes finished jobs and recurring tick
 //! guards past their retention, folds old job statistics into their
-//! totals and tends the tables. Any number of
-//! processes can run it at once: each dead process is pruned in one
-//! transaction by exactly one of them.
+//! totals and tends the tables. Any number of processes can run it at
+//! once: each dead process is pruned in one transaction by exactly one of
+//! them.
 //!
 //! A process judges others dead by heartbeat age only once its own
 //! heartbeats have succeeded for a whole threshold ([`Lease::healthy_for`]):

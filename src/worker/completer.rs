@@ -18,6 +18,10 @@
 //! and if even that cannot be written its job stays claimed until its
 //! process stops or is pruned.
 //!
+//! After each heartbeat that worked, the heartbeat thread asks it to add
+//! the outcomes counted since the last time to the job statistics (one
+//! statement, `tally.rs`), so that write never delays a heartbeat.
+//!
 //! The poller claims nothing while more than [`Backlog`]'s limit of
 //! outcomes wait here, so a completer that cannot write does not let the
 //! worker run ever more jobs whose outcomes it cannot record.
@@ -51,6 +55,9 @@ pub(crate) enum Message {
     /// A running job set its progress: write its latest value with the
     /// next batch, or within [`PROGRESS_INTERVAL`].
     Progress(Arc<ProgressCell>),
+    /// Add the outcomes counted so far to the job statistics (sent after
+    /// each heartbeat that worked: at most once per interval).
+    FlushStats,
     /// Write what is pending, then exit.
     Stop,
 }
@@ -341,7 +348,19 @@ impl Run {
                 self.starts.push(Start { job_id, process_id })
             }
             Message::Progress(cell) => self.progress.push(cell),
+            Message::FlushStats => self.flush_stats(),
             Message::Stop => {}
+        }
+    }
+
+    /// One upsert of every count since the last flush, whatever the number
+    /// of jobs; a failure keeps them for the next.
+    fn flush_stats(&self) {
+        if let Err(error) = self.tally.flush(&self.store) {
+            log::warn!(
+                "cannot add {} counted outcomes to the job statistics yet ({error}); they are kept for the next heartbeat",
+                self.tally.pending()
+            );
         }
     }
 

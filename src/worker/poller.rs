@@ -82,12 +82,12 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
                         failures = 0;
                         backlog = jobs.len() == limits.total();
                         shared.inflight.fetch_add(jobs.len(), Ordering::SeqCst);
+                        let claimed = Instant::now();
                         // Before the threads get them, so a job's claim is
                         // always reported before its outcome.
                         for job in &jobs {
                             shared.events.job_claimed(&JobClaimed::of(job, process_id));
                         }
-                        let claimed = Instant::now();
                         let assigned = jobs
                             .into_iter()
                             .map(|job| Assigned {

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 
-use super::completer::{Backlog, Completer};
+use super::completer::{Backlog, Completer, Message};
 use super::executor;
 use super::pool::{self, Slots, WorkQueue};
 use super::registry::Registry;
@@ -251,7 +251,7 @@ pub(crate) fn start(
                 exited_tx.clone(),
             )?;
         }
-        let heartbeat = spawn_heartbeat(&shared)?;
+        let heartbeat = spawn_heartbeat(&shared, completer.tx.clone())?;
         let listener = listen::spawn(&shared)?;
         // Without a supervisor, this worker does what one would: dispatch
         // delayed jobs and retries, and keep house (prune dead processes
@@ -322,13 +322,16 @@ pub(crate) fn start(
     })
 }
 
-fn spawn_heartbeat(shared: &Arc<Shared>) -> Result<Heartbeat> {
+/// The heartbeat thread; after each beat that worked it asks the completer
+/// (`completions`) to add the outcomes counted since to the job statistics:
+/// a slow write there must not delay the next beat.
+fn spawn_heartbeat(shared: &Arc<Shared>, completions: Sender<Message>) -> Result<Heartbeat> {
     let on_beat = {
         let shared = Arc::clone(shared);
         move |beat: Beat| match beat {
             Beat::Alive => {
                 check_overdue(&shared);
-                flush_tally(&shared);
+                let _ = completions.send(Message::FlushStats);
             }
             Beat::RowGone(id) => {
                 if shared
@@ -359,18 +362,6 @@ fn spawn_heartbeat(shared: &Arc<Shared>) -> Result<Heartbeat> {
         Arc::clone(&shared.process_id),
         on_beat,
     )
-}
-
-/// Adds the outcomes counted since the last flush to the job statistics:
-/// after a heartbeat that worked, so at most once per interval, and one
-/// statement whatever the number of jobs. A failure keeps them for the next.
-pub(super) fn flush_tally(shared: &Shared) {
-    if let Err(error) = shared.tally.flush(&shared.store) {
-        log::warn!(
-            "cannot add {} counted outcomes to the job statistics yet ({error}); they are kept for the next heartbeat",
-            shared.tally.pending()
-        );
-    }
 }
 
 /// Warns about every job running past its deadline (its thread cannot be

@@ -1,7 +1,8 @@
 //! The outcomes a worker has recorded, counted in memory per minute,
 //! queue, kind and outcome, and flushed to the job statistics
-//! (`solidq_job_stats`) at most once per heartbeat, after a successful
-//! heartbeat, and once more when the worker stops.
+//! (`solidq_job_stats`) at most once per heartbeat (the completer flushes
+//! when a heartbeat that worked asks it to, so a slow write never delays a
+//! heartbeat), and once more when the worker stops.
 //!
 //! The completer counts an outcome once its write committed (a claim
 //! found lost counts nothing), adding a batch under one lock; a flush is
