@@ -26,6 +26,7 @@ backend_tests!(
     bulk_actions_act_on_a_selection_or_everything_matching,
     job_pages_go_first_newer_older_last_and_counts_are_capped,
     links_follow_the_mount_prefix,
+    the_database_page_lists_tables_and_never_the_password,
     metrics_and_charts_count_what_workers_did,
     solidq_web_refuses_an_open_address_without_credentials_and_bad_settings,
 );
@@ -643,4 +644,43 @@ fn solidq_web_refuses_an_open_address_without_credentials_and_bad_settings(db: &
     );
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("web.password"), "{stderr}");
+}
+
+fn the_database_page_lists_tables_and_never_the_password(db: &TestDb) {
+    // The same database through a URL with a password (trust auth on the
+    // test server ignores it; SQLite has none to show).
+    let url = if db.backend == solidq::Backend::Postgres {
+        db.url
+            .replacen("postgres://postgres@", "postgres://postgres:s3cr3t-pw@", 1)
+    } else {
+        db.url.clone()
+    };
+    if db.backend == solidq::Backend::Postgres {
+        assert!(
+            url.contains("s3cr3t-pw"),
+            "the test URL has no user to add a password to: {url}"
+        );
+    }
+    let queue = Queue::connect(&url).unwrap();
+    queue.migrate().unwrap();
+    fail(&queue, &["one"]);
+    let app = anonymous(&queue);
+    let page = get(&app, "/database", None);
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(!page.body.contains("s3cr3t-pw"), "the password is shown");
+    for table in [
+        "solidq_jobs",
+        "solidq_failed_executions",
+        "solidq_audit_log",
+    ] {
+        assert!(
+            page.body.contains(&format!("data-table=\"{table}\"")),
+            "{table} missing"
+        );
+    }
+    if db.backend == solidq::Backend::Postgres {
+        assert!(page.body.contains("Dead rows") && page.body.contains("PostgreSQL "));
+    } else {
+        assert!(page.body.contains("Write-ahead log"));
+    }
 }
