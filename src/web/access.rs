@@ -150,8 +150,13 @@ pub(super) async fn check(State(app): State<Shared>, mut request: Request, next:
     let path = request.uri().path();
     let api = path.starts_with("/api/") || path == "/metrics";
     // The vendored scripts hold nothing secret, and a login prompt must
-    // be able to load them.
-    if path.starts_with("/assets/") || path == "/favicon.ico" {
+    // be able to load them. The API's OpenAPI document describes the
+    // endpoints (as the README does) and holds no data: tools fetch it
+    // without credentials.
+    if path.starts_with("/assets/")
+        || path == "/favicon.ico"
+        || (path == "/api/openapi.json" && *request.method() == Method::GET)
+    {
         return next.run(request).await;
     }
     let Some(access) = identify(&app, request.headers()) else {
