@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::blocking;
@@ -390,9 +389,11 @@ async fn set_paused(
         } else {
             queue.resume(&queue_name)
         };
-        result.map_err(|e| {
-            ApiError::from_solidq(e, |_| Some("name".into()), &Value::Null)
-                .field("name", queue_name.clone())
+        result.map_err(|e| match e {
+            Error::InvalidOption { .. } => {
+                ApiError::unprocessable(e.to_string()).field("name", queue_name.clone())
+            }
+            other => other.into(),
         })
     })
     .await?;
