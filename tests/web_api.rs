@@ -98,6 +98,16 @@ impl Api {
         }
     }
 
+    /// The router mounted under `prefix` in an app of the caller's, as
+    /// `Router::nest` does.
+    fn nested(queue: &Queue, prefix: &str) -> Api {
+        let api = Api::new(queue);
+        Api {
+            router: axum::Router::new().nest(prefix, api.router),
+            runtime: api.runtime,
+        }
+    }
+
     fn send(
         &self,
         method: Method,
@@ -1105,6 +1115,30 @@ fn openapi_document_and_router_agree(db: &TestDb) {
         let a = api.get(path);
         assert_error(&a, StatusCode::NOT_FOUND, None);
     }
+    // Mounted under a prefix: the document says where its paths are, and
+    // the API answers there with the same access rules.
+    let nested = Api::nested(&queue, "/ops");
+    let doc = nested.get_as(None, "/ops/api/openapi.json");
+    assert_eq!(doc.status, StatusCode::OK, "{}", doc.body);
+    assert_eq!(doc.body["servers"], json!([{"url": "/ops"}]));
+    assert!(a.body.get("servers").is_none(), "at the root: no servers");
+    assert_eq!(
+        nested.get_as(None, "/ops/api/queues").status,
+        StatusCode::UNAUTHORIZED
+    );
+    let created = nested.post(
+        "/ops/api/jobs",
+        &json!({"kind": "succeed", "args": {"n": 1}}),
+    );
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let id = created.body["id"].as_i64().unwrap();
+    assert_eq!(
+        nested
+            .get_as(Some(READ), &format!("/ops/api/jobs/{id}"))
+            .body["id"],
+        id
+    );
+    assert_error(&nested.get("/ops/api/nothing"), StatusCode::NOT_FOUND, None);
     // Every error the document names is in the shared shape.
     assert!(a.body["components"]["schemas"]["ErrorBody"].is_object());
     assert!(a.body["components"]["securitySchemes"]["adminToken"].is_object());
