@@ -838,6 +838,25 @@ fn job_actions_change_the_database(db: &TestDb) {
         StatusCode::NOT_FOUND,
         Some("id"),
     );
+    // Each action, and each enqueue, is in the audit log as the API's,
+    // by the admin token; the cancellation's reason says how it came.
+    let log = queue.audit_log(100, None).unwrap();
+    let api_actions: Vec<&str> = log
+        .iter()
+        .filter(|e| e.source == solidq::AuditSource::Api && e.actor == "admin token")
+        .map(|e| e.action.as_str())
+        .collect();
+    for action in ["retry", "cancel", "run-now", "discard", "enqueue"] {
+        assert!(
+            api_actions.contains(&action),
+            "{action} not in {api_actions:?}"
+        );
+    }
+    let reason = queue.job(failed).unwrap().error.unwrap().message;
+    assert!(
+        reason.contains("admin token through the HTTP API"),
+        "{reason}"
+    );
 }
 
 fn bulk_actions_by_ids_and_by_filter(db: &TestDb) {

@@ -18,6 +18,17 @@ pub struct Actor {
     pub source: &'static str,
 }
 
+impl Actor {
+    /// Who and through what, for a cancellation's reason: "ops from the
+    /// dashboard", "admin token through the HTTP API".
+    pub fn describe(&self) -> String {
+        match self.source {
+            "api" => format!("{} through the HTTP API", self.name),
+            _ => format!("{} from the dashboard", self.name),
+        }
+    }
+}
+
 impl<S: Send + Sync> FromRequestParts<S> for Actor {
     type Rejection = std::convert::Infallible;
 

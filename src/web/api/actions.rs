@@ -174,7 +174,7 @@ pub async fn one(
     ApiPath(JobActionPath { id, action }): ApiPath<JobActionPath>,
 ) -> Result<Json<ActionDone>, ApiError> {
     let action = JobAction::parse(&action)?;
-    let who = actor.name.clone();
+    let who = actor.describe();
     let outcome = blocking(&app, move |queue| {
         let job = queue.job(id).map_err(|e| not_found(e, "id", id))?;
         if !applies(action, job.status) {
@@ -258,7 +258,7 @@ pub async fn many(
 ) -> Result<Json<ActionDone>, ApiError> {
     let action = JobAction::parse(&action)?;
     let ApiJson { raw, value } = body;
-    let who = actor.name.clone();
+    let who = actor.describe();
     let (done, target) = match (value.ids, value.filter) {
         (Some(ids), None) => {
             if ids.is_empty() || ids.len() > MAX_ACTION_IDS {

@@ -123,7 +123,7 @@ pub async fn action(
     headers: HeaderMap,
     Path((id, action)): Path<(i64, String)>,
 ) -> Result<Response, PageError> {
-    let (a, who) = (action.clone(), actor.name.clone());
+    let (a, who) = (action.clone(), actor.describe());
     let (outcome, was) = db(&app, move |q| {
         let job = q.job(id)?;
         let was = job.status;

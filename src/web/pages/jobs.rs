@@ -361,7 +361,8 @@ pub struct ActionOutcome {
     pub message: String,
 }
 
-/// Applies `action` to these job ids, or to everything `listing` names.
+/// Applies `action` to these job ids, or to everything `listing` names;
+/// `who` names the actor and the way in ("ops from the dashboard").
 pub fn apply(
     queue: &crate::Queue,
     action: &str,
@@ -381,7 +382,7 @@ pub fn apply(
                 .collect()),
         }
     };
-    let reason = format!("cancelled by {who} from the dashboard");
+    let reason = format!("cancelled by {who}");
     let (rows, verb) = match (action, listing.status) {
         ("retry", JobStatus::Failed) => {
             let filter = match (&ids, ranged) {
@@ -473,7 +474,7 @@ pub async fn bulk_action(
             listing.query(listing.status)
         ),
     };
-    let (l, a, who) = (listing.clone(), action.clone(), actor.name.clone());
+    let (l, a, who) = (listing.clone(), action.clone(), actor.describe());
     let outcome = db(&app, move |queue| apply(queue, &a, &l, selected, &who)).await?;
     record(&app, &actor, &action, &target, outcome.rows).await;
     Ok(done(&headers, &outcome.message))
