@@ -27,6 +27,7 @@ backend_tests!(
     job_pages_go_first_newer_older_last_and_counts_are_capped,
     links_follow_the_mount_prefix,
     the_database_page_lists_tables_and_never_the_password,
+    the_cron_ledger_flags_the_tick_no_scheduler_fired,
     metrics_and_charts_count_what_workers_did,
     solidq_web_refuses_an_open_address_without_credentials_and_bad_settings,
 );
@@ -157,6 +158,7 @@ fn every_page_answers_with_its_navigation(db: &TestDb) {
         "/jobs",
         "/jobs?status=ready",
         "/jobs?status=finished",
+        "/jobs?status=running",
         &format!("/jobs/{failed}"),
         "/processes",
         "/recurring",
@@ -169,6 +171,9 @@ fn every_page_answers_with_its_navigation(db: &TestDb) {
         assert_eq!(answer.status, StatusCode::OK, "{path}: {}", answer.body);
         assert!(answer.body.contains("<header>"), "{path} has no navigation");
     }
+    // The running tab refreshes its rows (and progress bars) in place.
+    let running = get(&app, "/jobs?status=running", None).body;
+    assert!(running.contains("hx-select=\"#job-list\""), "{running}");
     // The root leads to the queues; unknown things are 404 and bad
     // filters 400 naming the value.
     assert_eq!(get(&app, "/", None).status, StatusCode::SEE_OTHER);
@@ -683,4 +688,66 @@ fn the_database_page_lists_tables_and_never_the_password(db: &TestDb) {
     } else {
         assert!(page.body.contains("Write-ahead log"));
     }
+}
+
+fn the_cron_ledger_flags_the_tick_no_scheduler_fired(db: &TestDb) {
+    use chrono::{DurationRound, Utc};
+    let queue = db.queue();
+    // Declare an every-minute task (a scheduler declares its tasks as it
+    // starts), then write its history: declared 10 minutes ago, every
+    // tick fired but the one 5 minutes ago.
+    let task =
+        solidq::RecurringTask::untyped("digest", "* * * * *", "digest", serde_json::json!({}))
+            .unwrap();
+    solidq::Scheduler::new(queue.clone())
+        .task(task)
+        .start()
+        .unwrap()
+        .stop()
+        .unwrap();
+    let minute = Utc::now()
+        .duration_trunc(chrono::Duration::minutes(1))
+        .unwrap();
+    let at = |k: i64| {
+        (minute - chrono::Duration::minutes(k))
+            .format("%Y-%m-%d %H:%M:%S")
+            .to_string()
+    };
+    db.execute(&format!(
+        "UPDATE solidq_recurring_tasks SET created_at = '{}'",
+        at(10)
+    ));
+    db.execute("DELETE FROM solidq_recurring_executions");
+    for k in (1..=9).filter(|k| *k != 5) {
+        db.execute(&format!(
+            "INSERT INTO solidq_recurring_executions (task_key, run_at, job_id, created_at) \
+             VALUES ('digest', '{t}', {id}, '{t}')",
+            t = at(k),
+            id = 1000 + k
+        ));
+    }
+    let ledger = queue.recurring_ledger("digest", 100).unwrap();
+    let missed: Vec<_> = ledger
+        .iter()
+        .filter(|t| t.missed)
+        .map(|t| t.run_at)
+        .collect();
+    assert_eq!(
+        missed,
+        [minute - chrono::Duration::minutes(5)],
+        "{ledger:#?}"
+    );
+    assert_eq!(ledger.iter().filter(|t| t.job_id.is_some()).count(), 8);
+    assert!(ledger.iter().all(|t| !t.manual));
+    let app = anonymous(&queue);
+    let page = get(&app, "/recurring/digest", None).body;
+    assert!(page.contains("1 missed ticks"), "{page}");
+    // With that tick fired (late), every tick is accounted for.
+    db.execute(&format!(
+        "INSERT INTO solidq_recurring_executions (task_key, run_at, job_id, created_at) \
+         VALUES ('digest', '{t}', 1005, '{t}')",
+        t = at(5)
+    ));
+    let page = get(&app, "/recurring/digest", None).body;
+    assert!(page.contains("every tick fired once"), "{page}");
 }

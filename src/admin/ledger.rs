@@ -122,8 +122,9 @@ impl Queue {
         }
         let grace = chrono::Duration::from_std(MISSED_TICK_GRACE).unwrap_or_default();
         let mut expected = Vec::new();
-        // A tick at `start` itself counts: look from just before it.
-        let mut at = start - chrono::Duration::seconds(1);
+        // Ticks after `start` only: a scheduler declared at 12:00:00.4 does
+        // not fire the tick of 12:00:00.
+        let mut at = start;
         while let Some(next) = schedule.next_after(at) {
             if next > now - grace || expected.len() > limit.saturating_mul(2) {
                 break;

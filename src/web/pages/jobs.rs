@@ -139,7 +139,15 @@ pub async fn page(State(app): State<Shared>, ctx: Ctx, Query(query): Query<ListQ
             datalist id="kind-names" { @for n in &listed.kinds { option value=(n) {} } }
         }
         (bulk_actions(&ctx, &listing, listed.counts[tab_index(listing.status)], cap))
-        (table(&ctx, &listing, &listed.jobs, &app.config.filtered_keys))
+        @if live_rows(listing.status) {
+            // Running jobs and their progress bars, refreshed in place.
+            div hx-get=(ctx.url(&format!("/jobs?{}", listing.query(listing.status))))
+                hx-select="#job-list" hx-target="this" hx-swap="innerHTML" hx-trigger=(live_trigger()) {
+                (table(&ctx, &listing, &listed.jobs, &app.config.filtered_keys))
+            }
+        } @else {
+            (table(&ctx, &listing, &listed.jobs, &app.config.filtered_keys))
+        }
         (pager(&ctx, &listing, &listed))
     };
     Ok(shell(&ctx, "Jobs", "jobs", body))
@@ -197,13 +205,15 @@ fn bulk_actions(ctx: &Ctx, listing: &Listing, total: u64, cap: u64) -> Markup {
     html! {
         @if ctx.access.may_write() && !actions.is_empty() && total > 0 {
             div class="actions" {
-                span class="muted" { "Selected:" }
-                @for (action, label) in actions {
-                    button hx-post=(ctx.url(&format!("/jobs/action/{action}?{}", listing.query(listing.status))))
-                        hx-include="#job-list" data-action=(action) data-scope="selected"
-                        hx-confirm=(format!("{label} the selected jobs?"))
-                        class=[(*action == "discard" || *action == "cancel").then_some("danger")] {
-                        (label) " selected"
+                @if !live_rows(listing.status) {
+                    span class="muted" { "Selected:" }
+                    @for (action, label) in actions {
+                        button hx-post=(ctx.url(&format!("/jobs/action/{action}?{}", listing.query(listing.status))))
+                            hx-include="#job-list" data-action=(action) data-scope="selected"
+                            hx-confirm=(format!("{label} the selected jobs?"))
+                            class=[(*action == "discard" || *action == "cancel").then_some("danger")] {
+                            (label) " selected"
+                        }
                     }
                 }
                 span class="muted" style="margin-left:16px" { "Everything matching the filter:" }
@@ -220,8 +230,17 @@ fn bulk_actions(ctx: &Ctx, listing: &Listing, total: u64, cap: u64) -> Markup {
     }
 }
 
+/// Whether the tab's rows refresh live: running and claimed jobs (their
+/// progress). Those rows have no selection (a refresh would clear it):
+/// cancel one from its page, or all of them.
+fn live_rows(status: JobStatus) -> bool {
+    matches!(status, JobStatus::Running | JobStatus::Claimed)
+}
+
 fn table(ctx: &Ctx, listing: &Listing, jobs: &[JobInfo], keys: &[String]) -> Markup {
-    let selectable = ctx.access.may_write() && !actions_for(listing.status).is_empty();
+    let selectable = ctx.access.may_write()
+        && !actions_for(listing.status).is_empty()
+        && !live_rows(listing.status);
     html! {
         @if jobs.is_empty() {
             p class="muted" id="job-list" { "No " (status_name(listing.status)) " jobs." }
