@@ -32,6 +32,10 @@ const PAGES: &[&str] = &[
     "/processes",
     "/recurring",
     "/concurrency",
+    "/charts",
+    "/charts/data",
+    "/audit",
+    "/database",
     "/metrics",
 ];
 
