@@ -58,20 +58,45 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    /// Counts a batch of recorded outcomes.
+    /// Counts a batch of recorded outcomes. A batch is summed first without
+    /// hashing (its jobs share a few keys: most often one queue, kind,
+    /// outcome and minute), then each distinct key is added once under the
+    /// lock: a few nanoseconds per job.
     pub(crate) fn add<'a>(&self, batch: impl IntoIterator<Item = Counting<'a>>) {
-        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let mut summed: Vec<(Counting<'a>, Sums)> = Vec::new();
         for c in batch {
-            let sums = slot(
-                &mut counts,
-                c.queue,
-                c.kind,
-                crate::store::minute_of(c.ended_at),
-                c.outcome,
-            );
+            let minute = crate::store::minute_of(c.ended_at);
+            let sums = match summed.iter_mut().rev().find(|(k, _)| {
+                k.ended_at == minute
+                    && k.outcome == c.outcome
+                    && k.kind == c.kind
+                    && k.queue == c.queue
+            }) {
+                Some((_, sums)) => sums,
+                None => {
+                    summed.push((
+                        Counting {
+                            ended_at: minute,
+                            ..c
+                        },
+                        Sums::default(),
+                    ));
+                    &mut summed.last_mut().expect("just pushed").1
+                }
+            };
             sums.jobs += 1;
             sums.wait_us = sums.wait_us.saturating_add(micros(c.wait));
             sums.run_us = sums.run_us.saturating_add(micros(c.run));
+        }
+        if summed.is_empty() {
+            return;
+        }
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        for (key, add) in summed {
+            let sums = slot(&mut counts, key.queue, key.kind, key.ended_at, key.outcome);
+            sums.jobs += add.jobs;
+            sums.wait_us = sums.wait_us.saturating_add(add.wait_us);
+            sums.run_us = sums.run_us.saturating_add(add.run_us);
         }
     }
 
