@@ -751,3 +751,49 @@ fn the_cron_ledger_flags_the_tick_no_scheduler_fired(db: &TestDb) {
     let page = get(&app, "/recurring/digest", None).body;
     assert!(page.contains("every tick fired once"), "{page}");
 }
+
+/// A database outage: pages and /metrics answer 500 saying so (in the
+/// pool's timeout, not hanging), the server keeps serving, and pages
+/// come back with the database.
+#[cfg(feature = "postgres")]
+#[test]
+fn an_outage_is_a_500_and_the_dashboard_comes_back_with_the_database() {
+    let Some(cluster) = common::cluster::PrivateCluster::start() else {
+        return;
+    };
+    let config = solidq::QueueConfig {
+        pool_timeout: Duration::from_secs(2),
+        ..solidq::QueueConfig::default()
+    };
+    let queue = Queue::connect_with(&cluster.url(), config).unwrap();
+    queue.migrate().unwrap();
+    queue
+        .enqueue_kind("noop", &serde_json::json!({}), EnqueueOptions::default())
+        .unwrap();
+    let app = anonymous(&queue);
+    assert_eq!(get(&app, "/queues", None).status, StatusCode::OK);
+    cluster.stop();
+    for path in ["/queues", "/jobs", "/metrics"] {
+        let started = std::time::Instant::now();
+        let answer = get(&app, path, None);
+        assert_eq!(
+            answer.status,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "{path}: {}",
+            answer.body
+        );
+        assert!(started.elapsed() < Duration::from_secs(10), "{path} hung");
+        assert!(!answer.body.is_empty());
+    }
+    cluster.start_again();
+    common::wait_for(
+        "the dashboard to answer again",
+        Duration::from_secs(30),
+        || get(&app, "/queues", None).status == StatusCode::OK,
+    );
+    assert!(
+        get(&app, "/queues", None)
+            .body
+            .contains("data-queue=\"default\"")
+    );
+}
