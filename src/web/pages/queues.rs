@@ -86,28 +86,32 @@ pub fn enc(segment: &str) -> String {
         .replace('+', "%20")
 }
 
-/// `POST /queues/{name}/pause`.
-pub async fn pause(
+/// `POST /queues/{name}/pause` and `POST /queues/{name}/resume`.
+pub async fn set_paused(
     State(app): State<Shared>,
     actor: Actor,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    Path((name, action)): Path<(String, String)>,
 ) -> Result<Response, PageError> {
+    let pause = match action.as_str() {
+        "pause" => true,
+        "resume" => false,
+        other => {
+            return Err(PageError::NotFound(format!(
+                "no queue action {other:?} (pause or resume)"
+            )));
+        }
+    };
     let queue = name.clone();
-    let changed = db(&app, move |q| q.pause(&queue)).await?;
-    record(&app, &actor, "pause", &name, u64::from(changed)).await;
-    Ok(done(&headers, &format!("Queue {name} paused.")))
-}
-
-/// `POST /queues/{name}/resume`.
-pub async fn resume(
-    State(app): State<Shared>,
-    actor: Actor,
-    headers: HeaderMap,
-    Path(name): Path<String>,
-) -> Result<Response, PageError> {
-    let queue = name.clone();
-    let changed = db(&app, move |q| q.resume(&queue)).await?;
-    record(&app, &actor, "resume", &name, u64::from(changed)).await;
-    Ok(done(&headers, &format!("Queue {name} resumed.")))
+    let changed = db(&app, move |q| {
+        if pause {
+            q.pause(&queue)
+        } else {
+            q.resume(&queue)
+        }
+    })
+    .await?;
+    record(&app, &actor, &action, &name, u64::from(changed)).await;
+    let done_to = if pause { "paused" } else { "resumed" };
+    Ok(done(&headers, &format!("Queue {name} {done_to}.")))
 }
