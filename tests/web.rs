@@ -171,6 +171,23 @@ fn every_page_answers_with_its_navigation(db: &TestDb) {
         assert_eq!(answer.status, StatusCode::OK, "{path}: {}", answer.body);
         assert!(answer.body.contains("<header>"), "{path} has no navigation");
     }
+    // A panic's backtrace: the user's frames first, the whole one behind
+    // a second toggle.
+    let panicked = queue
+        .enqueue(&common::jobs::Panic {
+            message: "boom".into(),
+        })
+        .unwrap();
+    Worker::new(queue.clone())
+        .register::<common::jobs::Panic>()
+        .drain_ready()
+        .unwrap();
+    let page = get(&app, &format!("/jobs/{panicked}"), None).body;
+    assert!(
+        page.contains("the whole backtrace below shows them"),
+        "{page}"
+    );
+    assert!(page.contains("Whole backtrace"));
     // The running tab refreshes its rows (and progress bars) in place.
     let running = get(&app, "/jobs?status=running", None).body;
     assert!(running.contains("hx-select=\"#job-list\""), "{running}");

@@ -5,7 +5,6 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 
-use super::backtrace;
 use super::output::{self, Column, Output, age, maybe_time, time};
 use super::{Db, Format, out};
 use crate::types::{Error, Result};
@@ -329,7 +328,7 @@ fn job_fields(j: &JobInfo, full: bool) -> Vec<(&'static str, String)> {
         if full {
             b.to_string()
         } else {
-            backtrace::user_frames(b)
+            crate::types::user_frames(b)
         }
     };
     let json = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();

@@ -16,7 +16,6 @@
 //! stderr, not a failure.
 
 mod audit;
-mod backtrace;
 mod check;
 mod control;
 mod guard;

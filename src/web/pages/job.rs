@@ -8,7 +8,7 @@ use maud::html;
 
 use super::jobs::{apply, duration, progress};
 use super::{Page, PageError, db, done, done_at};
-use crate::types::JobStatus;
+use crate::types::{JobStatus, user_frames};
 use crate::web::Shared;
 use crate::web::audit::{Actor, record};
 use crate::web::filter::{Listing, status_name};
@@ -101,7 +101,11 @@ pub async fn page(State(app): State<Shared>, ctx: Ctx, Path(id): Path<String>) -
                             td {
                                 b { (e.kind) } ": " (e.message)
                                 @if let Some(bt) = &e.backtrace {
-                                    details { summary { "Backtrace" } pre { (bt) } }
+                                    details {
+                                        summary { "Backtrace" }
+                                        pre { (user_frames(bt).replace("--full shows them", "the whole backtrace below shows them")) }
+                                        details { summary { "Whole backtrace (solidq, std and runtime frames too)" } pre { (bt) } }
+                                    }
                                 }
                             }
                         }

@@ -1,7 +1,8 @@
-//! A panic's stored backtrace, user's frames first: `solidq job ID` hides
+//! A panic's stored backtrace, user's frames first: `solidq job ID` (unless
+//! `--full`) and the dashboard's job page (behind a second toggle) hide
 //! the frames of solidq, the standard library and the runtime (thread
-//! start, panic machinery) unless `--full`; the panic's location line and
-//! every other line stay.
+//! start, panic machinery); the panic's location line and every other
+//! line stay.
 
 /// Symbol prefixes of frames that are not the user's code.
 const INTERNAL: &[&str] = &[
@@ -27,7 +28,7 @@ const INTERNAL: &[&str] = &[
 
 /// `backtrace` without the frames of solidq, std and the runtime, with a
 /// last line saying how many were hidden (none: unchanged).
-pub(super) fn user_frames(backtrace: &str) -> String {
+pub(crate) fn user_frames(backtrace: &str) -> String {
     let mut kept: Vec<&str> = Vec::new();
     let mut hidden = 0usize;
     let mut hiding = false;
