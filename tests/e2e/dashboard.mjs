@@ -295,9 +295,14 @@ async function drive(context, base, shots, plan) {
   if (plan?.backtrace) {
     await visit('job-backtrace', `/jobs/${plan.backtrace}`, async () => {
       await badge(plan.backtrace, 'failed', 'the job with a backtrace');
+      // The user's frames behind one toggle, the whole backtrace behind a
+      // second one inside it.
       const details = page.locator('table#errors details').first();
-      await details.locator('summary').click();
-      await expectText(details.locator('pre'), /^panicked at /, `job ${plan.backtrace}'s backtrace`);
+      await details.locator(':scope > summary').click();
+      await expectText(details.locator(':scope > pre'), /^panicked at /, `job ${plan.backtrace}'s backtrace`);
+      const whole = details.locator(':scope > details');
+      await whole.locator(':scope > summary').click();
+      await expectText(whole.locator(':scope > pre'), /^panicked at /, `job ${plan.backtrace}'s whole backtrace`);
       await page.locator('details:has(pre#raw) summary').click();
       await expectText(page.locator('pre#raw'), /"arguments"/, `job ${plan.backtrace}'s raw JSON`);
       if (plan.secret) await expectText(page.locator('pre#raw'), /\[FILTERED\]/, 'the filtered password');
