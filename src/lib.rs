@@ -147,8 +147,8 @@ pub use supervisor::{
     Supervisor, SupervisorHandle, YOUNG_DEATH,
 };
 pub use types::{
-    Backend, Backoff, DatabaseUrl, Delivery, Error, ErrorInfo, JobInfo, JobStatus, QueuePattern,
-    Result, Schedule, ScheduleError, SqliteSynchronous,
+    Backend, Backoff, DatabaseUrl, Delivery, Error, ErrorInfo, JobInfo, JobStatus, LIBPQ_DEFAULTS,
+    QueuePattern, Result, Schedule, ScheduleError, SqliteSynchronous,
 };
 pub use worker::{Drained, Worker, WorkerHandle, WorkerStats};
 

@@ -169,7 +169,7 @@ impl DatabaseUrl {
         match self.sqlite_path() {
             #[cfg(feature = "postgres")]
             None => {
-                let mut conn = PgConnection::establish(self.expose()).map_err(connect_error)?;
+                let mut conn = PgConnection::establish(&self.conninfo()).map_err(connect_error)?;
                 if owner == Owner::Solidq {
                     conn.set_instrumentation(StatementCounter);
                 }
@@ -291,6 +291,45 @@ pub(crate) struct PoolConn {
     pub(crate) verified_at: std::time::Instant,
 }
 
+impl PoolConn {
+    /// Whether this connection still works and its server still takes
+    /// writes: on PostgreSQL a server in recovery (a standby, or an old
+    /// primary come back as one after a failover) answers queries but
+    /// refuses every write, so a connection to it is as useless to solidq
+    /// as a dead one.
+    pub(crate) fn check(&mut self) -> Result<()> {
+        match &mut self.conn {
+            #[cfg(feature = "postgres")]
+            AnyConnection::Postgres(conn) => {
+                use diesel::RunQueryDsl;
+                #[derive(diesel::QueryableByName)]
+                struct Recovery {
+                    #[diesel(sql_type = diesel::sql_types::Bool)]
+                    in_recovery: bool,
+                }
+                let row: Recovery =
+                    diesel::sql_query("SELECT pg_catalog.pg_is_in_recovery() AS in_recovery")
+                        .get_result(conn)
+                        .map_err(Error::db("connection_check"))?;
+                if row.in_recovery {
+                    return Err(Error::Database {
+                        operation: "connection_check",
+                        source: diesel::result::Error::DatabaseError(
+                            diesel::result::DatabaseErrorKind::ReadOnlyTransaction,
+                            Box::new("the server is in recovery (a standby)".to_string()),
+                        ),
+                    });
+                }
+                Ok(())
+            }
+            #[cfg(feature = "sqlite")]
+            AnyConnection::Sqlite(conn) => conn
+                .batch_execute("SELECT 1")
+                .map_err(Error::db("connection_check")),
+        }
+    }
+}
+
 /// r2d2 manager that opens the backend the URL names and applies the SQLite
 /// pragmas to each new connection.
 pub(crate) struct Manager {
@@ -311,9 +350,7 @@ impl r2d2::ManageConnection for Manager {
     }
 
     fn is_valid(&self, conn: &mut PoolConn) -> Result<()> {
-        conn.conn
-            .batch_execute("SELECT 1")
-            .map_err(Error::db("connection_check"))
+        conn.check()
     }
 
     fn has_broken(&self, conn: &mut PoolConn) -> bool {

@@ -99,7 +99,7 @@ fn lost(message: String) -> Error {
 #[cfg(feature = "postgres")]
 impl PgListener {
     fn connect(url: &DatabaseUrl) -> Result<PgListener> {
-        let conninfo = CString::new(url.expose()).map_err(|_| Error::InvalidDatabaseUrl {
+        let conninfo = CString::new(url.conninfo()).map_err(|_| Error::InvalidDatabaseUrl {
             url: url.redacted(),
             reason: "contains a NUL byte".into(),
         })?;

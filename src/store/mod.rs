@@ -85,6 +85,11 @@ pub(crate) struct Store {
     /// verified since are checked before use (after a server restart every
     /// idle connection is dead, and each would otherwise fail one caller).
     lost_at: Arc<Mutex<Option<Instant>>>,
+    /// How many times a server refused a write as read-only (a failover):
+    /// the LISTEN connection and the notifier reconnect when it changes,
+    /// since a connection to an old primary kept up as a standby would
+    /// otherwise listen there forever, hearing nothing.
+    read_only_seen: Arc<std::sync::atomic::AtomicU64>,
     /// PostgreSQL: sends the notifications of enqueued jobs (started on the
     /// first enqueue).
     #[cfg(feature = "postgres")]
@@ -125,6 +130,7 @@ impl Store {
             url: url.clone(),
             pool_size: options.size.max(1),
             lost_at: Arc::default(),
+            read_only_seen: Arc::default(),
             #[cfg(feature = "postgres")]
             notifier: Arc::default(),
             lock_budget: match url.backend() {
@@ -133,6 +139,20 @@ impl Store {
             },
             sqlite: options.sqlite,
         })
+    }
+
+    /// Notes that a server refused a write as read-only.
+    fn saw_read_only(&self) {
+        self.read_only_seen
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// How many times a server refused solidq's writes as read-only: a
+    /// change means a failover happened, and connections that only read or
+    /// listen (which the server does not refuse) must be opened again.
+    pub(crate) fn read_only_seen(&self) -> u64 {
+        self.read_only_seen
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub(crate) fn url(&self) -> &DatabaseUrl {
@@ -165,8 +185,10 @@ impl Store {
             let lost_at = *self.lost_at.lock().unwrap_or_else(|p| p.into_inner());
             let pooled: &mut PoolConn = &mut checked_out;
             if lost_at.is_some_and(|lost| pooled.verified_at <= lost) {
-                use diesel::connection::SimpleConnection;
-                if pooled.conn.batch_execute("SELECT 1").is_err() {
+                if let Err(error) = pooled.check() {
+                    if error.is_read_only() {
+                        self.saw_read_only();
+                    }
                     pooled.broken = true;
                     continue;
                 }
@@ -199,7 +221,11 @@ impl Store {
     /// a lock conflict (SQLite busy, PostgreSQL deadlock or serialization
     /// failure): those errors mean the transaction was rolled back, so running
     /// it again is safe. A connection that turns out dead is dropped from the
-    /// pool, so the caller's next attempt gets a fresh one.
+    /// pool, so the caller's next attempt gets a fresh one. A server that
+    /// refuses writes (SQLSTATE 25006: it is a standby now, after a
+    /// failover) wrote nothing either: its connection is dropped and `op`
+    /// runs again on a fresh one, which libpq opens through the URL's hosts
+    /// to the one that takes writes.
     pub(crate) fn with_conn<T>(
         &self,
         operation: &'static str,
@@ -216,10 +242,10 @@ impl Store {
         mut op: impl FnMut(&mut AnyConnection) -> QueryResult<T>,
     ) -> Result<T> {
         let mut checked_out = self.conn_within(checkout)?;
-        let pooled: &mut PoolConn = &mut checked_out;
         let started = Instant::now();
         let mut pause = FIRST_LOCK_PAUSE;
         loop {
+            let pooled: &mut PoolConn = &mut checked_out;
             match op(&mut pooled.conn) {
                 Ok(value) => return Ok(value),
                 Err(source) => {
@@ -229,8 +255,19 @@ impl Store {
                         *self.lost_at.lock().unwrap_or_else(|p| p.into_inner()) =
                             Some(Instant::now());
                     }
-                    if !is_lock_conflict(&error) || started.elapsed() > self.lock_budget {
+                    let refused = error.is_read_only();
+                    if !(refused || is_lock_conflict(&error))
+                        || started.elapsed() > self.lock_budget
+                    {
                         return Err(error);
+                    }
+                    if refused {
+                        self.saw_read_only();
+                        log::warn!("{operation}: {error}; running it again on a fresh connection");
+                        drop(checked_out);
+                        std::thread::sleep(pause.max(FAILOVER_PAUSE));
+                        checked_out = self.conn_within(checkout)?;
+                        continue;
                     }
                     // Jitter, so processes that collided do not retry in step.
                     let wait = pause.mul_f64(0.5 + fastrand::f64());
@@ -332,7 +369,9 @@ impl Store {
         queues.dedup();
         if !queues.is_empty() {
             self.notifier
-                .get_or_init(|| notifier::Notifier::start(self.url.clone()))
+                .get_or_init(|| {
+                    notifier::Notifier::start(self.url.clone(), Arc::clone(&self.read_only_seen))
+                })
                 .ready(queues);
         }
     }
@@ -388,6 +427,10 @@ const LOCK_RETRY_BUDGET: Duration = Duration::from_secs(30);
 /// millisecond per transaction here.
 const FIRST_LOCK_PAUSE: Duration = Duration::from_micros(50);
 const MAX_LOCK_PAUSE: Duration = Duration::from_millis(2);
+/// The pause before running an operation again after a server refused it
+/// as read-only (a failover under way: the next connection may reach the
+/// same standby until it is promoted).
+const FAILOVER_PAUSE: Duration = Duration::from_millis(200);
 
 fn is_lock_conflict(error: &Error) -> bool {
     use diesel::result::{DatabaseErrorKind, Error as D};

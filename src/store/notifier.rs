@@ -21,6 +21,7 @@
 //! late: workers poll as a fallback).
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -49,13 +50,15 @@ struct Inner {
 static LIVE: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
 
 impl Notifier {
-    pub(crate) fn start(url: DatabaseUrl) -> Notifier {
+    /// Starts the thread; it reconnects whenever `read_only_seen` (see
+    /// `Store::read_only_seen`) changes.
+    pub(crate) fn start(url: DatabaseUrl, read_only_seen: Arc<AtomicU64>) -> Notifier {
         let (tx, rx) = unbounded();
         let (done_tx, done) = crossbeam_channel::bounded::<()>(1);
         let spawned = std::thread::Builder::new()
             .name("solidq-notifier".into())
             .spawn(move || {
-                run(&url, &rx);
+                run(&url, &rx, &read_only_seen);
                 drop(done_tx);
             });
         let thread = match spawned {
@@ -140,9 +143,16 @@ extern "C" fn flush_all_at_exit() {
     }
 }
 
-fn run(url: &DatabaseUrl, rx: &Receiver<Vec<String>>) {
+fn run(url: &DatabaseUrl, rx: &Receiver<Vec<String>>, read_only_seen: &AtomicU64) {
     let mut conn: Option<AnyConnection> = None;
+    let mut opened_at = read_only_seen.load(Ordering::SeqCst);
     while let Ok(first) = rx.recv() {
+        // A failover: NOTIFY on the old primary would reach nobody.
+        let seen = read_only_seen.load(Ordering::SeqCst);
+        if seen != opened_at {
+            conn = None;
+            opened_at = seen;
+        }
         let mut queues: BTreeSet<String> = first.into_iter().collect();
         while let Ok(more) = rx.try_recv() {
             queues.extend(more);

@@ -223,13 +223,17 @@ impl Error {
         move |source| Error::Database { operation, source }
     }
 
-    /// Whether the connection that raised this error is dead (closed by the
-    /// server or the network) and must not be reused.
+    /// Whether the connection that raised this error must not be reused:
+    /// it is dead (closed by the server, SQLSTATE class 08 or 57P01/57P02,
+    /// or by the network), or its server no longer takes writes (25006, a
+    /// standby after a failover; see [`Error::is_read_only`]). solidq drops
+    /// such a connection from its pool, and the next one is opened through
+    /// the URL's list of hosts.
     pub fn is_connection_lost(&self) -> bool {
         use diesel::result::{DatabaseErrorKind as K, Error as D};
         match self {
             Error::Database { source, .. } => match source {
-                D::DatabaseError(K::ClosedConnection, _) => true,
+                D::DatabaseError(K::ClosedConnection | K::ReadOnlyTransaction, _) => true,
                 D::DatabaseError(K::UnableToSendCommand, info) => {
                     is_connection_message(info.message())
                 }
@@ -240,9 +244,46 @@ impl Error {
         }
     }
 
+    /// Whether the server refused a write because it is read-only
+    /// (SQLSTATE 25006): after a failover, a connection still open to the
+    /// old primary come back as a standby, or a URL that reached a
+    /// standby. Nothing was written; solidq runs its own operations again
+    /// on a fresh connection, so callers see this only from their own
+    /// connections.
+    pub fn is_read_only(&self) -> bool {
+        use diesel::result::{DatabaseErrorKind as K, Error as D};
+        matches!(
+            self,
+            Error::Database {
+                source: D::DatabaseError(K::ReadOnlyTransaction, _),
+                ..
+            }
+        )
+    }
+
+    /// Whether a write that failed with this error may nevertheless have
+    /// been committed: the connection was lost while the statement or the
+    /// `COMMIT` was in flight, so the server may have committed it and died
+    /// (or the network did) before it could answer. Nothing tells the
+    /// client which; only reading the database again can.
+    ///
+    /// For an enqueue: `false` means the job was not enqueued (a pool
+    /// timeout, a refused connection, a read-only server, a constraint), so
+    /// when [`Error::is_transient`] says so, enqueue it again. `true` means
+    /// it may or may not exist: enqueuing it again is safe only with a
+    /// `unique_key` (a second enqueue of a committed one returns
+    /// [`Error::Duplicate`] with its id); without one, a retry may run the
+    /// job twice, and not retrying may lose it.
+    pub fn may_have_committed(&self) -> bool {
+        matches!(self, Error::Database { .. }) && self.is_connection_lost() && !self.is_read_only()
+    }
+
     /// Whether the same call may succeed if retried later: lost connections,
-    /// pool timeouts, SQLite's `database is locked`, serialization failures
-    /// and deadlocks. Logic errors (constraint violations, bad input) are not.
+    /// pool timeouts, a read-only server (a failover under way), SQLite's
+    /// `database is locked`, serialization failures and deadlocks. Logic
+    /// errors (constraint violations, bad input) are not. (Whether a failed
+    /// write may have been committed anyway is
+    /// [`Error::may_have_committed`].)
     pub fn is_transient(&self) -> bool {
         use diesel::result::{DatabaseErrorKind as K, Error as D};
         match self {
@@ -250,12 +291,11 @@ impl Error {
             Error::HeartbeatLost { .. } => false,
             Error::Database { source, .. } => match source {
                 D::DatabaseError(kind, info) => match kind {
-                    K::ClosedConnection | K::SerializationFailure => true,
+                    K::ClosedConnection | K::SerializationFailure | K::ReadOnlyTransaction => true,
                     K::UniqueViolation
                     | K::ForeignKeyViolation
                     | K::NotNullViolation
-                    | K::CheckViolation
-                    | K::ReadOnlyTransaction => false,
+                    | K::CheckViolation => false,
                     _ => is_transient_message(info.message()),
                 },
                 D::BrokenTransactionManager | D::AlreadyInTransaction => true,
@@ -272,7 +312,8 @@ impl Error {
 
 /// Messages libpq gives when the connection itself is gone.
 fn is_connection_message(message: &str) -> bool {
-    const LOST: [&str; 8] = [
+    const LOST: [&str; 9] = [
+        "the database system is",
         "server closed the connection",
         "terminating connection",
         "no connection to the server",
@@ -290,7 +331,8 @@ fn is_connection_message(message: &str) -> bool {
 /// retry can cure: SQLite's busy/locked family and PostgreSQL connection loss
 /// or deadlock detection.
 fn is_transient_message(message: &str) -> bool {
-    const TRANSIENT: [&str; 9] = [
+    const TRANSIENT: [&str; 10] = [
+        "the database system is",
         "database is locked",
         "database table is locked",
         "database is busy",
@@ -334,5 +376,34 @@ mod tests {
         assert!(db_error(DatabaseErrorKind::ClosedConnection, "gone").is_transient());
         assert!(!db_error(DatabaseErrorKind::UniqueViolation, "duplicate key").is_transient());
         assert!(!db_error(DatabaseErrorKind::Unknown, "syntax error").is_transient());
+    }
+
+    #[test]
+    fn a_read_only_server_is_dropped_and_retried_and_a_lost_write_may_have_committed() {
+        let read_only = db_error(
+            DatabaseErrorKind::ReadOnlyTransaction,
+            "cannot execute INSERT in a read-only transaction",
+        );
+        assert!(read_only.is_read_only() && read_only.is_connection_lost());
+        assert!(read_only.is_transient() && !read_only.may_have_committed());
+        for lost in [
+            db_error(
+                DatabaseErrorKind::ClosedConnection,
+                "server closed the connection",
+            ),
+            db_error(
+                DatabaseErrorKind::Unknown,
+                "terminating connection due to administrator command",
+            ),
+            db_error(
+                DatabaseErrorKind::Unknown,
+                "FATAL: the database system is shutting down",
+            ),
+        ] {
+            assert!(lost.is_connection_lost() && lost.is_transient(), "{lost}");
+            assert!(lost.may_have_committed() && !lost.is_read_only(), "{lost}");
+        }
+        let constraint = db_error(DatabaseErrorKind::UniqueViolation, "duplicate key");
+        assert!(!constraint.may_have_committed() && !constraint.is_connection_lost());
     }
 }

@@ -27,4 +27,4 @@ pub use limit::{DEFAULT_CONCURRENCY_DURATION, OnConflict};
 pub(crate) use queue::validate_queue_name;
 pub use queue::{MAX_QUEUE_NAME_LEN, QueuePattern};
 pub use sqlite::SqliteSynchronous;
-pub use url::{Backend, DatabaseUrl};
+pub use url::{Backend, DatabaseUrl, LIBPQ_DEFAULTS};

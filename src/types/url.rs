@@ -30,9 +30,13 @@ impl fmt::Display for Backend {
 
 /// A parsed database URL.
 ///
-/// * `postgres://…` or `postgresql://…`: PostgreSQL; passed to libpq as is, so
+/// * `postgres://…` or `postgresql://…`: PostgreSQL; passed to libpq, so
 ///   every libpq parameter works (`?options=-csearch_path%3Dmyschema` puts the
-///   tables in another schema).
+///   tables in another schema), and so does libpq's list of hosts
+///   (`postgres://db1:5432,db2:5432/app`). solidq adds the parameters of
+///   [`LIBPQ_DEFAULTS`] that the URL leaves out, so that a dead or
+///   unreachable server is noticed in seconds, not minutes (see
+///   [`DatabaseUrl::conninfo`]).
 /// * `sqlite://path`, `sqlite:path`, or a plain file path: SQLite. The file
 ///   is created if missing. `sqlite:///abs/path` is an absolute path.
 ///
@@ -106,6 +110,20 @@ impl DatabaseUrl {
         &self.raw
     }
 
+    /// What solidq hands libpq: the URL, plus every parameter of
+    /// [`LIBPQ_DEFAULTS`] it does not set itself (nor through the
+    /// parameter's environment variable, such as `PGCONNECT_TIMEOUT`), plus
+    /// `target_session_attrs=read-write` when it names several hosts, so a
+    /// connection skips servers that cannot take writes (a standby not yet
+    /// promoted, an old primary come back as a standby). SQLite URLs are
+    /// returned as given.
+    pub fn conninfo(&self) -> String {
+        match self.target {
+            Target::Sqlite(_) => self.raw.clone(),
+            Target::Postgres => with_libpq_defaults(&self.raw, |name| std::env::var_os(name)),
+        }
+    }
+
     /// The URL with any password replaced by `***`.
     pub fn redacted(&self) -> String {
         redact(&self.raw)
@@ -138,6 +156,73 @@ fn check_compiled(url: &str, target: &Target, postgres: bool, sqlite: bool) -> R
         scheme: scheme.to_string(),
         feature,
     })
+}
+
+/// The libpq parameters solidq sets on its PostgreSQL connections unless
+/// the URL sets them, as `(parameter, value, environment variable)`.
+/// libpq's own defaults suit an interactive client: no connect timeout
+/// (a host whose packets are dropped holds a connection attempt for the
+/// kernel's SYN retries, about two minutes) and no keepalives (a
+/// connection whose server vanished without a reset, as behind a cut link,
+/// waits for its reply until TCP gives up, 15 minutes or more). A worker
+/// must notice well within the process alive threshold (60 s by default)
+/// and move on to the next host of the URL:
+///
+/// * `connect_timeout=5`: seconds per host to connect;
+/// * `keepalives_idle=5`, `keepalives_interval=2`, `keepalives_count=3`:
+///   an idle connection (the LISTEN connection, a pooled one) whose server
+///   went silent fails after about 11 s;
+/// * `tcp_user_timeout=10000`: a connection whose sent data goes
+///   unacknowledged for 10 s fails (a query sent into a cut link). A slow
+///   query is not affected: its request was acknowledged;
+/// * `application_name=solidq`: solidq's sessions are told apart in
+///   `pg_stat_activity`.
+pub const LIBPQ_DEFAULTS: &[(&str, &str, &str)] = &[
+    ("connect_timeout", "5", "PGCONNECT_TIMEOUT"),
+    ("keepalives_idle", "5", ""),
+    ("keepalives_interval", "2", ""),
+    ("keepalives_count", "3", ""),
+    ("tcp_user_timeout", "10000", ""),
+    ("application_name", "solidq", "PGAPPNAME"),
+];
+
+/// `url` with the [`LIBPQ_DEFAULTS`] it lacks (unless `env` has their
+/// variable), and `target_session_attrs=read-write` for several hosts.
+fn with_libpq_defaults(url: &str, env: impl Fn(&str) -> Option<std::ffi::OsString>) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let given: Vec<&str> = query
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|pair| pair.split('=').next())
+        .filter(|name| !name.is_empty())
+        .collect();
+    let absent = |name: &str, variable: &str| {
+        !given.contains(&name) && (variable.is_empty() || env(variable).is_none())
+    };
+    let mut added: Vec<String> = LIBPQ_DEFAULTS
+        .iter()
+        .filter(|(name, _, variable)| absent(name, variable))
+        .map(|(name, value, _)| format!("{name}={value}"))
+        .collect();
+    let authority = base
+        .split_once("://")
+        .map_or("", |(_, rest)| rest.split('/').next().unwrap_or(""));
+    let hosts = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if hosts.contains(',') && absent("target_session_attrs", "PGTARGETSESSIONATTRS") {
+        added.push("target_session_attrs=read-write".into());
+    }
+    if added.is_empty() {
+        return url.to_string();
+    }
+    let added = added.join("&");
+    match query {
+        Some("") => format!("{url}{added}"),
+        Some(_) => format!("{url}&{added}"),
+        None => format!("{url}?{added}"),
+    }
 }
 
 fn sqlite_target(path: &str) -> std::result::Result<Target, String> {
@@ -220,6 +305,42 @@ mod tests {
             Target::Sqlite(p) => assert_eq!(p, PathBuf::from("/tmp/x.db")),
             Target::Postgres => panic!("wrong backend"),
         }
+    }
+
+    #[test]
+    fn libpq_defaults_fill_only_what_the_url_and_the_environment_leave_out() {
+        let none = |_: &str| None;
+        let all = "connect_timeout=5&keepalives_idle=5&keepalives_interval=2\
+                   &keepalives_count=3&tcp_user_timeout=10000&application_name=solidq";
+        assert_eq!(
+            with_libpq_defaults("postgres://u:pw@h/db", none),
+            format!("postgres://u:pw@h/db?{all}")
+        );
+        assert_eq!(
+            with_libpq_defaults("postgres://h/db?", none),
+            format!("postgres://h/db?{all}")
+        );
+        let own = with_libpq_defaults(
+            "postgres://h/db?connect_timeout=1&application_name=app&sslmode=disable",
+            none,
+        );
+        assert!(own.starts_with("postgres://h/db?connect_timeout=1&application_name=app&sslmode=disable&keepalives_idle=5"), "{own}");
+        assert_eq!(own.matches("connect_timeout").count(), 1, "{own}");
+        assert!(!own.contains("application_name=solidq"), "{own}");
+        let from_env = with_libpq_defaults("postgres://h/db", |name| {
+            (name == "PGCONNECT_TIMEOUT").then(|| "3".into())
+        });
+        assert!(!from_env.contains("connect_timeout"), "{from_env}");
+        // Several hosts: connect to the one that takes writes.
+        let multi = with_libpq_defaults("postgres://u:p,w@a:1,b:2/db?sslmode=disable", none);
+        assert!(
+            multi.ends_with("&target_session_attrs=read-write"),
+            "{multi}"
+        );
+        let chosen = with_libpq_defaults("postgres://a,b/db?target_session_attrs=any", none);
+        assert!(!chosen.contains("read-write"), "{chosen}");
+        let single = with_libpq_defaults("postgres://a:1/db", none);
+        assert!(!single.contains("target_session_attrs"), "{single}");
     }
 
     #[test]

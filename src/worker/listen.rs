@@ -28,12 +28,22 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
         .spawn(move || {
             let mut listener: Option<Box<dyn Listener>> = None;
             let mut failures = 0u32;
+            let mut opened_at = 0;
             while !shared.stopping.load(Ordering::SeqCst) {
                 cancel::tick(&shared);
+                if listener.is_some() && shared.store.read_only_seen() != opened_at {
+                    // A failover: the server this listens on refuses
+                    // writes now, and notifications come from elsewhere.
+                    log::warn!("a server refused writes as read-only; listening again through the URL's hosts");
+                    shared.listening.store(false, Ordering::SeqCst);
+                    listener = None;
+                }
                 let Some(active) = listener.as_mut() else {
+                    let seen = shared.store.read_only_seen();
                     match shared.store.listener(shared.config.sqlite_watch_interval) {
                         Ok(opened) => {
                             listener = Some(opened);
+                            opened_at = seen;
                             failures = 0;
                             shared.listening.store(true, Ordering::SeqCst);
                             let _ = shared.wake.try_send(());

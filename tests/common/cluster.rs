@@ -146,3 +146,89 @@ fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
     listener.local_addr().expect("its address").port()
 }
+
+/// Streaming replication, for failover tests: a standby of a primary,
+/// promoted when the primary is gone.
+impl PrivateCluster {
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A streaming standby of `self` (`pg_basebackup -R`), started and
+    /// streaming, whose walreceiver calls itself `name` (its
+    /// `cluster_name`), the name `synchronous_standby_names` refers to.
+    pub fn standby(&self, name: &str) -> PrivateCluster {
+        let dir = tempfile::Builder::new()
+            .prefix("solidq-standby-")
+            .tempdir()
+            .expect("standby directory");
+        if is_root() {
+            run(Command::new("chown").arg("postgres:").arg(dir.path()));
+        }
+        let standby = PrivateCluster {
+            dir,
+            bin: self.bin.clone(),
+            port: free_port(),
+        };
+        let port = self.port.to_string();
+        standby.pg(
+            "pg_basebackup",
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                "postgres",
+                "-D",
+                &standby.data(),
+                "-R",
+                "-X",
+                "stream",
+                "--no-sync",
+            ],
+        );
+        std::fs::write(
+            standby.dir.path().join("data/conf.d-standby.conf"),
+            format!("cluster_name = '{name}'\nhot_standby = on\n"),
+        )
+        .expect("standby settings");
+        let conf = standby.dir.path().join("data/postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf).expect("postgresql.conf");
+        text.push_str("\ninclude = 'conf.d-standby.conf'\n");
+        std::fs::write(&conf, text).expect("postgresql.conf");
+        standby.start_again();
+        standby
+    }
+
+    /// Runs `sql` through `psql` on its `postgres` database; returns what
+    /// it printed (unaligned, tuples only).
+    pub fn psql(&self, sql: &str) -> String {
+        let output = Command::new(self.bin.join("psql"))
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-U", "postgres", "-d", "postgres", "-XAtq", "-c", sql])
+            .output()
+            .expect("run psql");
+        assert!(
+            output.status.success(),
+            "psql {sql:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    }
+
+    /// Stops the server as a crash would (`-m immediate`): no shutdown
+    /// checkpoint, every session cut.
+    pub fn crash(&self) {
+        self.pg(
+            "pg_ctl",
+            &["-D", &self.data(), "-m", "immediate", "-w", "stop"],
+        );
+    }
+
+    /// Promotes a standby to primary and waits until it takes writes.
+    pub fn promote(&self) {
+        self.pg("pg_ctl", &["-D", &self.data(), "-w", "promote"]);
+    }
+}
