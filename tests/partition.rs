@@ -29,7 +29,8 @@
 //! (`keepalives_*`, `tcp_user_timeout`, `connect_timeout`): without them
 //! a connection whose peer went silent hangs in the kernel's
 //! retransmissions. The ignored test runs the same without them, to show
-//! what they fix.
+//! what they fix. `SOLIDQ_TEST_PARTITION_HOLD_S=60` keeps the link down
+//! that many seconds longer (after the release), for experiments.
 
 mod common;
 
@@ -344,11 +345,30 @@ env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
         }
         let to_release = cut_at.elapsed();
         eprintln!("cut → released: {}", secs(to_release));
+        // The server's side of the cut host's connections: it has not
+        // heard of the cut (nothing was sent to it).
+        let backends = db.scalar(&format!(
+            "SELECT count(*) AS v FROM pg_stat_activity WHERE client_addr = '{}'",
+            net.host_address(CUT)
+        ));
+        let in_transaction = db.scalar(&format!(
+            "SELECT count(*) AS v FROM pg_stat_activity WHERE client_addr = '{}' AND state LIKE 'idle in transaction%'",
+            net.host_address(CUT)
+        ));
+        eprintln!(
+            "the server still has {backends} backends of the cut host ({in_transaction} idle in a transaction)"
+        );
         assert!(
             to_release >= ALIVE - HEARTBEAT,
             "released {to_release:?} after the cut, before the alive threshold {ALIVE:?} could pass"
         );
-        // The link comes back.
+        // The link comes back (after `SOLIDQ_TEST_PARTITION_HOLD_S` more
+        // seconds, 0 by default: a longer partition, for experiments).
+        let hold: u64 = std::env::var("SOLIDQ_TEST_PARTITION_HOLD_S")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        std::thread::sleep(Duration::from_secs(hold));
         let restore_us = now_us();
         let restored_at = Instant::now();
         net.restore(CUT);
@@ -356,7 +376,7 @@ env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
             "link of host {CUT} up again {} after the cut",
             secs(cut_at.elapsed())
         );
-        let deadline = Instant::now() + WAIT;
+        let deadline = Instant::now() + WAIT + Duration::from_secs(hold);
         let new_workers = loop {
             let workers: Vec<ProcessRow> = rows_on(&mut conn, CUT, "worker")
                 .into_iter()
@@ -444,6 +464,14 @@ env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+        // Connections of the cut host from before the cut that the server
+        // still keeps: nothing tells it they are dead until its own TCP
+        // keepalive (the OS default: after 2 h idle).
+        let cut_at_db = format!("to_timestamp({})", cut_us as f64 / 1e6);
+        let leftover = db.scalar(&format!(
+            "SELECT count(*) AS v FROM pg_stat_activity WHERE client_addr = '{}' AND backend_start < {cut_at_db}",
+            net.host_address(CUT)
+        ));
         for host in hosts.iter_mut() {
             host.stop(Duration::from_secs(10));
         }
@@ -493,7 +521,7 @@ env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
         let all_logs = logs(&hosts);
         let restarts = all_logs.matches("*** exited with status").count();
         eprintln!(
-            "partition figures ({}): cut → released {}, link up → registered again {}, link up → running jobs again {}; {} jobs, {} held by the cut host at the cut, {} stalled, {} started twice, {} lost; {} jobs of the second batch ran on the cut host; {restarts} supervisor exits (restarted); test took {}",
+            "partition figures ({}): cut → released {}, link up → registered again {}, link up → running jobs again {}; {} jobs, {} held by the cut host at the cut, {} stalled, {} started twice, {} lost; {} jobs of the second batch ran on the cut host; {restarts} supervisor exits (restarted); {leftover} server backends of the cut host from before the cut still open at the end; test took {}",
             if tcp_timeouts.is_some() {
                 "URL with libpq TCP timeouts"
             } else {
@@ -542,14 +570,21 @@ env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
             "stalls of jobs the cut host did not hold: {:?}",
             stalled.difference(&held).collect::<Vec<_>>()
         );
-        // Nothing the cut host's old processes did after the cut landed.
+        // Nothing the cut host began while cut off landed. (Its processes
+        // may run jobs again after the link is back, under rows registered
+        // again; a job it had claimed ahead and started then would have
+        // been started twice, which the check above rules out.)
         let late: Vec<&LedgerRow> = entries
             .iter()
-            .filter(|r| r.event == "start" && old_pids.contains(&r.pid) && r.at_us >= cut_us)
+            .filter(|r| {
+                r.event == "start"
+                    && old_pids.contains(&r.pid)
+                    && (cut_us..restore_us).contains(&r.at_us)
+            })
             .collect();
         assert!(
             late.is_empty(),
-            "the cut host's old processes started jobs after the cut: {late:?}"
+            "the cut host started jobs while cut off: {late:?}"
         );
         // Every outcome was written after the end of the job's last run:
         // no zombie recorded its outcome over the new claim.

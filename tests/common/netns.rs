@@ -147,7 +147,7 @@ impl Network {
             inside(&[
                 "addr",
                 "add",
-                &format!("10.{}.{host}.2/24", self.octet),
+                &format!("{}/24", self.host_address(host)),
                 "dev",
                 &inner,
             ]);
@@ -183,6 +183,12 @@ impl Network {
     /// namespace of its own too, so its process rows name it).
     pub fn hostname(&self, host: usize) -> String {
         format!("{}-h{host}", self.prefix)
+    }
+
+    /// Host `host`'s own address (the database sees its connections
+    /// come from it).
+    pub fn host_address(&self, host: usize) -> String {
+        format!("10.{}.{host}.2", self.octet)
     }
 
     fn db_link(&self, end: usize) -> String {
