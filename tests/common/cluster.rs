@@ -232,3 +232,52 @@ impl PrivateCluster {
         self.pg("pg_ctl", &["-D", &self.data(), "-w", "promote"]);
     }
 }
+
+impl PrivateCluster {
+    /// Like [`PrivateCluster::start`], but the server also listens on
+    /// `addresses` (comma-separated, as `listen_addresses` takes them; they
+    /// must exist already) and trusts connections from `trusted` (a CIDR,
+    /// e.g. the test's private network namespaces), for tests whose
+    /// workers run in network namespaces of their own. Its [`url`] stays
+    /// on 127.0.0.1; [`PrivateCluster::url_on`] names another address.
+    ///
+    /// [`url`]: PrivateCluster::url
+    pub fn start_listening_on(addresses: &str, trusted: &str) -> Option<PrivateCluster> {
+        let cluster = PrivateCluster::start()?;
+        cluster.stop();
+        let hba = std::path::Path::new(&cluster.data()).join("pg_hba.conf");
+        let mut text = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
+        text.push_str(&format!("host all all {trusted} trust\n"));
+        std::fs::write(&hba, text).expect("write pg_hba.conf");
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1,{addresses} -c fsync=off -c max_connections=200",
+            cluster.port,
+            cluster.dir.path().display()
+        );
+        let log = cluster.dir.path().join("server.log").display().to_string();
+        cluster.pg(
+            "pg_ctl",
+            &[
+                "-D",
+                &cluster.data(),
+                "-o",
+                &options,
+                "-l",
+                &log,
+                "-w",
+                "start",
+            ],
+        );
+        Some(cluster)
+    }
+
+    /// The URL of its `postgres` database at `address` (one it listens on).
+    pub fn url_on(&self, address: &str) -> String {
+        format!("postgres://postgres@{address}:{}/postgres", self.port)
+    }
+
+    /// What the server logged so far.
+    pub fn server_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+}

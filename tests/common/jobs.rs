@@ -3,8 +3,9 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use diesel::RunQueryDsl;
 use serde::{Deserialize, Serialize};
 use solidq::{
     ConcurrencyLimit, Job, JobContext, JobError, JobOptions, JobResult, OnConflict, Queue, Worker,
@@ -138,19 +139,49 @@ pub struct Ledger {
 }
 
 thread_local! {
-    static CONNS: RefCell<HashMap<String, TestConn>> = RefCell::new(HashMap::new());
+    /// Each thread's connection per URL, with when it was last used.
+    static CONNS: RefCell<HashMap<String, (TestConn, Instant)>> = RefCell::new(HashMap::new());
 }
 
-/// Appends a ledger row through this thread's connection to `url`.
+/// How long a ledger connection may sit idle before it is checked.
+const LEDGER_IDLE_CHECK: Duration = Duration::from_secs(1);
+
+/// Whether `conn` still answers.
+fn answers(conn: &mut TestConn) -> bool {
+    match conn {
+        #[cfg(feature = "postgres")]
+        TestConn::Pg(c) => diesel::sql_query("SELECT 1").execute(c).is_ok(),
+        #[cfg(feature = "sqlite")]
+        TestConn::Sqlite(c) => diesel::sql_query("SELECT 1").execute(c).is_ok(),
+    }
+}
+
+/// Appends a ledger row through this thread's connection to `url`. A
+/// connection that failed is dropped (the next append opens another), and
+/// one idle for a while is checked first: it may have died meanwhile (a
+/// partition, a restarted server) and only a statement that may have
+/// reached the server should fail the job.
 pub fn ledger_append(url: &str, job_id: i64, n: i64, event: &str) {
     CONNS.with(|conns| {
         let mut conns = conns.borrow_mut();
-        let conn = conns.entry(url.to_string()).or_insert_with(|| TestConn::open(url));
+        let mut conn = match conns.remove(url) {
+            Some((mut conn, used)) => {
+                if used.elapsed() < LEDGER_IDLE_CHECK || answers(&mut conn) {
+                    conn
+                } else {
+                    drop(conn);
+                    TestConn::open(url)
+                }
+            }
+            None => TestConn::open(url),
+        };
+        // A panic here drops the connection with the unwinding.
         conn.execute(&format!(
             "INSERT INTO test_ledger (job_id, n, pid, event, at_us) VALUES ({job_id}, {n}, {}, '{event}', {})",
             std::process::id(),
             now_us()
         ));
+        conns.insert(url.to_string(), (conn, Instant::now()));
     });
 }
 

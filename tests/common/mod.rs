@@ -7,6 +7,7 @@
 pub mod child;
 pub mod cluster;
 pub mod jobs;
+pub mod netns;
 pub mod recorder;
 
 #[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
