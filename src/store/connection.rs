@@ -171,6 +171,11 @@ impl DatabaseUrl {
             None => {
                 let mut conn = PgConnection::establish(&self.conninfo()).map_err(connect_error)?;
                 if owner == Owner::Solidq {
+                    conn.batch_execute(POSTGRES_SESSION)
+                        .map_err(|source| Error::Connect {
+                            url: self.redacted(),
+                            source: diesel::ConnectionError::CouldntSetupConfiguration(source),
+                        })?;
                     conn.set_instrumentation(StatementCounter);
                 }
                 Ok(AnyConnection::Postgres(conn))
@@ -193,6 +198,23 @@ impl DatabaseUrl {
         }
     }
 }
+
+/// What every one of solidq's own PostgreSQL sessions sets on the server,
+/// the server's half of [`crate::LIBPQ_DEFAULTS`]: when a worker host is
+/// cut off, its sessions' backends would otherwise wait for it until the
+/// server's TCP keepalive gives up (two hours by the kernel's default),
+/// each holding a connection slot and, if the cut came inside a
+/// transaction, its locks (a claim's lock on the process row keeps the
+/// prune from releasing that process's jobs). With keepalives the server
+/// notices a silent client in about 11 s; a transaction left idle for a
+/// minute (solidq's last milliseconds) is ended. The caller's connections
+/// are left as the caller's server configures them.
+#[cfg(feature = "postgres")]
+const POSTGRES_SESSION: &str = "SET tcp_keepalives_idle = 5;
+     SET tcp_keepalives_interval = 2;
+     SET tcp_keepalives_count = 3;
+     SET tcp_user_timeout = 10000;
+     SET idle_in_transaction_session_timeout = '60s';";
 
 /// The pragmas every SQLite connection gets. `busy_timeout` comes first so
 /// the switch to WAL itself waits for a concurrent opener instead of

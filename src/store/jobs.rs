@@ -2,15 +2,19 @@
 //! Each is one transaction composed from [`Driver`] primitives.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
 
 use diesel::QueryResult;
 
 use super::{
     ClaimLimits, ClaimQuery, ClaimedJob, Completion, Discarded, Driver, Failed, FinishReport,
     Inserted, NewJob, Outcome, Progress, Released, Retried, Slot, Snoozed, Start, Store, Succeeded,
-    concurrency, in_transaction,
+    concurrency, driver, in_transaction,
 };
-use crate::types::Result;
+use crate::types::{Backend, Result};
+
+/// How many times a claim whose `COMMIT` was lost is read back.
+const CLAIM_RESOLVE_ATTEMPTS: u32 = 6;
 
 impl Store {
     /// Inserts jobs in one transaction: each one's new id, or the id of
@@ -35,6 +39,14 @@ impl Store {
     }
 
     /// Claims jobs for `process_id` within `limits`.
+    ///
+    /// On PostgreSQL the claim is one statement in an explicit
+    /// transaction. A claim whose reply is lost with its connection may
+    /// have committed, and the jobs it took would then stay claimed by a
+    /// live process that does not know them, run by nobody. In a
+    /// transaction, the statement's rows arrive before the `COMMIT`: when
+    /// only the `COMMIT`'s answer is lost, the claims are read back on a
+    /// fresh connection (see [`Store::claims_resolve`]).
     pub(crate) fn ready_claim(
         &self,
         claim: &ClaimQuery,
@@ -44,7 +56,68 @@ impl Store {
         if limits.total() == 0 {
             return Ok(Vec::new());
         }
-        self.with_driver("ready_claim", |d| d.ready_claim(claim, process_id, limits))
+        if self.backend() != Backend::Postgres {
+            // SQLite's connections are never lost.
+            return self.with_driver("ready_claim", |d| d.ready_claim(claim, process_id, limits));
+        }
+        let mut claimed: Option<Vec<ClaimedJob>> = None;
+        let result = self.with_driver("ready_claim", |d| {
+            claimed = None;
+            in_transaction(d, |d| {
+                let jobs = d.ready_claim(claim, process_id, limits)?;
+                claimed = Some(jobs.clone());
+                Ok(jobs)
+            })
+        });
+        match (result, claimed) {
+            (Err(error), Some(jobs)) if error.may_have_committed() && !jobs.is_empty() => {
+                self.claims_resolve(process_id, jobs, error)
+            }
+            (result, _) => result,
+        }
+    }
+
+    /// Reads back which of `jobs`, whose claim's `COMMIT` failed with
+    /// `error` (the connection lost: it may have committed), `process_id`
+    /// holds, and returns those: the others were not claimed and are still
+    /// ready. Retries the read a few times; if the database stays away,
+    /// returns `error`, and any of them claimed stays so until this
+    /// process stops or is pruned (both release its claims).
+    fn claims_resolve(
+        &self,
+        process_id: i64,
+        jobs: Vec<ClaimedJob>,
+        error: crate::types::Error,
+    ) -> Result<Vec<ClaimedJob>> {
+        let ids: Vec<i64> = jobs.iter().map(|j| j.id).collect();
+        log::warn!(
+            "claiming {} jobs: {error}; the claim may have committed, reading it back",
+            ids.len()
+        );
+        let mut pause = Duration::from_millis(100);
+        for _ in 0..CLAIM_RESOLVE_ATTEMPTS {
+            match self.with_read("claimed_held", |c| driver(c).claimed_held(process_id, &ids)) {
+                Ok(held) => {
+                    let held: HashSet<i64> = held.into_iter().collect();
+                    log::info!(
+                        "the lost claim committed for {} of {} jobs; running those",
+                        held.len(),
+                        ids.len()
+                    );
+                    return Ok(jobs.into_iter().filter(|j| held.contains(&j.id)).collect());
+                }
+                Err(read) => {
+                    log::warn!("reading back a lost claim failed ({read}); retrying in {pause:?}");
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+        log::error!(
+            "cannot tell whether this process (id {process_id}) claimed jobs {ids:?}; \
+             any it did are released when it stops or is pruned"
+        );
+        Err(error)
     }
 
     /// Moves up to `batch` due scheduled jobs to ready (those under a

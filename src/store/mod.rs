@@ -164,7 +164,8 @@ impl Store {
     }
 
     /// Checks a connection out of the pool, validating it first if it has
-    /// not been seen working since a connection was last found dead.
+    /// not been seen working since a connection was last found dead, or
+    /// (PostgreSQL) for longer than [`IDLE_CHECK_AFTER`].
     pub(crate) fn conn(&self) -> Result<PooledConnection> {
         self.conn_within(None)
     }
@@ -184,7 +185,9 @@ impl Store {
             })?;
             let lost_at = *self.lost_at.lock().unwrap_or_else(|p| p.into_inner());
             let pooled: &mut PoolConn = &mut checked_out;
-            if lost_at.is_some_and(|lost| pooled.verified_at <= lost) {
+            let idle_too_long = self.backend() == Backend::Postgres
+                && pooled.verified_at.elapsed() > IDLE_CHECK_AFTER;
+            if idle_too_long || lost_at.is_some_and(|lost| pooled.verified_at <= lost) {
                 if let Err(error) = pooled.check() {
                     if error.is_read_only() {
                         self.saw_read_only();
@@ -247,7 +250,10 @@ impl Store {
         loop {
             let pooled: &mut PoolConn = &mut checked_out;
             match op(&mut pooled.conn) {
-                Ok(value) => return Ok(value),
+                Ok(value) => {
+                    pooled.verified_at = Instant::now();
+                    return Ok(value);
+                }
                 Err(source) => {
                     let error = Error::Database { operation, source };
                     if error.is_connection_lost() {
@@ -427,6 +433,14 @@ const LOCK_RETRY_BUDGET: Duration = Duration::from_secs(30);
 /// millisecond per transaction here.
 const FIRST_LOCK_PAUSE: Duration = Duration::from_micros(50);
 const MAX_LOCK_PAUSE: Duration = Duration::from_millis(2);
+/// A PostgreSQL connection unused for longer than this is checked (one
+/// round trip) before it is handed out, as HikariCP does past 500 ms: a
+/// server restarted, failed over or that terminated the session meanwhile
+/// shows here, where nothing was sent yet, instead of as an error on the
+/// caller's write that cannot say whether it committed
+/// ([`Error::may_have_committed`]). Busy connections are never idle that
+/// long, so the check costs nothing under load.
+const IDLE_CHECK_AFTER: Duration = Duration::from_secs(1);
 /// The pause before running an operation again after a server refused it
 /// as read-only (a failover under way: the next connection may reach the
 /// same standby until it is promoted).
@@ -489,6 +503,9 @@ pub(crate) trait Driver {
     /// Operation: moves up to `batch` due scheduled executions to ready;
     /// returns the queue of each job moved.
     fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>>;
+
+    /// Which of `job_ids` `process_id` holds a claim on.
+    fn claimed_held(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>>;
 
     /// Deletes the claims of these jobs held by `process_id`; returns the ids
     /// whose claim existed (the fence: any other id's claim was lost).

@@ -218,6 +218,9 @@ const MARK_STARTED: &str = "\
 UPDATE solidq_claimed_executions SET started_at = LOCALTIMESTAMP
 WHERE job_id = ANY($2) AND process_id = $1 AND started_at IS NULL";
 
+const CLAIMS_HELD: &str = "\
+SELECT job_id AS id FROM solidq_claimed_executions WHERE process_id = $1 AND job_id = ANY($2)";
+
 const DELETE_CLAIMS_FENCED: &str = "\
 DELETE FROM solidq_claimed_executions WHERE process_id = $1 AND job_id = ANY($2) RETURNING job_id AS id";
 
@@ -608,6 +611,16 @@ impl Driver for PgConnection {
         let rows: Vec<QueueRow> =
             Cached(sql_query(DISPATCH_SCHEDULED).bind::<BigInt, _>(batch as i64)).load(self)?;
         Ok(rows.into_iter().map(|r| r.queue_name).collect())
+    }
+
+    fn claimed_held(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
+        let rows: Vec<IdRow> = Cached(
+            sql_query(CLAIMS_HELD)
+                .bind::<BigInt, _>(process_id)
+                .bind::<Array<BigInt>, _>(job_ids),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
     }
 
     fn claimed_delete_fenced(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {

@@ -130,6 +130,9 @@ const INSERT_CLAIMED: &str =
 const PROCESS_ALIVE: &str = "SELECT count(*) AS v FROM solidq_processes WHERE id = ?1";
 
 /// The fence: claims held by this process are deleted and reported.
+const CLAIMS_HELD: &str = "SELECT job_id AS id FROM solidq_claimed_executions
+                 WHERE process_id = ?1 AND job_id IN (SELECT value FROM json_each(?2))";
+
 const DELETE_CLAIMS_FENCED: &str = "DELETE FROM solidq_claimed_executions
                  WHERE process_id = ?1 AND job_id IN (SELECT value FROM json_each(?2))
                  RETURNING job_id AS id";
@@ -446,6 +449,16 @@ impl Driver for SqliteConnection {
             Cached(sql_query(DELETE_SCHEDULED).bind::<Text, _>(&ids)).execute(c)?;
             Ok(due.into_iter().map(|d| d.queue_name).collect())
         })
+    }
+
+    fn claimed_held(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
+        let rows: Vec<IdRow> = Cached(
+            sql_query(CLAIMS_HELD)
+                .bind::<BigInt, _>(process_id)
+                .bind::<Text, _>(json_ids(job_ids)),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
     }
 
     fn claimed_delete_fenced(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
