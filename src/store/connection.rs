@@ -169,7 +169,12 @@ impl DatabaseUrl {
         match self.sqlite_path() {
             #[cfg(feature = "postgres")]
             None => {
-                let mut conn = PgConnection::establish(self.expose()).map_err(connect_error)?;
+                let mut conn = PgConnection::establish(self.libpq()).map_err(connect_error)?;
+                if !self.prepared_statements() {
+                    // Unnamed statements, each sent in one round trip: a
+                    // pooler in transaction mode (see `types/pooler.rs`).
+                    conn.set_prepared_statement_cache_size(diesel::connection::CacheSize::Disabled);
+                }
                 if owner == Owner::Solidq {
                     conn.set_instrumentation(StatementCounter);
                 }

@@ -32,7 +32,10 @@ impl fmt::Display for Backend {
 ///
 /// * `postgres://…` or `postgresql://…`: PostgreSQL; passed to libpq as is, so
 ///   every libpq parameter works (`?options=-csearch_path%3Dmyschema` puts the
-///   tables in another schema).
+///   tables in another schema). solidq's own parameters for connection
+///   poolers (`prepared_statements=false`, `listen=false`, `listen_host`,
+///   `listen_port`; see the README's PgBouncer section) are taken out
+///   first.
 /// * `sqlite://path`, `sqlite:path`, or a plain file path: SQLite. The file
 ///   is created if missing. `sqlite:///abs/path` is an absolute path.
 ///
@@ -41,6 +44,11 @@ impl fmt::Display for Backend {
 pub struct DatabaseUrl {
     raw: String,
     target: Target,
+    /// `raw` without solidq's own parameters (see `pooler.rs`): what libpq
+    /// gets.
+    pub(super) libpq: String,
+    /// solidq's own parameters of a PostgreSQL URL.
+    pub(super) pooler: super::pooler::PoolerParams,
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -86,9 +94,15 @@ impl DatabaseUrl {
             cfg!(feature = "postgres"),
             cfg!(feature = "sqlite"),
         )?;
+        let (libpq, pooler) = match &target {
+            Target::Postgres => super::pooler::split(trimmed).map_err(|reason| invalid(&reason))?,
+            Target::Sqlite(_) => (trimmed.to_string(), Default::default()),
+        };
         Ok(DatabaseUrl {
             raw: trimmed.to_string(),
             target,
+            libpq,
+            pooler,
         })
     }
 

@@ -30,6 +30,11 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
             let mut failures = 0u32;
             while !shared.stopping.load(Ordering::SeqCst) {
                 cancel::tick(&shared);
+                if !shared.store.url().listens() {
+                    // `listen=false` in the URL: the poller polls.
+                    sleep_unless_stopping(&shared, LISTEN_SLICE);
+                    continue;
+                }
                 let Some(active) = listener.as_mut() else {
                     match shared.store.listener(shared.config.sqlite_watch_interval) {
                         Ok(opened) => {
