@@ -3,6 +3,8 @@
 //!
 //! ```toml
 //! database_url = "postgres://…"      # or an SQLite path; SOLIDQ_DATABASE_URL overrides
+//! # Behind PgBouncer in transaction mode, solidq's own URL parameters:
+//! # "postgres://app@bouncer:6432/app?prepared_statements=false&listen_host=db"
 //! heartbeat_interval = "10s"
 //! process_alive_threshold = "60s"
 //! shutdown_timeout = "7s"

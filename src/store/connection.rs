@@ -170,12 +170,21 @@ impl DatabaseUrl {
             #[cfg(feature = "postgres")]
             None => {
                 let mut conn = PgConnection::establish(&self.conninfo()).map_err(connect_error)?;
-                if owner == Owner::Solidq {
+                if !self.prepared_statements() {
+                    // Unnamed statements, each sent in one round trip: a
+                    // pooler in transaction mode (see `types/pooler.rs`).
+                    conn.set_prepared_statement_cache_size(diesel::connection::CacheSize::Disabled);
+                }
+                // Behind a transaction-mode pooler a session's settings
+                // would stick to a server connection other clients share.
+                if owner == Owner::Solidq && self.prepared_statements() {
                     conn.batch_execute(POSTGRES_SESSION)
                         .map_err(|source| Error::Connect {
                             url: self.redacted(),
                             source: diesel::ConnectionError::CouldntSetupConfiguration(source),
                         })?;
+                }
+                if owner == Owner::Solidq {
                     conn.set_instrumentation(StatementCounter);
                 }
                 Ok(AnyConnection::Postgres(conn))
@@ -208,7 +217,10 @@ impl DatabaseUrl {
 /// prune from releasing that process's jobs). With keepalives the server
 /// notices a silent client in about 11 s; a transaction left idle for a
 /// minute (solidq's last milliseconds) is ended. The caller's connections
-/// are left as the caller's server configures them.
+/// are left as the caller's server configures them, and so are sessions
+/// through a transaction-mode pooler (`prepared_statements=false`), where
+/// a `SET` would stick to a server connection other clients share: set
+/// these on the server or the role there.
 #[cfg(feature = "postgres")]
 const POSTGRES_SESSION: &str = "SET tcp_keepalives_idle = 5;
      SET tcp_keepalives_interval = 2;

@@ -99,7 +99,8 @@ fn lost(message: String) -> Error {
 #[cfg(feature = "postgres")]
 impl PgListener {
     fn connect(url: &DatabaseUrl) -> Result<PgListener> {
-        let conninfo = CString::new(url.conninfo()).map_err(|_| Error::InvalidDatabaseUrl {
+        let listen = url.listen_conninfo().unwrap_or_default();
+        let conninfo = CString::new(listen).map_err(|_| Error::InvalidDatabaseUrl {
             url: url.redacted(),
             reason: "contains a NUL byte".into(),
         })?;

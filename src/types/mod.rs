@@ -12,6 +12,7 @@ mod cron;
 mod error;
 mod job;
 mod limit;
+mod pooler;
 mod queue;
 mod sqlite;
 mod url;

@@ -33,10 +33,12 @@ impl fmt::Display for Backend {
 /// * `postgres://…` or `postgresql://…`: PostgreSQL; passed to libpq, so
 ///   every libpq parameter works (`?options=-csearch_path%3Dmyschema` puts the
 ///   tables in another schema), and so does libpq's list of hosts
-///   (`postgres://db1:5432,db2:5432/app`). solidq adds the parameters of
-///   [`LIBPQ_DEFAULTS`] that the URL leaves out, so that a dead or
-///   unreachable server is noticed in seconds, not minutes (see
-///   [`DatabaseUrl::conninfo`]).
+///   (`postgres://db1:5432,db2:5432/app`). solidq's own parameters for
+///   connection poolers (`prepared_statements=false`, `listen=false`,
+///   `listen_host`, `listen_port`; see the README's PgBouncer section) are
+///   taken out first. solidq adds the parameters of [`LIBPQ_DEFAULTS`]
+///   that the URL leaves out, so that a dead or unreachable server is
+///   noticed in seconds, not minutes (see [`DatabaseUrl::conninfo`]).
 /// * `sqlite://path`, `sqlite:path`, or a plain file path: SQLite. The file
 ///   is created if missing. `sqlite:///abs/path` is an absolute path.
 ///
@@ -45,6 +47,11 @@ impl fmt::Display for Backend {
 pub struct DatabaseUrl {
     raw: String,
     target: Target,
+    /// `raw` without solidq's own parameters (see `pooler.rs`): what libpq
+    /// gets.
+    pub(super) libpq: String,
+    /// solidq's own parameters of a PostgreSQL URL.
+    pub(super) pooler: super::pooler::PoolerParams,
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -90,9 +97,15 @@ impl DatabaseUrl {
             cfg!(feature = "postgres"),
             cfg!(feature = "sqlite"),
         )?;
+        let (libpq, pooler) = match &target {
+            Target::Postgres => super::pooler::split(trimmed).map_err(|reason| invalid(&reason))?,
+            Target::Sqlite(_) => (trimmed.to_string(), Default::default()),
+        };
         Ok(DatabaseUrl {
             raw: trimmed.to_string(),
             target,
+            libpq,
+            pooler,
         })
     }
 
@@ -110,7 +123,8 @@ impl DatabaseUrl {
         &self.raw
     }
 
-    /// What solidq hands libpq: the URL, plus every parameter of
+    /// What solidq hands libpq: the URL without solidq's own parameters
+    /// (see `pooler.rs`), plus every parameter of
     /// [`LIBPQ_DEFAULTS`] it does not set itself (nor through the
     /// parameter's environment variable, such as `PGCONNECT_TIMEOUT`), plus
     /// `target_session_attrs=read-write` when it names several hosts, so a
@@ -120,7 +134,7 @@ impl DatabaseUrl {
     pub fn conninfo(&self) -> String {
         match self.target {
             Target::Sqlite(_) => self.raw.clone(),
-            Target::Postgres => with_libpq_defaults(&self.raw, |name| std::env::var_os(name)),
+            Target::Postgres => with_libpq_defaults(&self.libpq, |name| std::env::var_os(name)),
         }
     }
 

@@ -31,6 +31,11 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
             let mut opened_at = 0;
             while !shared.stopping.load(Ordering::SeqCst) {
                 cancel::tick(&shared);
+                if !shared.store.url().listens() {
+                    // `listen=false` in the URL: the poller polls.
+                    sleep_unless_stopping(&shared, LISTEN_SLICE);
+                    continue;
+                }
                 if listener.is_some() && shared.store.read_only_seen() != opened_at {
                     // A failover: the server this listens on refuses
                     // writes now, and notifications come from elsewhere.

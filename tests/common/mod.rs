@@ -8,6 +8,8 @@ pub mod child;
 pub mod cluster;
 pub mod jobs;
 pub mod netns;
+#[cfg(feature = "postgres")]
+pub mod pgbouncer;
 pub mod recorder;
 
 #[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
@@ -416,4 +418,23 @@ pub fn run_cli_in(
 #[allow(dead_code)]
 pub fn run_cli(db: &TestDb, args: &[&str]) -> (i32, String, String) {
     run_cli_in(&std::env::temp_dir(), Some(&db.url), args)
+}
+
+impl TestDb {
+    /// The PostgreSQL schema this test owns (`None` on SQLite).
+    pub fn schema(&self) -> Option<&str> {
+        match &self.guard {
+            Guard::Postgres { schema, .. } => Some(schema),
+            Guard::Sqlite(_) => None,
+        }
+    }
+
+    /// The URL `SOLIDQ_TEST_POSTGRES_URL` named, without the schema
+    /// (`None` on SQLite).
+    pub fn admin_url(&self) -> Option<&str> {
+        match &self.guard {
+            Guard::Postgres { admin_url, .. } => Some(admin_url),
+            Guard::Sqlite(_) => None,
+        }
+    }
 }
