@@ -69,27 +69,36 @@ fn two_databases_in_one_program(billing_db: &TestDb, mail_db: &TestDb) {
         .expect("mail worker");
 
     // The program routes by kind.
-    let invoices: Vec<i64> = (0..5).map(|n| billing.enqueue(&Invoice(n)).unwrap()).collect();
+    let invoices: Vec<i64> = (0..5)
+        .map(|n| billing.enqueue(&Invoice(n)).unwrap())
+        .collect();
     let mails: Vec<i64> = (0..5).map(|n| mail.enqueue(&Mail(n)).unwrap()).collect();
 
     let done = |queue: &Queue, ids: &[i64]| {
         ids.iter()
             .all(|id| queue.job(*id).unwrap().status == JobStatus::Succeeded)
     };
-    wait_for("every job succeeded in its own database", Duration::from_secs(20), || {
-        done(&billing, &invoices) && done(&mail, &mails)
-    });
+    wait_for(
+        "every job succeeded in its own database",
+        Duration::from_secs(20),
+        || done(&billing, &invoices) && done(&mail, &mails),
+    );
     billing_worker.stop().expect("stop billing worker");
     mail_worker.stop().expect("stop mail worker");
 
-    for (db, kind, other) in [(billing_db, "invoice", "mail"), (mail_db, "mail", "invoice")] {
+    for (db, kind, other) in [
+        (billing_db, "invoice", "mail"),
+        (mail_db, "mail", "invoice"),
+    ] {
         assert_eq!(
             db.scalar(&format!("SELECT count(*) AS v FROM solidq_jobs WHERE kind = '{kind}' AND finished_at IS NOT NULL")),
             5,
             "{kind} jobs finished in their database"
         );
         assert_eq!(
-            db.scalar(&format!("SELECT count(*) AS v FROM solidq_jobs WHERE kind = '{other}'")),
+            db.scalar(&format!(
+                "SELECT count(*) AS v FROM solidq_jobs WHERE kind = '{other}'"
+            )),
             0,
             "no {other} job in the {kind} database"
         );
