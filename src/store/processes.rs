@@ -116,10 +116,26 @@ impl Store {
     /// Writes a heartbeat; `false` when the process row is gone (pruned).
     /// Waits at most `checkout` for a pooled connection: a heartbeat must
     /// fail visibly while the database is away.
+    ///
+    /// A heartbeat is idempotent, so one that met a lost connection runs
+    /// once more, at once, on a fresh one: a server that ends sessions
+    /// (`pg_terminate_backend`, a pooler, a failover) often ends the idle
+    /// one the next heartbeat would take, and a process whose every
+    /// heartbeat met a dead connection would stop itself with the server
+    /// up.
     pub(crate) fn process_heartbeat(&self, id: i64, checkout: Duration) -> Result<bool> {
-        self.with_conn_within("process_heartbeat", Some(checkout), |conn| {
-            super::driver(conn).process_heartbeat(id)
-        })
+        let beat = || {
+            self.with_conn_within("process_heartbeat", Some(checkout), |conn| {
+                super::driver(conn).process_heartbeat(id)
+            })
+        };
+        match beat() {
+            Err(error) if error.is_connection_lost() => {
+                log::debug!("heartbeat: {error}; once more on a fresh connection");
+                beat()
+            }
+            other => other,
+        }
     }
 
     /// Deletes a process row and, in the same transaction, handles every
