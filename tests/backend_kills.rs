@@ -296,6 +296,10 @@ env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
         });
 
         // Every solidq session cut, then every slot taken by idle sessions.
+        // The worker is frozen meanwhile, so that it cannot take a freed
+        // slot back before the holder has them all; thawed, it finds its
+        // sessions gone and no slot free.
+        worker.signal(libc::SIGSTOP);
         let mut admin = PgConnection::establish(&format!("{url}?application_name=holder")).unwrap();
         {
             use diesel::RunQueryDsl;
@@ -314,6 +318,7 @@ env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
             }
         };
         assert!(refusal.contains("too many clients"), "{refusal}");
+        worker.signal(libc::SIGCONT);
 
         // A pooled connection used within the last second is not checked
         // before use: the first call may meet the terminated session
