@@ -398,3 +398,105 @@ fn single_statement(completions: &[Completion], starts: &[Start]) -> bool {
                 && matches!(&c.outcome, Outcome::Succeeded { keep, .. } if !keep.is_zero())
         })
 }
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use super::*;
+    use crate::store::{NewProcess, PoolOptions, SqliteSettings};
+    use crate::types::{DatabaseUrl, Delivery, Error, QueuePattern};
+
+    fn job() -> NewJob {
+        NewJob {
+            queue_name: "default".into(),
+            kind: "noop".into(),
+            arguments: "null".into(),
+            priority: 0,
+            unique_key: None,
+            concurrency_key: None,
+            options: "{}".into(),
+            delivery: Delivery::AtLeastOnce,
+            max_attempts: 1,
+            max_stalled_count: None,
+            run_at: None,
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// A claim whose `COMMIT` answer was lost: of the rows it returned,
+    /// only those the process holds are kept (its claim committed for
+    /// them); the others were never claimed and stay ready for anyone.
+    #[test]
+    fn a_claim_whose_commit_answer_was_lost_keeps_only_the_jobs_it_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = DatabaseUrl::parse(&dir.path().join("q.sqlite3").display().to_string()).unwrap();
+        let store = Store::connect(
+            &url,
+            &PoolOptions {
+                size: 2,
+                timeout: Duration::from_secs(5),
+                sqlite: SqliteSettings::default(),
+            },
+        )
+        .unwrap();
+        store.migrate().unwrap();
+        let ids: Vec<i64> = store
+            .jobs_enqueue(&[job(), job(), job(), job()])
+            .unwrap()
+            .outcome
+            .into_iter()
+            .map(|o| o.unwrap())
+            .collect();
+        let process = store
+            .process_register(&NewProcess {
+                kind: "worker".into(),
+                name: "claims-resolve".into(),
+                pid: 1,
+                hostname: "test".into(),
+                supervisor_id: None,
+                metadata: "{}".into(),
+            })
+            .unwrap();
+        let claim = ClaimQuery::new(vec![QueuePattern::parse("*").unwrap()]);
+        let limits = ClaimLimits {
+            immediate: 2,
+            ahead: 0,
+            fast_kinds: Vec::new(),
+        };
+        // What the lost claim returned: two it holds and two it does not
+        // (as if the transaction that claimed them had rolled back).
+        let held = store.ready_claim(&claim, process, &limits).unwrap();
+        assert_eq!(held.len(), 2);
+        let not_held: Vec<ClaimedJob> = ids
+            .iter()
+            .filter(|id| held.iter().all(|h| h.id != **id))
+            .map(|id| ClaimedJob {
+                id: *id,
+                ..held[0].clone()
+            })
+            .collect();
+        let mut returned = held.clone();
+        returned.extend(not_held.iter().cloned());
+        let lost = Error::Database {
+            operation: "ready_claim",
+            source: diesel::result::Error::DatabaseError(
+                diesel::result::DatabaseErrorKind::ClosedConnection,
+                Box::new("server closed the connection unexpectedly".to_string()),
+            ),
+        };
+        assert!(lost.may_have_committed());
+        let sorted = |jobs: &[ClaimedJob]| {
+            let mut ids: Vec<i64> = jobs.iter().map(|j| j.id).collect();
+            ids.sort_unstable();
+            ids
+        };
+        let kept = store.claims_resolve(process, returned, lost).unwrap();
+        assert_eq!(
+            sorted(&kept),
+            sorted(&held),
+            "only the jobs whose claim exists"
+        );
+        // The others are still there for the next claim.
+        let next = store.ready_claim(&claim, process, &limits).unwrap();
+        assert_eq!(sorted(&next), sorted(&not_held));
+    }
+}
