@@ -4,8 +4,12 @@
 //! enqueue one job at a time (a unique key each, every acknowledged id
 //! recorded) and a supervisor with 2 worker processes works them, all
 //! through the multi-host URL `postgres://primary,standby/postgres` (solidq
-//! adds `target_session_attrs=read-write`). Mid-run the primary is stopped
-//! with `-m immediate`, as a crash would, and the standby is promoted.
+//! adds `target_session_attrs=read-write`). The workers poll once a minute
+//! while their LISTEN connection is down (every 5 s, the default fallback,
+//! while it is up): what wakes them after the failover is their listener
+//! reconnecting through the host list and the producers' notifier
+//! reconnecting too. Mid-run the primary is stopped with `-m immediate`,
+//! as a crash would, and the standby is promoted.
 //!
 //! Asserted: every acknowledged job exists on the new primary and ends
 //! succeeded (0 lost), no job row nobody acknowledged; a job's code ran
@@ -152,7 +156,7 @@ process_alive_threshold = "15s"
 command = {command:?}
 processes = 2
 threads = 4
-polling_interval = "500ms"
+polling_interval = "60s"
 env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
 "#,
             command = child_command(),
