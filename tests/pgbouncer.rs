@@ -129,6 +129,18 @@ mod postgres {
         assert!(stdout.contains("\"succeeded\""), "{stdout}");
     }
 
+    /// A PgBouncer in transaction mode with `servers` server connections,
+    /// the schema migrated on the direct URL (migrations hold a session
+    /// lock, which transaction mode cannot keep).
+    fn transaction_bouncer(db: &TestDb, servers: u32) -> Option<PgBouncer> {
+        let bouncer = PgBouncer::start(db, PoolMode::Transaction, servers)?;
+        Queue::connect(&bouncer.direct_url())
+            .unwrap()
+            .migrate()
+            .unwrap();
+        Some(bouncer)
+    }
+
     #[test]
     fn session_mode_runs_migrations_enqueue_wakeups_retries_scheduled_jobs_and_the_cli() {
         let Some(db) = TestDb::postgres() else { return };
@@ -230,13 +242,9 @@ env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
         let Some(db) = TestDb::postgres() else { return };
         // One server connection shared by every client: what one client
         // prepares under a name, the next finds already there.
-        let Some(bouncer) = PgBouncer::start(&db, PoolMode::Transaction, 1) else {
+        let Some(bouncer) = transaction_bouncer(&db, 1) else {
             return;
         };
-        Queue::connect(&bouncer.direct_url())
-            .unwrap()
-            .migrate()
-            .unwrap();
         let one = QueueConfig {
             pool_size: 1,
             ..config()
@@ -273,13 +281,9 @@ env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
     fn transaction_mode_works_with_prepared_statements_off_and_listen_on_the_server() {
         let Some(db) = TestDb::postgres() else { return };
         db.create_ledger();
-        let Some(bouncer) = PgBouncer::start(&db, PoolMode::Transaction, 3) else {
+        let Some(bouncer) = transaction_bouncer(&db, 3) else {
             return;
         };
-        Queue::connect(&bouncer.direct_url())
-            .unwrap()
-            .migrate()
-            .unwrap();
         let (host, port) = bouncer.server();
         let url = format!(
             "{}&prepared_statements=false&listen_host={host}&listen_port={port}",
@@ -302,13 +306,9 @@ env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
     fn transaction_mode_with_listen_off_polls_and_runs_a_supervisor() {
         let Some(db) = TestDb::postgres() else { return };
         db.create_ledger();
-        let Some(bouncer) = PgBouncer::start(&db, PoolMode::Transaction, 3) else {
+        let Some(bouncer) = transaction_bouncer(&db, 3) else {
             return;
         };
-        Queue::connect(&bouncer.direct_url())
-            .unwrap()
-            .migrate()
-            .unwrap();
         let url = format!("{}&prepared_statements=false&listen=false", bouncer.url());
         let queue = Queue::connect_with(&url, config()).unwrap();
         let mut supervisor = supervisor(&url, "100ms");

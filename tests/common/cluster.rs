@@ -71,8 +71,13 @@ impl PrivateCluster {
 
     /// Starts the (stopped) server and waits until it accepts connections.
     pub fn start_again(&self) {
+        self.start_listening("127.0.0.1");
+    }
+
+    /// Starts the (stopped) server listening on `addresses`.
+    fn start_listening(&self, addresses: &str) {
         let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
+            "-p {} -k {} -c listen_addresses={addresses} -c fsync=off -c max_connections=200",
             self.port,
             self.dir.path().display()
         );
@@ -249,25 +254,7 @@ impl PrivateCluster {
         let mut text = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
         text.push_str(&format!("host all all {trusted} trust\n"));
         std::fs::write(&hba, text).expect("write pg_hba.conf");
-        let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1,{addresses} -c fsync=off -c max_connections=200",
-            cluster.port,
-            cluster.dir.path().display()
-        );
-        let log = cluster.dir.path().join("server.log").display().to_string();
-        cluster.pg(
-            "pg_ctl",
-            &[
-                "-D",
-                &cluster.data(),
-                "-o",
-                &options,
-                "-l",
-                &log,
-                "-w",
-                "start",
-            ],
-        );
+        cluster.start_listening(&format!("127.0.0.1,{addresses}"));
         Some(cluster)
     }
 
