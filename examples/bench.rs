@@ -6,13 +6,18 @@
 //!
 //! * enqueue single: `Queue::enqueue` in a loop; baseline: the same
 //!   INSERT of a job and its ready row as one prepared statement
-//!   (PostgreSQL) or one `BEGIN IMMEDIATE` transaction (SQLite).
+//!   (PostgreSQL), one `BEGIN IMMEDIATE` transaction (SQLite) or one
+//!   transaction of two INSERTs, the second taking `LAST_INSERT_ID()`
+//!   (MySQL).
 //! * enqueue bulk: `enqueue_all` of 1,000 jobs per call.
 //! * work-down: `--jobs` no-op jobs enqueued beforehand, then P worker
 //!   processes of T threads (this binary with `--worker`); time until none
 //!   is ready or claimed. Baseline: 2×P connections, each claiming T jobs
 //!   (`SKIP LOCKED` into claimed_executions) then finishing them (mark
 //!   finished, delete the claim), one transaction each, until none is left.
+//!   On MySQL, which has neither arrays nor writable CTEs, the claim is
+//!   `SELECT … FOR UPDATE SKIP LOCKED`, a DELETE and an INSERT…SELECT, and
+//!   the ids travel as a JSON array through `JSON_TABLE`.
 //! * mixed: K threads enqueue single jobs for S seconds while P×T workers
 //!   consume them.
 //! * pickup latency: one job at a time enqueued while the worker is idle;
@@ -20,12 +25,18 @@
 //!   process; on SQLite also in this process.
 //! * worker peak RSS: VmHWM of the worker processes after a work-down.
 //! * idle worker: statements per second of a worker with nothing to do.
+//!
+//! The MySQL backend (`--backend mysql` or `all`) needs `--features mysql`;
+//! each measurement gets a database of its own on the `--mysql-url` server,
+//! dropped afterwards.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "mysql")]
+use diesel::MysqlConnection;
 use diesel::backend::Backend as DieselBackend;
 use diesel::connection::SimpleConnection;
 use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
@@ -42,8 +53,10 @@ use solidq::{
 /// The flags, printed by `--help` and after a bad flag.
 const USAGE: &str = "\
 cargo run --release --example bench -- [flags]
-  --backend sqlite|postgres|both   (both)
+  --backend sqlite|postgres|mysql|both|all   (both = sqlite,postgres;
+                    all adds mysql; mysql needs --features mysql)
   --postgres-url URL               (postgres://postgres@127.0.0.1:5432/postgres)
+  --mysql-url URL                  (mysql://root@127.0.0.1:3306/test)
   --jobs N          work-down size (100000)
   --processes P     worker processes (2)
   --threads T       threads per worker process (16)
@@ -57,7 +70,8 @@ cargo run --release --example bench -- [flags]
   --soak N          instead of the rest: N jobs through the mixed workload,
                     throughput and worker RSS per tenth
   --only a,b        run only these sections: enqueue, workdown, mixed,
-                    latency, idle
+                    latency, idle, features (work-down of jobs using
+                    resumable steps, as a ratio of plain no-op jobs)
   --sqlite-synchronous normal|full   SQLite's synchronous setting for every
                     connection, solidq's and the raw baseline's (solidq's default)
 ";
@@ -69,6 +83,26 @@ struct Noop;
 impl Job for Noop {
     const KIND: &'static str = "noop";
     fn perform(&self, _ctx: &JobContext) -> JobResult {
+        Ok(serde_json::Value::Null)
+    }
+}
+
+/// Does nothing in three resumable steps, the second over 10 items with a
+/// checkpoint after each: what steps and checkpoints cost a job.
+#[derive(Serialize, Deserialize)]
+struct Stepped;
+
+impl Job for Stepped {
+    const KIND: &'static str = "stepped";
+    fn perform(&self, ctx: &JobContext) -> JobResult {
+        ctx.step("one", |_| Ok(()))?;
+        ctx.step("two", |s| {
+            for item in s.cursor::<u64>().unwrap_or(0)..10 {
+                s.checkpoint(item + 1);
+            }
+            Ok(())
+        })?;
+        ctx.step("three", |_| Ok(()))?;
         Ok(serde_json::Value::Null)
     }
 }
@@ -95,6 +129,10 @@ fn now_us() -> i64 {
 struct Args {
     backends: Vec<&'static str>,
     postgres_url: String,
+    /// The server and account to create each run's database with (its
+    /// database part is replaced).
+    #[cfg(feature = "mysql")]
+    mysql_url: String,
     jobs: usize,
     processes: usize,
     threads: usize,
@@ -121,6 +159,8 @@ fn parse_args() -> Args {
     let mut args = Args {
         backends: vec!["sqlite", "postgres"],
         postgres_url: "postgres://postgres@127.0.0.1:5432/postgres".into(),
+        #[cfg(feature = "mysql")]
+        mysql_url: "mysql://root@127.0.0.1:3306/test".into(),
         jobs: 100_000,
         processes: 2,
         threads: 16,
@@ -146,10 +186,22 @@ fn parse_args() -> Args {
                     "sqlite" => vec!["sqlite"],
                     "postgres" => vec!["postgres"],
                     "both" => vec!["sqlite", "postgres"],
+                    "mysql" | "all" if !cfg!(feature = "mysql") => {
+                        usage_error("the mysql backend needs a build with `--features mysql`")
+                    }
+                    "mysql" => vec!["mysql"],
+                    "all" => vec!["sqlite", "postgres", "mysql"],
                     other => usage_error(&format!("unknown backend {other:?}")),
                 }
             }
             "--postgres-url" => args.postgres_url = value(),
+            #[cfg(feature = "mysql")]
+            "--mysql-url" => args.mysql_url = value(),
+            #[cfg(not(feature = "mysql"))]
+            "--mysql-url" => {
+                value();
+                usage_error("--mysql-url needs a build with `--features mysql`")
+            }
             "--jobs" => args.jobs = number(&flag, value()),
             "--processes" => args.processes = number(&flag, value()),
             "--threads" => args.threads = number(&flag, value()),
@@ -188,7 +240,9 @@ fn parse_args() -> Args {
 }
 
 /// What `--only` can name.
-const SECTIONS: [&str; 5] = ["enqueue", "workdown", "mixed", "latency", "idle"];
+const SECTIONS: [&str; 6] = [
+    "enqueue", "workdown", "mixed", "latency", "idle", "features",
+];
 
 /// Prints `message` and the flags, and exits with status 2.
 fn usage_error(message: &str) -> ! {
@@ -253,6 +307,9 @@ fn main() {
         if args.runs("idle") {
             bench_idle(backend, &args, &mut table);
         }
+        if args.runs("features") {
+            bench_features(backend, &args, &mut table);
+        }
         table.print(backend);
     }
 }
@@ -280,6 +337,7 @@ fn run_worker(url: &str, threads: usize, prefetch: usize, standalone: bool) {
         .config(config)
         .register::<Noop>()
         .register::<Stamp>()
+        .register::<Stepped>()
         .start()
         .expect("worker");
     while !solidq::signal_received() {
@@ -300,11 +358,26 @@ fn own_cpu_us() -> u64 {
     us(usage.ru_utime) + us(usage.ru_stime)
 }
 
-/// CPU time of each `postgres` process on this machine, in microseconds,
-/// by pid (the server runs here).
-fn postgres_cpu() -> std::collections::HashMap<u32, u64> {
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+/// The server's process names on this machine, by backend: PostgreSQL's
+/// processes (one per connection, and its own), MariaDB's or MySQL's one
+/// process (its threads' time included); none for SQLite.
+fn server_processes(backend: &str) -> &'static [&'static str] {
+    match backend {
+        "postgres" => &["postgres"],
+        "mysql" => &["mariadbd", "mysqld"],
+        _ => &[],
+    }
+}
+
+/// CPU time of each process of `backend`'s server on this machine, in
+/// microseconds, by pid (the server runs here).
+fn server_cpu_by_pid(backend: &str) -> std::collections::HashMap<u32, u64> {
+    let names = server_processes(backend);
     let mut cpu = std::collections::HashMap::new();
+    if names.is_empty() {
+        return cpu;
+    }
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = entry
             .file_name()
@@ -317,7 +390,7 @@ fn postgres_cpu() -> std::collections::HashMap<u32, u64> {
         let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
             continue;
         };
-        if comm.trim() != "postgres" {
+        if !names.contains(&comm.trim()) {
             continue;
         }
         let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
@@ -341,8 +414,8 @@ fn postgres_cpu() -> std::collections::HashMap<u32, u64> {
 /// Server CPU spent since `before` by the processes alive now (processes
 /// that exited meanwhile are not counted: keep the measured connections
 /// open until this is read).
-fn postgres_cpu_since(before: &std::collections::HashMap<u32, u64>) -> u64 {
-    postgres_cpu()
+fn server_cpu_since(backend: &str, before: &std::collections::HashMap<u32, u64>) -> u64 {
+    server_cpu_by_pid(backend)
         .iter()
         .map(|(pid, now)| now.saturating_sub(before.get(pid).copied().unwrap_or(0)))
         .sum()
@@ -452,6 +525,7 @@ fn rate(n: usize, elapsed: Duration) -> f64 {
 /// A fresh database for one measurement.
 struct BenchDb {
     url: String,
+    /// The server to drop it on (its URL) and the statement that does.
     cleanup: Option<(String, String)>,
     _dir: Option<tempfile::TempDir>,
 }
@@ -466,6 +540,25 @@ impl BenchDb {
                     url,
                     cleanup: None,
                     _dir: Some(dir),
+                }
+            }
+            #[cfg(feature = "mysql")]
+            "mysql" => {
+                static CREATED: AtomicU64 = AtomicU64::new(0);
+                let name = format!(
+                    "solidq_bench_{}_{}",
+                    std::process::id(),
+                    CREATED.fetch_add(1, Ordering::Relaxed)
+                );
+                let admin_url = mysql_conninfo(&args.mysql_url);
+                let mut admin = MysqlConnection::establish(&admin_url).expect("connect to mysql");
+                admin
+                    .batch_execute(&format!("CREATE DATABASE {name}"))
+                    .expect("create database");
+                BenchDb {
+                    url: with_database(&admin_url, &name),
+                    cleanup: Some((admin_url, format!("DROP DATABASE IF EXISTS {name}"))),
+                    _dir: None,
                 }
             }
             _ => {
@@ -490,7 +583,10 @@ impl BenchDb {
                 );
                 BenchDb {
                     url,
-                    cleanup: Some((args.postgres_url.clone(), schema)),
+                    cleanup: Some((
+                        args.postgres_url.clone(),
+                        format!("DROP SCHEMA {schema} CASCADE"),
+                    )),
                     _dir: None,
                 }
             }
@@ -516,6 +612,12 @@ impl BenchDb {
     /// Whether any job is still ready or claimed: an index probe, not a
     /// count, so watching costs the server next to nothing.
     fn busy(&self, raw: &mut Raw) -> bool {
+        if raw.is_mysql() {
+            return raw.scalar(
+                "SELECT (EXISTS (SELECT 1 FROM solidq_ready_executions)
+                         OR EXISTS (SELECT 1 FROM solidq_claimed_executions)) AS v",
+            ) == 1;
+        }
         raw.scalar(
             "SELECT CASE WHEN EXISTS (SELECT 1 FROM solidq_ready_executions ORDER BY priority, job_id LIMIT 1)
                           OR EXISTS (SELECT 1 FROM solidq_claimed_executions ORDER BY job_id LIMIT 1)
@@ -531,8 +633,30 @@ impl BenchDb {
     }
 
     fn fill(&self, n: usize) {
+        self.fill_with(n, || Noop);
+    }
+
+    /// `n` no-op jobs as the members of one batch (added 1,000 at a time,
+    /// then closed) whose `on_complete` is a no-op job; returns its id.
+    fn fill_batch(&self, n: usize) -> i64 {
         let queue = self.queue();
-        let batch: Vec<Noop> = (0..1_000).map(|_| Noop).collect();
+        let options = solidq::BatchOptions::new()
+            .on_complete(|_| solidq::JobRequest::new(&Noop, solidq::EnqueueOptions::new()));
+        let batch = queue.open_batch(options).expect("open_batch");
+        let members: Vec<solidq::JobRequest> = (0..1_000)
+            .map(|_| solidq::JobRequest::new(&Noop, solidq::EnqueueOptions::new()).unwrap())
+            .collect();
+        for _ in 0..n / 1_000 {
+            queue.add_to_batch(batch, &members).expect("add_to_batch");
+        }
+        queue.close_batch(batch).expect("close_batch");
+        Raw::open(&self.url).analyze();
+        batch
+    }
+
+    fn fill_with<J: Job>(&self, n: usize, job: impl Fn() -> J) {
+        let queue = self.queue();
+        let batch: Vec<J> = (0..1_000).map(|_| job()).collect();
         for _ in 0..n / 1_000 {
             queue.enqueue_all(&batch).expect("enqueue_all");
         }
@@ -542,12 +666,58 @@ impl BenchDb {
 
 impl Drop for BenchDb {
     fn drop(&mut self) {
-        if let Some((admin_url, schema)) = &self.cleanup
-            && let Ok(mut admin) = PgConnection::establish(admin_url)
-        {
-            let _ = admin.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"));
+        let Some((admin_url, drop)) = &self.cleanup else {
+            return;
+        };
+        #[cfg(feature = "mysql")]
+        if admin_url.starts_with("mysql://") {
+            if let Ok(mut admin) = MysqlConnection::establish(admin_url) {
+                let _ = admin.batch_execute(drop);
+            }
+            return;
+        }
+        if let Ok(mut admin) = PgConnection::establish(admin_url) {
+            let _ = admin.batch_execute(drop);
         }
     }
+}
+
+/// `url` as the MySQL client library reads it (`mariadb://` as `mysql://`).
+#[cfg(feature = "mysql")]
+fn mysql_conninfo(url: &str) -> String {
+    match url.strip_prefix("mariadb://") {
+        Some(rest) => format!("mysql://{rest}"),
+        None => url.to_string(),
+    }
+}
+
+/// The MySQL `url` with its database replaced by `database` (its query
+/// string kept).
+#[cfg(feature = "mysql")]
+fn with_database(url: &str, database: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let authority = base.find("://").map_or(0, |i| i + 3);
+    let path = base[authority..]
+        .find('/')
+        .map_or(base.len(), |i| authority + i);
+    let mut out = format!("{}/{database}", &base[..path]);
+    if let Some(query) = query {
+        out.push('?');
+        out.push_str(query);
+    }
+    out
+}
+
+/// MySQL: a batch of ids (a JSON array bound as one `?`) as a table of one
+/// column, `value`, as solidq's MySQL store passes them.
+#[cfg(feature = "mysql")]
+macro_rules! mysql_ids {
+    () => {
+        "JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids"
+    };
 }
 
 /// A raw SQL statement diesel caches as a prepared statement, as solidq's
@@ -577,6 +747,8 @@ impl<Q, C> RunQueryDsl<C> for Cached<Q> {}
 enum Raw {
     Pg(PgConnection),
     Sqlite(SqliteConnection),
+    #[cfg(feature = "mysql")]
+    Mysql(MysqlConnection),
 }
 
 #[derive(QueryableByName)]
@@ -593,6 +765,15 @@ struct IdRow {
 
 impl Raw {
     fn open(url: &str) -> Raw {
+        #[cfg(feature = "mysql")]
+        if url.starts_with("mysql://") || url.starts_with("mariadb://") {
+            let mut c = MysqlConnection::establish(&mysql_conninfo(url)).expect("connect");
+            // As solidq's own sessions: a statement locks the rows it
+            // changes, not the gaps between them.
+            c.batch_execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                .expect("session");
+            return Raw::Mysql(c);
+        }
         match url.strip_prefix("sqlite://") {
             Some(path) => {
                 let mut c = SqliteConnection::establish(path).expect("open");
@@ -607,10 +788,23 @@ impl Raw {
         }
     }
 
+    fn is_mysql(&self) -> bool {
+        #[cfg(feature = "mysql")]
+        {
+            matches!(self, Raw::Mysql(_))
+        }
+        #[cfg(not(feature = "mysql"))]
+        {
+            false
+        }
+    }
+
     fn scalar(&mut self, sql: &str) -> i64 {
         let row: Scalar = match self {
             Raw::Pg(c) => diesel::sql_query(sql).get_result(c),
             Raw::Sqlite(c) => diesel::sql_query(sql).get_result(c),
+            #[cfg(feature = "mysql")]
+            Raw::Mysql(c) => diesel::sql_query(sql).get_result(c),
         }
         .expect("query");
         row.v
@@ -626,6 +820,8 @@ impl Raw {
         let row: T = match self {
             Raw::Pg(c) => diesel::sql_query(sql).get_result(c),
             Raw::Sqlite(c) => diesel::sql_query(sql).get_result(c),
+            #[cfg(feature = "mysql")]
+            Raw::Mysql(c) => diesel::sql_query(sql).get_result(c),
         }
         .expect("timestamp");
         row.t.and_utc().timestamp_micros()
@@ -636,6 +832,9 @@ impl Raw {
         match self {
             Raw::Pg(_) => self.epoch_us("SELECT LOCALTIMESTAMP AS t"),
             Raw::Sqlite(_) => now_us(),
+            // solidq writes UTC_TIMESTAMP(6) on MySQL.
+            #[cfg(feature = "mysql")]
+            Raw::Mysql(_) => self.epoch_us("SELECT UTC_TIMESTAMP(6) AS t"),
         }
     }
 
@@ -643,11 +842,15 @@ impl Raw {
         let _ = match self {
             Raw::Pg(c) => c.batch_execute("ANALYZE"),
             Raw::Sqlite(c) => c.batch_execute("ANALYZE"),
+            #[cfg(feature = "mysql")]
+            Raw::Mysql(c) => c.batch_execute(
+                "ANALYZE TABLE solidq_jobs, solidq_ready_executions, solidq_claimed_executions",
+            ),
         };
     }
 
     /// The raw single enqueue: a job and its ready row, in one round trip
-    /// (PostgreSQL) or one write transaction (SQLite).
+    /// (PostgreSQL) or one write transaction (SQLite, MySQL).
     fn enqueue(&mut self) {
         match self {
             Raw::Pg(c) => {
@@ -689,6 +892,29 @@ impl Raw {
                         .bind::<BigInt, _>(id.job_id)
                         .bind::<diesel::sql_types::Timestamp, _>(now),
                     )
+                    .execute(c)?;
+                    Ok(())
+                })
+                .expect("raw enqueue");
+            }
+            #[cfg(feature = "mysql")]
+            Raw::Mysql(c) => {
+                c.transaction::<_, diesel::result::Error, _>(|c| {
+                    Cached(
+                        diesel::sql_query(
+                            "INSERT INTO solidq_jobs (queue_name, kind, arguments, options, scheduled_at, created_at, updated_at)
+                             VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))",
+                        )
+                        .bind::<Text, _>("default")
+                        .bind::<Text, _>("noop")
+                        .bind::<Text, _>("null")
+                        .bind::<Text, _>("{}"),
+                    )
+                    .execute(c)?;
+                    Cached(diesel::sql_query(
+                        "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+                         VALUES (LAST_INSERT_ID(), 'default', 0, UTC_TIMESTAMP(6))",
+                    ))
                     .execute(c)?;
                     Ok(())
                 })
@@ -791,6 +1017,78 @@ impl Raw {
                                     attempts = attempts + 1, updated_at = datetime('now')
                              WHERE id IN (SELECT value FROM json_each(?1))",
                         )
+                        .bind::<Text, _>(&json),
+                    )
+                    .execute(c)?;
+                    Ok(())
+                })
+                .expect("raw finish");
+                ids.len()
+            }
+            #[cfg(feature = "mysql")]
+            Raw::Mysql(c) => {
+                let ids: Vec<i64> = c
+                    .transaction::<_, diesel::result::Error, _>(|c| {
+                        let picked: Vec<IdRow> = Cached(
+                            diesel::sql_query(
+                                "SELECT job_id FROM solidq_ready_executions ORDER BY priority, job_id
+                                 LIMIT ? FOR UPDATE SKIP LOCKED",
+                            )
+                            .bind::<BigInt, _>(batch as i64),
+                        )
+                        .load(c)?;
+                        let ids: Vec<i64> = picked.iter().map(|r| r.job_id).collect();
+                        if ids.is_empty() {
+                            return Ok(ids);
+                        }
+                        let json = serde_json::to_string(&ids).unwrap();
+                        Cached(
+                            diesel::sql_query(concat!(
+                                "DELETE r FROM ",
+                                mysql_ids!(),
+                                " STRAIGHT_JOIN solidq_ready_executions r ON r.job_id = ids.value"
+                            ))
+                            .bind::<Text, _>(&json),
+                        )
+                        .execute(c)?;
+                        Cached(
+                            diesel::sql_query(concat!(
+                                "INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
+                                 SELECT ids.value, ?, UTC_TIMESTAMP(6) FROM ",
+                                mysql_ids!()
+                            ))
+                            .bind::<BigInt, _>(lane)
+                            .bind::<Text, _>(&json),
+                        )
+                        .execute(c)?;
+                        Ok(ids)
+                    })
+                    .expect("raw claim");
+                if ids.is_empty() {
+                    return 0;
+                }
+                let json = serde_json::to_string(&ids).unwrap();
+                c.transaction::<_, diesel::result::Error, _>(|c| {
+                    Cached(
+                        diesel::sql_query(concat!(
+                            "DELETE c FROM ",
+                            mysql_ids!(),
+                            " STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value
+                             WHERE c.process_id = ?"
+                        ))
+                        .bind::<Text, _>(&json)
+                        .bind::<BigInt, _>(lane),
+                    )
+                    .execute(c)?;
+                    Cached(
+                        diesel::sql_query(concat!(
+                            "UPDATE ",
+                            mysql_ids!(),
+                            " STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
+                             SET j.finished_at = UTC_TIMESTAMP(6),
+                                 j.expires_at = UTC_TIMESTAMP(6) + INTERVAL 1 DAY,
+                                 j.attempts = j.attempts + 1, j.updated_at = UTC_TIMESTAMP(6)"
+                        ))
                         .bind::<Text, _>(&json),
                     )
                     .execute(c)?;
@@ -995,12 +1293,12 @@ fn bench_workdown(backend: &'static str, args: &Args, table: &mut Table) {
         let db = BenchDb::new(backend, args);
         db.fill(n);
         let mut raw = Raw::open(&db.url);
-        let server_before = postgres_cpu();
+        let server_before = server_cpu_by_pid(backend);
         let started = Instant::now();
         let start_us = raw.now_us();
         let workers = Workers::spawn(&db.url, args.processes, args.threads, args.prefetch);
         let elapsed = wait_drained(&db, &mut raw, n, started, start_us);
-        let server = postgres_cpu_since(&server_before);
+        let server = server_cpu_since(backend, &server_before);
         rss.extend(workers.peak_rss_mb());
         let report = workers.stop();
         ours.push(rate(n, elapsed));
@@ -1015,7 +1313,7 @@ fn bench_workdown(backend: &'static str, args: &Args, table: &mut Table) {
         let db = BenchDb::new(backend, args);
         db.fill(n);
         let lanes = 2 * args.processes;
-        let server_before = postgres_cpu();
+        let server_before = server_cpu_by_pid(backend);
         let started = Instant::now();
         // Lanes hand their connections back, so their server processes are
         // still there to be measured.
@@ -1033,7 +1331,7 @@ fn bench_workdown(backend: &'static str, args: &Args, table: &mut Table) {
             lanes.into_iter().map(|l| l.join().expect("lane")).collect()
         });
         base.push(rate(n, started.elapsed()));
-        base_server_cpu.push(postgres_cpu_since(&server_before) as f64 / n as f64);
+        base_server_cpu.push(server_cpu_since(backend, &server_before) as f64 / n as f64);
         drop(connections);
     }
     let batch = median(&batches);
@@ -1049,7 +1347,7 @@ fn bench_workdown(backend: &'static str, args: &Args, table: &mut Table) {
     table.add("jobs per claim (work-down)", batches);
     table.add("statements per job (work-down)", per_job);
     table.add("worker CPU per job (µs)", worker_cpu);
-    if backend == "postgres" {
+    if !server_processes(backend).is_empty() {
         table.add_vs(
             "server CPU per job (µs)",
             server_cpu,
@@ -1060,6 +1358,86 @@ fn bench_workdown(backend: &'static str, args: &Args, table: &mut Table) {
     table.add(
         format!("worker peak RSS, {} threads (MB)", args.threads),
         rss,
+    );
+}
+
+/// Work-downs of plain no-op jobs and of jobs using a feature, one after
+/// the other in each run: the feature's cost as a ratio in the same run.
+/// `n` plain jobs and `n` jobs of each feature (one batch of `n` jobs is
+/// `n` + 1, its callback included, all checked).
+fn bench_features(backend: &'static str, args: &Args, table: &mut Table) {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Feature {
+        Plain,
+        Steps,
+        Batch,
+    }
+    let n = args.jobs / 1_000 * 1_000;
+    let (mut plain, mut stepped, mut batched) = (vec![], vec![], vec![]);
+    for _ in 0..args.repeat {
+        for (rates, feature) in [
+            (&mut plain, Feature::Plain),
+            (&mut stepped, Feature::Steps),
+            (&mut batched, Feature::Batch),
+        ] {
+            let db = BenchDb::new(backend, args);
+            let batch = match feature {
+                Feature::Plain => {
+                    db.fill(n);
+                    None
+                }
+                Feature::Steps => {
+                    db.fill_with(n, || Stepped);
+                    None
+                }
+                Feature::Batch => Some(db.fill_batch(n)),
+            };
+            let total = n + usize::from(feature == Feature::Batch);
+            let mut raw = Raw::open(&db.url);
+            let started = Instant::now();
+            let start_us = raw.now_us();
+            let workers = Workers::spawn(&db.url, args.processes, args.threads, args.prefetch);
+            let elapsed = wait_drained(&db, &mut raw, total, started, start_us);
+            workers.stop();
+            if feature == Feature::Steps {
+                let finished = raw.scalar(
+                    "SELECT count(*) AS v FROM solidq_jobs WHERE checkpoint LIKE '%\"three\"%'",
+                );
+                assert_eq!(finished, n as i64, "every job's three steps were recorded");
+            }
+            if let Some(batch) = batch {
+                let info = db.queue().batch_info(batch).unwrap().expect("the batch");
+                assert_eq!(
+                    (info.succeeded, info.failed, info.pending),
+                    (n as i64, 0, 0),
+                    "every member counted"
+                );
+                assert_eq!(
+                    info.fired,
+                    vec!["complete".to_string()],
+                    "its callback, once"
+                );
+            }
+            rates.push(rate(total, elapsed));
+        }
+    }
+    table.add_vs(
+        format!(
+            "work-down {n}, 3 steps + 10 checkpoints each, {}x{} (jobs/s)",
+            args.processes, args.threads
+        ),
+        stepped,
+        "plain no-op, same run",
+        plain.clone(),
+    );
+    table.add_vs(
+        format!(
+            "work-down {n}, all in one batch, {}x{} (jobs/s)",
+            args.processes, args.threads
+        ),
+        batched,
+        "plain no-op, same run",
+        plain,
     );
 }
 

@@ -389,6 +389,8 @@ impl Queue {
                     AnyConnection::Postgres(_) => "PgConnection",
                     #[cfg(feature = "sqlite")]
                     AnyConnection::Sqlite(_) => "SqliteConnection",
+                    #[cfg(feature = "mysql")]
+                    AnyConnection::Mysql(_) => "MysqlConnection",
                 }
             ),
         })
@@ -500,7 +502,7 @@ impl Queue {
     }
 
     /// Wakes this process's workers and tells the hooks.
-    fn after_enqueue(&self, jobs: &[NewJob], inserted: &Inserted) {
+    pub(crate) fn after_enqueue(&self, jobs: &[NewJob], inserted: &Inserted) {
         if jobs.iter().any(|j| j.run_at.is_none() && j.delay.is_zero()) {
             wakeups::wake(self.inner.store.url().expose());
         }
@@ -669,7 +671,7 @@ fn check_kind(kind: &str) -> Result<()> {
 }
 
 /// Text stored as is (a key) cannot hold NUL: PostgreSQL refuses it.
-fn check_no_nul(option: &'static str, value: &str) -> Result<()> {
+pub(crate) fn check_no_nul(option: &'static str, value: &str) -> Result<()> {
     if value.contains('\0') {
         return Err(Error::InvalidOption {
             option,
@@ -691,7 +693,7 @@ fn single(job: &NewJob, mut outcome: Vec<std::result::Result<i64, i64>>) -> Resu
     }
 }
 
-fn first_duplicate(jobs: &[NewJob], outcome: &[std::result::Result<i64, i64>]) -> Error {
+pub(crate) fn first_duplicate(jobs: &[NewJob], outcome: &[std::result::Result<i64, i64>]) -> Error {
     jobs.iter()
         .zip(outcome)
         .find_map(|(job, o)| match o {
@@ -710,12 +712,15 @@ mod sealed {
     impl Sealed for diesel::PgConnection {}
     #[cfg(feature = "sqlite")]
     impl Sealed for diesel::SqliteConnection {}
+    #[cfg(feature = "mysql")]
+    impl Sealed for diesel::MysqlConnection {}
     impl Sealed for crate::store::AnyConnection {}
 }
 
 /// A diesel connection solidq can enqueue on, and open for you
-/// ([`Queue::open_connection`]): [`PgConnection`], [`SqliteConnection`] or
-/// solidq's own [`AnyConnection`]. Pooled connections deref to these
+/// ([`Queue::open_connection`]): [`PgConnection`], [`SqliteConnection`],
+/// `MysqlConnection` (with the `mysql` feature) or solidq's own
+/// [`AnyConnection`]. Pooled connections deref to these
 /// (`&mut *pooled`).
 pub trait EnqueueConnection: sealed::Sealed {
     #[doc(hidden)]
@@ -733,7 +738,7 @@ pub trait EnqueueConnection: sealed::Sealed {
 
 /// Internal: the store's view of a caller's connection.
 #[doc(hidden)]
-pub struct DriverRef<'a>(&'a mut dyn Driver);
+pub struct DriverRef<'a>(pub(crate) &'a mut dyn Driver);
 
 #[cfg(feature = "postgres")]
 impl EnqueueConnection for PgConnection {
@@ -763,6 +768,23 @@ impl EnqueueConnection for SqliteConnection {
     fn solidq_from_any(conn: AnyConnection) -> std::result::Result<Self, AnyConnection> {
         match conn {
             AnyConnection::Sqlite(conn) => Ok(conn),
+            #[allow(unreachable_patterns)]
+            other => Err(other),
+        }
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl EnqueueConnection for diesel::MysqlConnection {
+    const SOLIDQ_NAME: &'static str = "MysqlConnection";
+
+    fn solidq_driver(&mut self) -> DriverRef<'_> {
+        DriverRef(self)
+    }
+
+    fn solidq_from_any(conn: AnyConnection) -> std::result::Result<Self, AnyConnection> {
+        match conn {
+            AnyConnection::Mysql(conn) => Ok(conn),
             #[allow(unreachable_patterns)]
             other => Err(other),
         }

@@ -5,6 +5,7 @@
 mod context;
 mod middleware;
 mod state;
+mod steps;
 
 use std::fmt;
 use std::time::Duration;
@@ -21,6 +22,8 @@ pub(crate) use context::{ProgressCell, ShutdownSignal};
 pub(crate) use middleware::run_chain;
 pub use middleware::{Middleware, Next};
 pub(crate) use state::StateMap;
+pub use steps::Step;
+pub(crate) use steps::StepBook;
 
 /// A unit of background work.
 ///

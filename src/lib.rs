@@ -96,12 +96,13 @@
 //! ```
 #![warn(missing_docs)]
 
-#[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+#[cfg(not(any(feature = "sqlite", feature = "postgres", feature = "mysql")))]
 compile_error!(
-    "solidq needs at least one backend: enable the `sqlite` or `postgres` feature (both are default)"
+    "solidq needs at least one backend: enable the `sqlite`, `postgres` (both default) or `mysql` feature"
 );
 
 mod admin;
+pub mod batch;
 mod client;
 pub mod concurrency;
 pub mod config;
@@ -131,16 +132,20 @@ pub use admin::{
     MISSED_TICK_GRACE, NewAuditEntry, PostgresHealth, ProcessInfo, QueueStats, RecurringInfo,
     SqliteHealth, StatsBucket, TableHealth, Tick,
 };
+pub use batch::{BatchEnqueued, BatchInfo, BatchOptions};
 pub use client::{DriverRef, EnqueueConnection, Enqueued, JobRequest, Queue};
 pub use concurrency::{ConcurrencyLimit, OnConflict};
 pub use config::{DispatcherConfig, QueueConfig, WorkerConfig};
 pub use dispatcher::{Dispatcher, DispatcherHandle};
 pub use events::{Events, LogEvents, NoEvents};
-pub use job::{EnqueueOptions, Job, JobContext, JobError, JobOptions, JobResult, Middleware, Next};
+pub use job::{
+    EnqueueOptions, Job, JobContext, JobError, JobOptions, JobResult, Middleware, Next, Step,
+};
 pub use process::{ProcessIdentity, install_signal_handlers, process_identity, signal_received};
 pub use scheduler::{RecurringTask, Scheduler, SchedulerHandle};
 pub use store::{
-    AnyConnection, ConnectionCustomizer, EnqueueStatement, SqlValue, Statement, statements_executed,
+    AnyConnection, ConnectionCustomizer, EnqueueStatement, SqlValue, Statement,
+    lock_conflicts_retried, statements_executed,
 };
 pub use supervisor::{
     CheckReport, RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, SHUTDOWN_MARGIN, STOP_GRACE,

@@ -82,7 +82,7 @@ fn an_error_holding_nul_is_stored_and_holds_back_no_other_outcome(db: &TestDb) {
 /// Makes the database refuse to store a result that contains `poison`.
 fn refuse_poisoned_results(db: &TestDb) {
     match db.backend {
-        Backend::Postgres => db.execute(
+        Backend::Postgres | Backend::Mysql => db.execute(
             "ALTER TABLE solidq_jobs ADD CONSTRAINT no_poison
              CHECK (result IS NULL OR result NOT LIKE '%poison%')",
         ),
@@ -216,13 +216,17 @@ fn break_completions(db: &TestDb) {
             "CREATE TRIGGER refuse BEFORE UPDATE ON solidq_jobs
              BEGIN SELECT RAISE(ABORT, 'database is locked'); END;",
         ),
+        Backend::Mysql => db.execute(
+            "CREATE TRIGGER refuse BEFORE UPDATE ON solidq_jobs FOR EACH ROW
+             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'Lost connection to server during query'",
+        ),
     }
 }
 
 fn mend_completions(db: &TestDb) {
     db.execute(match db.backend {
         Backend::Postgres => "DROP TRIGGER refuse ON solidq_jobs",
-        Backend::Sqlite => "DROP TRIGGER refuse",
+        Backend::Sqlite | Backend::Mysql => "DROP TRIGGER refuse",
     });
 }
 

@@ -93,10 +93,12 @@ fn progress_shows_in_job_and_jobs(db: &TestDb) {
     let queue = db.queue();
     let id = queue.enqueue(&Echo { value: 1.into() }).unwrap();
     // As a running worker leaves it.
-    let worker_row = db.scalar(
+    // No RETURNING on MySQL: the row is found by its name, the only one.
+    db.execute(
         "INSERT INTO solidq_processes (kind, name, pid, hostname, metadata, last_heartbeat_at, created_at)
-         VALUES ('worker', 'w', 1, 'h', '{}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP) RETURNING id AS v",
+         VALUES ('worker', 'w', 1, 'h', '{}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)",
     );
+    let worker_row = db.scalar("SELECT id AS v FROM solidq_processes WHERE name = 'w'");
     db.execute(&format!(
         "DELETE FROM solidq_ready_executions WHERE job_id = {id};
          INSERT INTO solidq_claimed_executions (job_id, process_id, created_at, started_at)

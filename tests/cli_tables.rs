@@ -229,10 +229,12 @@ fn failed_jobs_show_when_they_failed_and_user_frames_first(db: &TestDb) {
     let backtrace = "panicked at src/report.rs:3:9\\n   0: std::backtrace::Backtrace::capture\\n             at /rustc/x/library/std/src/backtrace.rs:296:9\\n   1: std::panicking::begin_panic_handler\\n   2: <myapp::Report as solidq::job::Job>::perform\\n             at ./src/report.rs:3:9\\n   3: solidq::worker::executor::run\\n             at ./src/worker/executor.rs:90:1\\n   4: __rust_try";
     let error = format!(r#"{{"kind":"panic","message":"boom","backtrace":"{backtrace}"}}"#);
     db.execute(&format!(
-        "UPDATE solidq_jobs SET errors = '[{error}]' WHERE id = {failed}"
+        "UPDATE solidq_jobs SET errors = {} WHERE id = {failed}",
+        db.literal(&format!("[{error}]"))
     ));
     db.execute(&format!(
-        "UPDATE solidq_failed_executions SET error = '{error}' WHERE job_id = {failed}"
+        "UPDATE solidq_failed_executions SET error = {} WHERE job_id = {failed}",
+        db.literal(&error)
     ));
     let (out, _) = run(db, &["job", &failed.to_string()], None);
     assert!(out.contains("panicked at src/report.rs:3:9"), "{out}");

@@ -81,7 +81,9 @@ fn stop_all(children: Vec<Child>) {
 /// The semaphore of `key` is back to `limit` free slots, and nobody waits.
 fn assert_slots_all_free(db: &TestDb, key: &str, limit: i64) {
     let value = db.scalar(&format!(
-        "SELECT CAST(value AS BIGINT) AS v FROM solidq_semaphores WHERE key = '{key}'"
+        "SELECT {} AS v FROM solidq_semaphores WHERE {} = '{key}'",
+        db.bigint("value"),
+        db.quote("key")
     ));
     assert_eq!(value, limit, "every slot of {key} given back");
     assert_eq!(db.count("solidq_blocked_executions"), 0);

@@ -145,8 +145,8 @@ fn each_bad_configuration_gets_one_clear_line_and_starts_nothing() {
         ),
         (
             "bad url",
-            Some(format!("database_url = \"mysql://u:pw@h/db\"\n{workers}")),
-            "unsupported scheme \"mysql\"",
+            Some(format!("database_url = \"redis://u:pw@h/db\"\n{workers}")),
+            "unsupported scheme \"redis\"",
             2,
         ),
         (

@@ -18,7 +18,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::child::{Child, child_command};
-use common::jobs::Sleep;
+use common::jobs::{FileLedger, file_ledger_starts};
 use common::{TestDb, wait_for};
 use solidq::config::{DEFAULT_SHUTDOWN_TIMEOUT, SupervisorConfig};
 use solidq::{JobStatus, SHUTDOWN_MARGIN, STOP_GRACE};
@@ -342,7 +342,14 @@ backend_tests!(a_supervisor_with_the_default_settings_stops_within_docker_stops_
 /// job released.
 fn a_supervisor_with_the_default_settings_stops_within_docker_stops_grace(db: &TestDb) {
     let queue = db.queue();
-    let id = queue.enqueue(&Sleep { ms: 60_000 }).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("starts");
+    let id = queue
+        .enqueue(&FileLedger {
+            path: ledger.display().to_string(),
+            sleep_ms: 60_000,
+        })
+        .unwrap();
     let toml = format!(
         r#"
 database_url = "{url}"
@@ -357,9 +364,12 @@ env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
         command = child_command(),
     );
     let mut supervisor = Child::supervisor(&toml);
-    wait_for("the job to run", Duration::from_secs(30), || {
-        queue.job(id).unwrap().status == JobStatus::Running
+    // Its code started (its claim says "running" a moment earlier, and a
+    // SIGTERM in between hands it back at once, as it should).
+    wait_for("the job's code to start", Duration::from_secs(30), || {
+        file_ledger_starts(&ledger).len() == 1
     });
+    assert_eq!(queue.job(id).unwrap().status, JobStatus::Running);
 
     let signalled = Instant::now();
     supervisor.signal(libc::SIGTERM);

@@ -227,6 +227,8 @@ fn enqueue_on_callers_transaction_rolls_back_with_it(db: &TestDb) {
         common::TestConn::Pg(mut c) => check(&mut c, &queue),
         #[cfg(feature = "sqlite")]
         common::TestConn::Sqlite(mut c) => check(&mut c, &queue),
+        #[cfg(feature = "mysql")]
+        common::TestConn::Mysql(mut c) => check(&mut c, &queue),
     };
     assert_eq!(
         db.count("solidq_jobs"),
@@ -343,10 +345,11 @@ fn migrate_twice_is_a_no_op(db: &TestDb) {
 }
 
 #[test]
-fn both_backends_embed_the_same_migration_versions() {
+fn every_backend_embeds_the_same_migration_versions() {
     let pg = solidq::embedded_migrations(solidq::Backend::Postgres);
     assert!(!pg.is_empty());
     assert_eq!(pg, solidq::embedded_migrations(solidq::Backend::Sqlite));
+    assert_eq!(pg, solidq::embedded_migrations(solidq::Backend::Mysql));
 }
 
 fn finished_job_without_keep_result_is_deleted(db: &TestDb) {
@@ -407,7 +410,7 @@ fn finalize_survives_transient_database_errors(db: &TestDb) {
     });
     match db.backend {
         // The database goes away under the worker: every pooled connection dies.
-        solidq::Backend::Postgres => {
+        solidq::Backend::Postgres | solidq::Backend::Mysql => {
             assert!(db.kill_connections() > 0, "the worker held connections");
             wait_for("the job to finish", WAIT, || {
                 status(&queue, id) == JobStatus::Succeeded

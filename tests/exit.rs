@@ -19,8 +19,12 @@ backend_tests!(a_process_that_enqueues_and_exits_at_once_exits_0_and_wakes_an_id
 const PROCESSES: usize = 300;
 /// Enqueuing processes running at once.
 const AT_ONCE: usize = 4;
-/// The promise: an idle worker starts a job enqueued elsewhere within this.
-const PICKUP: Duration = Duration::from_millis(100);
+/// A lost wake-up: the idle worker found the job only at its fallback poll
+/// (5 s). Well below that, and above what a loaded machine adds to a
+/// pickup of milliseconds (CI saw 110 ms and 158 ms with two builds
+/// running beside it); the pickup latency itself is measured in the
+/// benchmark.
+const PICKUP: Duration = Duration::from_secs(1);
 
 fn a_process_that_enqueues_and_exits_at_once_exits_0_and_wakes_an_idle_worker(db: &TestDb) {
     let queue = db.queue();

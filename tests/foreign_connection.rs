@@ -1,5 +1,6 @@
 //! `Queue::enqueue_statement`: the job enqueued by SQL run on a connection
-//! solidq does not own and cannot see (rust-postgres, rusqlite), inside
+//! solidq does not own and cannot see (rust-postgres, rusqlite; on MySQL a
+//! plain diesel connection, binding the values as any driver would), inside
 //! that connection's transaction: committed, a worker runs it; rolled back,
 //! nothing is left.
 
@@ -24,6 +25,8 @@ const WAIT: Duration = Duration::from_secs(30);
 enum Foreign {
     Postgres(::postgres::Client),
     Sqlite(rusqlite::Connection),
+    #[cfg(feature = "mysql")]
+    Mysql(diesel::MysqlConnection),
 }
 
 impl Foreign {
@@ -37,6 +40,15 @@ impl Foreign {
                     .expect("rusqlite");
                 conn.busy_timeout(Duration::from_secs(10)).unwrap();
                 Foreign::Sqlite(conn)
+            }
+            Backend::Mysql => {
+                #[cfg(feature = "mysql")]
+                {
+                    use diesel::Connection;
+                    Foreign::Mysql(diesel::MysqlConnection::establish(&db.url).expect("mysql"))
+                }
+                #[cfg(not(feature = "mysql"))]
+                unreachable!("no MySQL in this build")
             }
         }
     }
@@ -53,6 +65,15 @@ impl Foreign {
                 } else {
                     tx.rollback().unwrap();
                 }
+                ids
+            }
+            #[cfg(feature = "mysql")]
+            Foreign::Mysql(conn) => {
+                use diesel::connection::SimpleConnection;
+                conn.batch_execute("BEGIN").unwrap();
+                let ids = enqueue.iter().map(|e| mysql_run(conn, e)).collect();
+                conn.batch_execute(if commit { "COMMIT" } else { "ROLLBACK" })
+                    .unwrap();
                 ids
             }
             Foreign::Sqlite(conn) => {
@@ -94,6 +115,39 @@ fn pg_run(tx: &mut ::postgres::Transaction<'_>, enqueue: &EnqueueStatement) -> O
         .query(statement.sql.as_str(), &refs)
         .expect("enqueue statement");
     rows.first().map(|row| row.get::<_, i64>("id"))
+}
+
+/// Runs the statements in order with their values bound, then reads the
+/// new job's id as the statements' docs say: `LAST_INSERT_ID()`, 0 when
+/// the unique key was taken.
+#[cfg(feature = "mysql")]
+fn mysql_run(conn: &mut diesel::MysqlConnection, enqueue: &EnqueueStatement) -> Option<i64> {
+    use diesel::RunQueryDsl;
+    use diesel::sql_types::{BigInt, Integer, Nullable, Text, Timestamp};
+    assert_eq!(enqueue.backend, Backend::Mysql);
+    for statement in &enqueue.statements {
+        let mut query =
+            diesel::sql_query(statement.sql.as_str()).into_boxed::<diesel::mysql::Mysql>();
+        for value in &statement.params {
+            query = match value.clone() {
+                SqlValue::Integer(v) => query.bind::<Nullable<Integer>, _>(v),
+                SqlValue::BigInt(v) => query.bind::<Nullable<BigInt>, _>(v),
+                SqlValue::Text(v) => query.bind::<Nullable<Text>, _>(v),
+                SqlValue::Timestamp(v) => query.bind::<Nullable<Timestamp>, _>(v),
+                other => panic!("unknown value {other:?}"),
+            };
+        }
+        query.execute(conn).expect("enqueue statement");
+    }
+    #[derive(diesel::QueryableByName)]
+    struct Id {
+        #[diesel(sql_type = BigInt)]
+        id: i64,
+    }
+    let Id { id } = diesel::sql_query("SELECT CAST(LAST_INSERT_ID() AS SIGNED) AS id")
+        .get_result(conn)
+        .unwrap();
+    (id != 0).then_some(id)
 }
 
 fn sqlite_run(tx: &rusqlite::Transaction<'_>, enqueue: &EnqueueStatement) -> Option<i64> {

@@ -79,10 +79,13 @@ env = {{ SOLIDQ_TEST_LOGGING_CHILD = "1" }}
         .env_remove("SOLIDQ_DATABASE_URL");
     let mut supervisor = Child::spawn(command);
     let workers = || -> Vec<u32> {
-        db.column_of("SELECT CAST(pid AS BIGINT) AS v FROM solidq_processes WHERE kind = 'worker'")
-            .into_iter()
-            .map(|pid| pid as u32)
-            .collect()
+        db.column_of(&format!(
+            "SELECT {} AS v FROM solidq_processes WHERE kind = 'worker'",
+            db.bigint("pid")
+        ))
+        .into_iter()
+        .map(|pid| pid as u32)
+        .collect()
     };
     wait_for("two workers to register", Duration::from_secs(30), || {
         workers().len() == 2

@@ -182,7 +182,8 @@ fn timeout_is_recorded_and_the_retry_never_overlaps_the_first_run(db: &TestDb) {
     }
     let mut conn = db.conn();
     let events: Vec<i64> = conn.column(&format!(
-        "SELECT CAST(CASE WHEN event = 'start' THEN 1 ELSE 0 END AS BIGINT) AS v FROM test_ledger WHERE job_id = {id} ORDER BY at_us, seq"
+        "SELECT {} AS v FROM test_ledger WHERE job_id = {id} ORDER BY at_us, seq",
+        db.bigint("CASE WHEN event = 'start' THEN 1 ELSE 0 END")
     ));
     assert_eq!(
         events,

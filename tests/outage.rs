@@ -315,6 +315,12 @@ fn unwritten_at_most_once_outcome(db: &TestDb) {
              WHEN NEW.finished_at IS NOT NULL AND OLD.finished_at IS NULL AND NEW.kind = 'echo'
              BEGIN SELECT RAISE(ABORT, 'database is locked'); END;"
         }
+        solidq::Backend::Mysql => {
+            "CREATE TRIGGER refuse_outcome BEFORE UPDATE ON solidq_jobs FOR EACH ROW
+             IF NEW.finished_at IS NOT NULL AND OLD.finished_at IS NULL AND NEW.kind = 'echo' THEN
+                 SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'outcome refused';
+             END IF"
+        }
     };
     db.execute(refuse);
     let once = queue

@@ -58,20 +58,28 @@ fn transactional_enqueues_on_an_own_connection_never_hit_a_locked_database(db: &
             let before: Count =
                 diesel::sql_query("SELECT count(*) AS n FROM orders").get_result(c)?;
             assert!(before.n < order, "orders are placed one by one");
-            diesel::sql_query("INSERT INTO orders (id, customer) VALUES ($1, $2)")
-                .bind::<BigInt, _>(order)
-                .bind::<Text, _>(format!("customer-{}", order % 17))
-                .execute(c)?;
+            diesel::sql_query(format!(
+                "INSERT INTO orders (id, customer) VALUES ({}, {})",
+                db.param(1),
+                db.param(2)
+            ))
+            .bind::<BigInt, _>(order)
+            .bind::<Text, _>(format!("customer-{}", order % 17))
+            .execute(c)?;
             let job = queue.enqueue_on(
                 c,
                 &Echo {
                     value: json!(order),
                 },
             )?;
-            diesel::sql_query("UPDATE orders SET job_id = $1 WHERE id = $2")
-                .bind::<BigInt, _>(job)
-                .bind::<BigInt, _>(order)
-                .execute(c)?;
+            diesel::sql_query(format!(
+                "UPDATE orders SET job_id = {} WHERE id = {}",
+                db.param(1),
+                db.param(2)
+            ))
+            .bind::<BigInt, _>(job)
+            .bind::<BigInt, _>(order)
+            .execute(c)?;
             Ok(job)
         });
         if let Err(error) = placed {
@@ -188,6 +196,12 @@ fn open_connection_carries_the_queues_sqlite_settings(db: &TestDb) {
                 let mut typed: PgConnection = queue.open_connection().unwrap();
                 typed.batch_execute("SELECT 1").unwrap();
             }
+            #[cfg(feature = "mysql")]
+            (AnyConnection::Mysql(conn), Backend::Mysql) => {
+                conn.batch_execute("SELECT 1").unwrap();
+                let mut typed: diesel::MysqlConnection = queue.open_connection().unwrap();
+                typed.batch_execute("SELECT 1").unwrap();
+            }
             _ => panic!("open_connection gave the wrong backend"),
         }
         // Usable for the caller's own work, solidq's tables included.
@@ -205,7 +219,7 @@ fn open_connection_refuses_the_other_backends_type(db: &TestDb) {
             queue.open_connection::<PgConnection>().err().unwrap(),
             "PgConnection",
         ),
-        Backend::Postgres => (
+        Backend::Postgres | Backend::Mysql => (
             queue.open_connection::<SqliteConnection>().err().unwrap(),
             "SqliteConnection",
         ),
@@ -264,6 +278,34 @@ fn a_customized_pool_carries_the_queues_sqlite_settings(db: &TestDb) {
                     })
                     .unwrap();
                 assert_eq!(queue.job(id).unwrap().status, JobStatus::Ready);
+            }
+            Backend::Mysql => {
+                #[cfg(feature = "mysql")]
+                {
+                    let pool = Pool::builder()
+                        .max_size(2)
+                        .connection_customizer(Box::new(queue.connection_customizer()))
+                        .build(ConnectionManager::<diesel::MysqlConnection>::new(&db.url))
+                        .unwrap();
+                    let mut conn = pool.get().unwrap();
+                    // The customizer set the session as solidq's own.
+                    #[derive(diesel::QueryableByName)]
+                    struct Isolation {
+                        #[diesel(sql_type = diesel::sql_types::Text)]
+                        v: String,
+                    }
+                    let isolation: Isolation =
+                        diesel::sql_query("SELECT @@SESSION.tx_isolation AS v")
+                            .get_result(&mut *conn)
+                            .unwrap();
+                    assert_eq!(isolation.v, "READ-COMMITTED");
+                    let id = conn
+                        .transaction::<_, solidq::Error, _>(|c| {
+                            queue.enqueue_on(&mut **c, &Echo { value: json!(1) })
+                        })
+                        .unwrap();
+                    assert_eq!(queue.job(id).unwrap().status, JobStatus::Ready);
+                }
             }
         }
         db.execute("DELETE FROM solidq_ready_executions; DELETE FROM solidq_jobs");

@@ -140,6 +140,12 @@ fn count_progress_writes(db: &TestDb) {
              WHEN NEW.progress IS NOT OLD.progress
              BEGIN INSERT INTO progress_writes VALUES (NEW.id); END;",
         ),
+        Backend::Mysql => db.execute(
+            "CREATE TRIGGER count_progress AFTER UPDATE ON solidq_jobs FOR EACH ROW
+             IF NOT (NEW.progress <=> OLD.progress) THEN
+                 INSERT INTO progress_writes VALUES (NEW.id);
+             END IF",
+        ),
     }
 }
 

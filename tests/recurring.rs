@@ -41,6 +41,7 @@ fn epoch(db: &TestDb, column: &str) -> String {
     match db.backend {
         Backend::Postgres => format!("CAST(EXTRACT(EPOCH FROM {column}) AS BIGINT)"),
         Backend::Sqlite => format!("CAST(strftime('%s', {column}) AS INTEGER)"),
+        Backend::Mysql => format!("CAST(UNIX_TIMESTAMP({column}) AS SIGNED)"),
     }
 }
 
@@ -364,6 +365,12 @@ fn the_cleaner_ages_tick_guards_out_but_keeps_each_tasks_latest(db: &TestDb) {
                  SELECT '{task}', datetime('now', '-' || ({ago} + i) || ' seconds'), {job} + i, datetime('now')
                  FROM s"
             ),
+            Backend::Mysql => format!(
+                "INSERT INTO solidq_recurring_executions (task_key, run_at, job_id, created_at)
+                 SELECT '{task}', UTC_TIMESTAMP(6) - INTERVAL ({ago} + i) SECOND, {job} + i, UTC_TIMESTAMP(6)
+                 FROM {}",
+                common::mysql_numbers(count, "s")
+            ),
         };
         db.execute(&sql);
     };
@@ -422,6 +429,7 @@ fn every_tick_job_is_created_at_or_after_its_tick_by_the_database_clock(db: &Tes
         Backend::Postgres => {
             "CAST(EXTRACT(EPOCH FROM (j.created_at - r.run_at)) * 1000000 AS BIGINT)".to_string()
         }
+        Backend::Mysql => "TIMESTAMPDIFF(MICROSECOND, r.run_at, j.created_at)".to_string(),
         Backend::Sqlite => {
             // Timestamps are text, "YYYY-MM-DD HH:MM:SS[.fraction]".
             let us = |t: &str| {
@@ -493,7 +501,11 @@ fn the_tasks_table_mirrors_the_configuration(db: &TestDb) {
     let queue = db.queue();
     let echo = |v: &str| Echo { value: json!(v) };
     let rows = || {
-        db.column_of("SELECT CAST(length(key) * 1000 + length(schedule) AS BIGINT) AS v FROM solidq_recurring_tasks ORDER BY key")
+        let key = db.quote("key");
+        db.column_of(&format!(
+            "SELECT {} AS v FROM solidq_recurring_tasks ORDER BY {key}",
+            db.bigint(&format!("length({key}) * 1000 + length(schedule)"))
+        ))
     };
     let task = |key: &str, schedule: &str| RecurringTask::new(key, schedule, &echo(key)).unwrap();
     // Yearly schedules: nothing fires during the test.
@@ -519,10 +531,11 @@ fn the_tasks_table_mirrors_the_configuration(db: &TestDb) {
         .stop()
         .unwrap();
     assert_eq!(rows(), [1011, 3009], "a changed, bb removed, ccc added");
-    let tokyo = db.scalar(
+    let tokyo = db.scalar(&format!(
         "SELECT count(*) AS v FROM solidq_recurring_tasks
-         WHERE key = 'ccc' AND timezone = 'Asia/Tokyo' AND description = 'the third' AND kind = 'echo'",
-    );
+         WHERE {} = 'ccc' AND timezone = 'Asia/Tokyo' AND description = 'the third' AND kind = 'echo'",
+        db.quote("key")
+    ));
     assert_eq!(tokyo, 1);
 }
 

@@ -38,6 +38,8 @@ struct Spec {
     max_stalled: u32,
     /// Extra lines for the `[[workers]]` section.
     worker_extra: &'static str,
+    /// The workers' prefetch, when not solidq's default.
+    prefetch: Option<usize>,
 }
 
 impl Default for Spec {
@@ -49,6 +51,7 @@ impl Default for Spec {
             shutdown_ms: 3000,
             max_stalled: 1,
             worker_extra: "",
+            prefetch: None,
         }
     }
 }
@@ -78,13 +81,16 @@ command = {command:?}
 processes = {processes}
 threads = {threads}
 polling_interval = "50ms"
-env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
+env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info"{prefetch} }}
 {extra}
 "#,
             command = child_command(),
             processes = spec.processes,
             threads = spec.threads,
             extra = spec.worker_extra,
+            prefetch = spec.prefetch.map_or(String::new(), |p| format!(
+                ", SOLIDQ_TEST_PREFETCH = \"{p}\""
+            )),
         ));
     }
     toml
@@ -96,9 +102,10 @@ fn supervisor(db: &TestDb, spec: &Spec) -> Child {
 
 /// Pids of the worker processes registered under a supervisor.
 fn supervised_pids(db: &TestDb) -> Vec<i64> {
-    db.conn().column(
-        "SELECT CAST(pid AS BIGINT) AS v FROM solidq_processes WHERE kind = 'worker' AND supervisor_id IS NOT NULL",
-    )
+    db.conn().column(&format!(
+        "SELECT {} AS v FROM solidq_processes WHERE kind = 'worker' AND supervisor_id IS NOT NULL",
+        db.bigint("pid")
+    ))
 }
 
 fn ledger_starts(db: &TestDb) -> i64 {
@@ -131,6 +138,15 @@ fn chaos_kills_lose_nothing_and_rerun_only_killed_work(db: &TestDb) {
             processes: 3,
             threads: 4,
             max_stalled: 1_000,
+            // Nothing claimed ahead: a job claimed ahead has its start
+            // recorded by the completer's next batch, after it began, and
+            // a kill in between releases it as never started, its rerun
+            // not counted as a stall (a known gap, see the README's
+            // "Starts recorded in the outcome batches"). Which jobs are claimed ahead depends on
+            // how fast claims are here (kinds quicker than a claim round
+            // trip: these on a MySQL that syncs every commit, rarely
+            // elsewhere), which would make the stall count below flaky.
+            prefetch: Some(0),
             ..Spec::default()
         },
     );
@@ -169,8 +185,10 @@ fn chaos_kills_lose_nothing_and_rerun_only_killed_work(db: &TestDb) {
     }
     let mut conn = db.conn();
     let ids = conn.column("SELECT id AS v FROM solidq_jobs ORDER BY id");
-    let stalled =
-        conn.column("SELECT CAST(stalled_count AS BIGINT) AS v FROM solidq_jobs ORDER BY id");
+    let stalled = conn.column(&format!(
+        "SELECT {} AS v FROM solidq_jobs ORDER BY id",
+        db.bigint("stalled_count")
+    ));
     let ledger_job = conn
         .column("SELECT job_id AS v FROM test_ledger WHERE event = 'start' ORDER BY at_us, seq");
     let ledger_pid =
@@ -449,6 +467,7 @@ fn two_supervisors_prune_each_dead_process_once(db: &TestDb) {
     let long_ago = match db.backend {
         Backend::Postgres => "LOCALTIMESTAMP - INTERVAL '1 hour'",
         Backend::Sqlite => "strftime('%Y-%m-%d %H:%M:%f', 'now', '-1 hour')",
+        Backend::Mysql => "UTC_TIMESTAMP(6) - INTERVAL 1 HOUR",
     };
     let mut conn = db.conn();
     for p in 0..50 {
@@ -726,6 +745,7 @@ fn a_reused_pid_of_another_supervisors_child_is_not_pruned(db: &TestDb) {
     let now = match db.backend {
         Backend::Postgres => "LOCALTIMESTAMP",
         Backend::Sqlite => "strftime('%Y-%m-%d %H:%M:%f', 'now')",
+        Backend::Mysql => "UTC_TIMESTAMP(6)",
     };
     conn.execute(&format!(
         "INSERT INTO solidq_processes (kind, name, pid, hostname, supervisor_id, metadata, last_heartbeat_at, created_at)

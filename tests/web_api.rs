@@ -217,6 +217,8 @@ fn stored_options(db: &TestDb, id: i64) -> Value {
         common::TestConn::Pg(mut c) => diesel::sql_query(&sql).get_result(&mut c),
         #[cfg(feature = "sqlite")]
         common::TestConn::Sqlite(mut c) => diesel::sql_query(&sql).get_result(&mut c),
+        #[cfg(feature = "mysql")]
+        common::TestConn::Mysql(mut c) => diesel::sql_query(&sql).get_result(&mut c),
     };
     serde_json::from_str(&row.unwrap().v).unwrap()
 }

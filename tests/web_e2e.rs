@@ -619,6 +619,7 @@ fn screenshot_dir(db: &TestDb) -> PathBuf {
     let dir = target.join("screenshots").join(match db.backend {
         solidq::Backend::Sqlite => "sqlite",
         solidq::Backend::Postgres => "postgres",
+        solidq::Backend::Mysql => "mysql",
     });
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("screenshot directory");

@@ -309,6 +309,29 @@ pub(super) fn show(a: JobArgs) -> Result<()> {
     Ok(())
 }
 
+/// A resumable job's steps: `done a, b; in c at <cursor>`, or `-`.
+fn steps(j: &JobInfo) -> String {
+    let Some(c) = &j.checkpoint else {
+        return "-".into();
+    };
+    let done: Vec<&str> = c["done"]
+        .as_array()
+        .map(|d| d.iter().filter_map(|s| s.as_str()).collect())
+        .unwrap_or_default();
+    let mut text = if done.is_empty() {
+        "none done".to_string()
+    } else {
+        format!("done {}", done.join(", "))
+    };
+    if let Some(step) = c["step"].as_str() {
+        text.push_str(&format!("; in {step}"));
+        if let Some(cursor) = c.get("cursor") {
+            text.push_str(&format!(" at {cursor}"));
+        }
+    }
+    text
+}
+
 /// A running job's progress, short: `done/total` when it reports those,
 /// else its JSON clipped.
 fn progress(j: &JobInfo) -> Option<String> {
@@ -357,6 +380,11 @@ fn job_fields(j: &JobInfo, full: bool) -> Vec<(&'static str, String)> {
             j.progress
                 .as_ref()
                 .map_or_else(|| "-".into(), |p| p.to_string()),
+        ),
+        ("steps", steps(j)),
+        (
+            "batch",
+            j.batch_id.map_or_else(|| "-".into(), |b| b.to_string()),
         ),
         ("snoozes", j.snoozes.to_string()),
         ("finished", maybe_time(j.finished_at)),
@@ -448,5 +476,58 @@ pub(super) fn failed(action: FailedAction) -> Result<()> {
             &format!("discarded {n} failed jobs"),
         );
     }
+    Ok(())
+}
+
+/// `solidq batch ID`.
+pub(super) fn batch(queue: &crate::Queue, id: i64, o: Output) -> Result<()> {
+    let Some(b) = queue.batch_info(id)? else {
+        return Err(crate::Error::BatchRefused {
+            batch: id,
+            reason: "not found",
+        });
+    };
+    let state = if b.is_finished() {
+        "finished"
+    } else if b.closed_at.is_some() {
+        "closed"
+    } else {
+        "open"
+    };
+    o.print_text(
+        serde_json::to_value(&b).expect("BatchInfo serializes"),
+        || {
+            output::fields(vec![
+                ("id", b.id.to_string()),
+                (
+                    "description",
+                    b.description.clone().unwrap_or_else(|| "-".into()),
+                ),
+                ("state", state.to_string()),
+                (
+                    "progress",
+                    format!("{} of {} ended", b.total - b.pending, b.total),
+                ),
+                ("pending", b.pending.to_string()),
+                ("succeeded", b.succeeded.to_string()),
+                ("failed", b.failed.to_string()),
+                (
+                    "parent",
+                    b.parent_id.map_or_else(|| "-".into(), |p| p.to_string()),
+                ),
+                ("created", time(b.created_at)),
+                ("closed", maybe_time(b.closed_at)),
+                ("finished", maybe_time(b.finished_at)),
+                (
+                    "callbacks fired",
+                    if b.fired.is_empty() {
+                        "-".into()
+                    } else {
+                        b.fired.join(", ")
+                    },
+                ),
+            ])
+        },
+    );
     Ok(())
 }

@@ -147,6 +147,16 @@ enum Command {
     /// Everything about one job: status, attempts, times, progress,
     /// result, every error with its backtrace; `job cancel|run-now ID…`.
     Job(jobs::JobArgs),
+    /// One batch: its members counted (pending, succeeded, failed), when
+    /// it was closed and finished, the callbacks enqueued.
+    Batch {
+        /// The batch's id.
+        id: i64,
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        format: Format,
+    },
     /// Retry or discard failed jobs, in batches.
     Failed {
         #[command(subcommand)]
@@ -410,6 +420,7 @@ fn run(command: Command) -> crate::Result<()> {
         } => ops::pause(&db.queue()?, &queue, false, force, out(format)),
         Command::Jobs(args) => jobs::list(args),
         Command::Job(args) => jobs::show(args),
+        Command::Batch { id, db, format } => jobs::batch(&db.queue()?, id, out(format)),
         Command::Failed { action } => jobs::failed(action),
         Command::Processes { db, format } => ops::processes(&db.queue()?, out(format)),
         Command::Recurring(args) => ops::recurring(args),

@@ -737,7 +737,7 @@ mod tests {
                 "database_url = \"x.db\"\n[[workers]]\ncommand = [\"a\"]\nthreads = 0",
                 "workers[0].threads",
             ),
-            ("database_url = \"mysql://h/db\"", "unsupported scheme"),
+            ("database_url = \"redis://h/db\"", "unsupported scheme"),
             ("heartbeat_interval = \"1s\"", "database_url is missing"),
             (
                 "database_url = \"x.db\"\nprocess_alive_threshold = \"1s\"\nheartbeat_interval = \"2s\"",

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 
 use super::JobError;
 use super::state::StateMap;
+use super::steps::StepBook;
 
 /// What a running job can see about itself, and how it learns it should stop.
 #[derive(Debug, Clone)]
@@ -26,6 +27,10 @@ pub struct JobContext {
     pub(crate) shutdown: Arc<ShutdownSignal>,
     pub(crate) state: StateMap,
     pub(crate) progress: Option<Arc<ProgressCell>>,
+    /// Its resumable steps so far (see [`JobContext::step`]).
+    pub(crate) steps: Arc<StepBook>,
+    /// The batch it is a member of.
+    pub(crate) batch_id: Option<i64>,
     /// Set when an operator asks this running job to stop.
     pub(crate) cancel: Arc<AtomicBool>,
 }
@@ -34,6 +39,14 @@ impl JobContext {
     /// The job's id.
     pub fn job_id(&self) -> i64 {
         self.id
+    }
+
+    /// The batch this job is a member of (see [`crate::batch`]): a running
+    /// member may add jobs to it with
+    /// [`Queue::add_to_batch`](crate::Queue::add_to_batch), even after it
+    /// was closed, since the batch cannot finish while this job runs.
+    pub fn batch_id(&self) -> Option<i64> {
+        self.batch_id
     }
 
     /// The job's kind (its type's `KIND`).
@@ -173,12 +186,14 @@ impl JobContext {
     }
 }
 
-/// The latest progress of one running job, until the worker writes it.
+/// The latest progress and step checkpoint of one running job, until the
+/// worker writes them.
 pub(crate) struct ProgressCell {
     pub(crate) job_id: i64,
     /// The registration the job was claimed under (the write's fence).
     pub(crate) process_id: i64,
     latest: Mutex<Option<String>>,
+    checkpoint: Mutex<Option<String>>,
     /// Whether the writer has been told of this cell since it last took.
     queued: AtomicBool,
     /// Tells the writer (once per value it has not taken yet).
@@ -195,6 +210,7 @@ impl ProgressCell {
             job_id,
             process_id,
             latest: Mutex::new(None),
+            checkpoint: Mutex::new(None),
             queued: AtomicBool::new(false),
             queue: Box::new(queue),
         })
@@ -202,16 +218,33 @@ impl ProgressCell {
 
     fn set(self: &Arc<Self>, json: String) {
         *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some(json);
+        self.tell();
+    }
+
+    /// Replaces the checkpoint to write (the whole state of the job's
+    /// steps).
+    pub(crate) fn set_checkpoint(self: &Arc<Self>, json: String) {
+        *self.checkpoint.lock().unwrap_or_else(|p| p.into_inner()) = Some(json);
+        self.tell();
+    }
+
+    fn tell(self: &Arc<Self>) {
         if !self.queued.swap(true, Ordering::SeqCst) {
             (self.queue)(Arc::clone(self));
         }
     }
 
-    /// The latest value not written yet; the next `set` tells the writer
-    /// again.
-    pub(crate) fn take(&self) -> Option<String> {
+    /// The latest progress and checkpoint not written yet; the next `set`
+    /// tells the writer again.
+    pub(crate) fn take(&self) -> (Option<String>, Option<String>) {
         self.queued.store(false, Ordering::SeqCst);
-        self.latest.lock().unwrap_or_else(|p| p.into_inner()).take()
+        (
+            self.latest.lock().unwrap_or_else(|p| p.into_inner()).take(),
+            self.checkpoint
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        )
     }
 }
 

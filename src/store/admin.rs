@@ -283,8 +283,15 @@ impl Store {
     /// Retries the failed jobs `selection` names, in batches; returns how
     /// many went back to ready.
     pub(crate) fn failed_retry(&self, selection: &FailedSelection) -> Result<u64> {
+        // A failed member of a batch is pending in it again.
         self.failed_batches("failed_retry", selection, |conn, ids| {
-            driver(conn).failed_retry(ids)
+            super::in_transaction(driver(conn), |d| {
+                let members = super::batches::members_of(d, ids)?;
+                let retried = d.failed_retry(ids)?;
+                let batches: Vec<i64> = members.into_iter().map(|(batch, _)| batch).collect();
+                super::batches::members_reopened(d, &batches)?;
+                Ok(retried)
+            })
         })
     }
 
@@ -327,6 +334,8 @@ impl Store {
             AnyConnection::Postgres(c) => super::postgres::explain(c),
             #[cfg(feature = "sqlite")]
             AnyConnection::Sqlite(c) => super::sqlite::explain(c),
+            #[cfg(feature = "mysql")]
+            AnyConnection::Mysql(c) => super::mysql::explain(c),
         })
     }
 

@@ -62,6 +62,10 @@ pub(crate) fn place(d: &mut dyn Driver, jobs: Vec<LimitedJob>) -> QueryResult<Pl
             })
             .collect();
         d.jobs_discard(&rows)?;
+        // Members discarded on their way in are not members yet: whoever
+        // enqueued them counts them (`Store::batch_add`).
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        super::batches::ended_by_id(d, &ids, super::batches::MemberEnd::Failed)?;
     }
     Ok(Placement {
         ready: ready.into_iter().map(|j| j.queue_name).collect(),

@@ -4,6 +4,8 @@
 use std::time::Duration;
 
 use diesel::Connection;
+#[cfg(feature = "mysql")]
+use diesel::MysqlConnection;
 #[cfg(feature = "postgres")]
 use diesel::PgConnection;
 #[cfg(feature = "sqlite")]
@@ -21,7 +23,7 @@ use crate::types::{DatabaseUrl, Error, Result, SqliteSynchronous};
 /// solidq only `store/` looks inside.)
 ///
 /// Each variant exists only when its backend's Cargo feature (`postgres`,
-/// `sqlite`) is on.
+/// `sqlite`, `mysql`) is on.
 #[derive(diesel::MultiConnection)]
 pub enum AnyConnection {
     /// A PostgreSQL connection.
@@ -31,6 +33,10 @@ pub enum AnyConnection {
     /// timeout, foreign keys on).
     #[cfg(feature = "sqlite")]
     Sqlite(SqliteConnection),
+    /// A MySQL or MariaDB connection (`READ COMMITTED`, strict SQL mode,
+    /// UTC).
+    #[cfg(feature = "mysql")]
+    Mysql(MysqlConnection),
 }
 
 impl AnyConnection {
@@ -92,6 +98,8 @@ impl AnyConnection {
             }
             #[cfg(feature = "postgres")]
             AnyConnection::Postgres(_) => Connection::transaction(self, f),
+            #[cfg(feature = "mysql")]
+            AnyConnection::Mysql(_) => Connection::transaction(self, f),
         }
     }
 }
@@ -167,6 +175,20 @@ impl DatabaseUrl {
             source,
         };
         match self.sqlite_path() {
+            #[cfg(feature = "mysql")]
+            None if self.backend() == crate::types::Backend::Mysql => {
+                let mut conn =
+                    MysqlConnection::establish(&self.conninfo()).map_err(connect_error)?;
+                conn.batch_execute(MYSQL_SESSION)
+                    .map_err(|source| Error::Connect {
+                        url: self.redacted(),
+                        source: diesel::ConnectionError::CouldntSetupConfiguration(source),
+                    })?;
+                if owner == Owner::Solidq {
+                    conn.set_instrumentation(StatementCounter);
+                }
+                Ok(AnyConnection::Mysql(conn))
+            }
             #[cfg(feature = "postgres")]
             None => {
                 let mut conn = PgConnection::establish(&self.conninfo()).map_err(connect_error)?;
@@ -227,6 +249,26 @@ const POSTGRES_SESSION: &str = "SET tcp_keepalives_idle = 5;
      SET tcp_keepalives_count = 3;
      SET tcp_user_timeout = 10000;
      SET idle_in_transaction_session_timeout = '60s';";
+
+/// What every MySQL session solidq opens (the caller's too) sets:
+/// * `READ COMMITTED`: InnoDB's default `REPEATABLE READ` takes gap and
+///   next-key locks on the ranges a statement scans, which is where
+///   SolidQueue's MySQL deadlocks between inserts into ready executions and
+///   claims came from (rails/solid_queue#229, #240); under `READ
+///   COMMITTED` a statement locks the rows it changes and little else.
+/// * a strict SQL mode of our own, whatever the server's: a value too long
+///   for its column is an error, never silently cut, and `||` means OR and
+///   `"` quotes a string as the statements here expect.
+/// * `innodb_lock_wait_timeout = 5`: a lock held by a frozen process
+///   (SIGSTOP) fails the waiting statement in 5 s instead of 50; the store
+///   retries it (error 1205) within its budget, with the transaction
+///   rolled back.
+/// * UTC (diesel sets the time zone too): `DATETIME` holds UTC.
+#[cfg(feature = "mysql")]
+const MYSQL_SESSION: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;
+     SET SESSION sql_mode = 'STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION';
+     SET SESSION innodb_lock_wait_timeout = 5;
+     SET time_zone = '+00:00';";
 
 /// The pragmas every SQLite connection gets. `busy_timeout` comes first so
 /// the switch to WAL itself waits for a concurrent opener instead of
@@ -304,6 +346,19 @@ impl r2d2::CustomizeConnection<SqliteConnection, diesel::r2d2::Error> for Connec
 #[cfg(feature = "postgres")]
 impl r2d2::CustomizeConnection<PgConnection, diesel::r2d2::Error> for ConnectionCustomizer {}
 
+/// MySQL: the session settings of solidq's own connections (`READ
+/// COMMITTED` above all; see the README's MySQL section).
+#[cfg(feature = "mysql")]
+impl r2d2::CustomizeConnection<MysqlConnection, diesel::r2d2::Error> for ConnectionCustomizer {
+    fn on_acquire(
+        &self,
+        conn: &mut MysqlConnection,
+    ) -> std::result::Result<(), diesel::r2d2::Error> {
+        conn.batch_execute(MYSQL_SESSION)
+            .map_err(diesel::r2d2::Error::QueryError)
+    }
+}
+
 impl r2d2::CustomizeConnection<AnyConnection, diesel::r2d2::Error> for ConnectionCustomizer {
     fn on_acquire(&self, conn: &mut AnyConnection) -> std::result::Result<(), diesel::r2d2::Error> {
         match conn {
@@ -311,6 +366,8 @@ impl r2d2::CustomizeConnection<AnyConnection, diesel::r2d2::Error> for Connectio
             AnyConnection::Sqlite(conn) => self.on_acquire(conn),
             #[cfg(feature = "postgres")]
             AnyConnection::Postgres(_) => Ok(()),
+            #[cfg(feature = "mysql")]
+            AnyConnection::Mysql(conn) => self.on_acquire(conn),
         }
     }
 }
@@ -358,6 +415,10 @@ impl PoolConn {
             }
             #[cfg(feature = "sqlite")]
             AnyConnection::Sqlite(conn) => conn
+                .batch_execute("SELECT 1")
+                .map_err(Error::db("connection_check")),
+            #[cfg(feature = "mysql")]
+            AnyConnection::Mysql(conn) => conn
                 .batch_execute("SELECT 1")
                 .map_err(Error::db("connection_check")),
         }

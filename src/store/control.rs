@@ -49,6 +49,8 @@ impl Store {
                     .collect();
                 if !rows.is_empty() {
                     d.jobs_discard(&rows)?;
+                    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+                    super::batches::ended_by_id(d, &ids, super::batches::MemberEnd::Failed)?;
                 }
                 if !slots.is_empty() {
                     let ready = concurrency::release_slots(d, &slots)?;

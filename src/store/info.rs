@@ -32,6 +32,8 @@ struct JobRow {
     stalled_count: i32,
     snoozes: i32,
     progress: Option<String>,
+    checkpoint: Option<String>,
+    batch_id: Option<i64>,
     result: Option<String>,
     errors: Option<String>,
     scheduled_at: NaiveDateTime,
@@ -444,5 +446,10 @@ fn to_info(
             .progress
             .as_deref()
             .and_then(|p| serde_json::from_str(p).ok()),
+        checkpoint: row
+            .checkpoint
+            .as_deref()
+            .and_then(|c| serde_json::from_str(c).ok()),
+        batch_id: row.batch_id,
     }
 }

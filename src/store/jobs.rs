@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use diesel::QueryResult;
 
+use super::batches::{self, MemberEnd};
 use super::{
     ClaimLimits, ClaimQuery, ClaimedJob, Completion, Discarded, Driver, Failed, FinishReport,
     Inserted, NewJob, Outcome, Progress, Released, Retried, Slot, Snoozed, Start, Store, Succeeded,
@@ -144,20 +145,29 @@ impl Store {
     /// Records a batch of completions in one transaction, each fenced by its
     /// claim: a completion whose claim is gone is skipped (reported as lost),
     /// the rest of the batch is written. `starts` (jobs claimed ahead that
-    /// started, none of them among the completions) are recorded with them.
+    /// started, none of them among the completions) are recorded with them,
+    /// and `progress` (the last progress and step checkpoints of jobs
+    /// ending in this batch) before the outcomes, fenced by the same
+    /// claims, in the same transaction.
     pub(crate) fn claimed_finish(
         &self,
         completions: &[Completion],
         starts: &[Start],
+        progress: &[Progress],
     ) -> Result<FinishReport> {
-        if completions.is_empty() && starts.is_empty() {
+        if completions.is_empty() && starts.is_empty() && progress.is_empty() {
             return Ok(FinishReport::default());
         }
         self.with_driver("claimed_finish", |d| {
-            if single_statement(completions, starts) {
+            if progress.is_empty() && single_statement(completions, starts) {
                 finish_on_driver(d, completions, starts)
             } else {
-                in_transaction(d, |d| finish_on_driver(d, completions, starts))
+                in_transaction(d, |d| {
+                    if !progress.is_empty() {
+                        d.jobs_set_progress(progress)?;
+                    }
+                    finish_on_driver(d, completions, starts)
+                })
             }
         })
     }
@@ -365,6 +375,22 @@ fn finish_on_driver(
     if !discarded.is_empty() {
         d.jobs_discard(&discarded)?;
     }
+    // Members that ended move their batches' counts, in this transaction.
+    let ended: Vec<(i64, MemberEnd)> = completions
+        .iter()
+        .filter(|c| written.contains(&c.job_id))
+        .filter_map(|c| {
+            let end = match c.outcome {
+                Outcome::Succeeded { .. } => MemberEnd::Succeeded,
+                Outcome::Failed { .. } | Outcome::Discarded { .. } => MemberEnd::Failed,
+                Outcome::Retry { .. } | Outcome::Snoozed { .. } => return None,
+            };
+            Some((c.batch_id?, end))
+        })
+        .collect();
+    if !ended.is_empty() {
+        batches::members_ended(d, &ended)?;
+    }
     // Slots of limited jobs go to the next blocked job of their key, in
     // this same transaction.
     let slots = finish_slots(&written);
@@ -395,6 +421,7 @@ fn single_statement(completions: &[Completion], starts: &[Start]) -> bool {
         && completions.iter().all(|c| {
             c.process_id == process_id
                 && c.slot.is_none()
+                && c.batch_id.is_none()
                 && matches!(&c.outcome, Outcome::Succeeded { keep, .. } if !keep.is_zero())
         })
 }

@@ -12,6 +12,17 @@
 //!   `PRAGMA data_version` every few milliseconds: a counter in shared
 //!   memory that changes when another connection commits. No table is read
 //!   until it changes.
+//! * MySQL: no notifications either, and no change counter. A dedicated
+//!   connection reads a signature of the ready jobs every
+//!   [`MYSQL_WATCH_INTERVAL`]: the highest ready job id, the first ready
+//!   job in claim order, and the number of paused queues — three index
+//!   probes, no lock, no transaction. It changes when a job becomes ready
+//!   (enqueued: a higher id; retried, released or dispatched while the
+//!   table was empty or ahead of the others: a new first job), when the
+//!   first job is claimed, and when a queue is paused or resumed. A job
+//!   made ready behind others that nobody could claim (paused queues,
+//!   queues no idle worker serves) may not change it: the poller's
+//!   fallback poll finds that one.
 
 #[cfg(feature = "postgres")]
 use std::ffi::{CStr, CString};
@@ -46,9 +57,45 @@ pub(crate) enum Heard {
     /// Jobs became ready on these queues.
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     Queues(Vec<String>),
-    /// The database changed; jobs may be ready (SQLite says no more).
-    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    /// The database changed; jobs may be ready (SQLite and MySQL say no
+    /// more).
+    #[cfg_attr(not(any(feature = "sqlite", feature = "mysql")), allow(dead_code))]
     Changes,
+}
+
+/// How often a worker asks which of its running jobs were asked to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CancelChecks {
+    /// The least time between two checks prompted by what the listener
+    /// heard: zero where it hears cancellations themselves (PostgreSQL's
+    /// notifications), half a second where it hears any change (SQLite's
+    /// counter, MySQL's ready jobs) and most changes are not one.
+    pub min_gap: Duration,
+    /// The most time between two checks while jobs run: 10 s where
+    /// cancellations are heard (the check is for a lost notification), 1 s
+    /// on MySQL, whose change check sees new ready jobs only.
+    pub fallback: Duration,
+}
+
+impl Store {
+    /// This backend's [`CancelChecks`].
+    pub(crate) fn cancel_checks(&self) -> CancelChecks {
+        const HEARD: Duration = Duration::from_secs(10);
+        match self.backend() {
+            Backend::Postgres => CancelChecks {
+                min_gap: Duration::ZERO,
+                fallback: HEARD,
+            },
+            Backend::Sqlite => CancelChecks {
+                min_gap: Duration::from_millis(500),
+                fallback: HEARD,
+            },
+            Backend::Mysql => CancelChecks {
+                min_gap: Duration::from_millis(500),
+                fallback: Duration::from_secs(1),
+            },
+        }
+    }
 }
 
 /// Waits for signs of new ready jobs.
@@ -67,6 +114,8 @@ impl Store {
             Backend::Postgres => Ok(Box::new(PgListener::connect(self.url())?)),
             #[cfg(feature = "sqlite")]
             Backend::Sqlite => Ok(Box::new(SqliteWatcher::open(self, sqlite_interval)?)),
+            #[cfg(feature = "mysql")]
+            Backend::Mysql => Ok(Box::new(MysqlWatcher::open(self)?)),
             #[allow(unreachable_patterns)]
             _ => {
                 let _ = sqlite_interval;
@@ -254,8 +303,8 @@ impl SqliteWatcher {
         #[allow(clippy::infallible_destructuring_match)]
         let mut conn = match store.dedicated_connection()? {
             super::AnyConnection::Sqlite(conn) => conn,
-            #[cfg(feature = "postgres")]
-            super::AnyConnection::Postgres(_) => unreachable!("the backend is SQLite"),
+            #[allow(unreachable_patterns)]
+            _ => unreachable!("the backend is SQLite"),
         };
         conn.batch_execute("PRAGMA query_only = ON")
             .map_err(Error::db("listen"))?;
@@ -291,6 +340,73 @@ impl Listener for SqliteWatcher {
                 return Ok(Heard::Nothing);
             }
             std::thread::sleep(self.interval.min(deadline - now));
+        }
+    }
+}
+
+/// How often a MySQL worker reads the ready jobs' signature: the pickup
+/// latency of a job enqueued by another process is about half of it.
+#[cfg(feature = "mysql")]
+pub(crate) const MYSQL_WATCH_INTERVAL: Duration = Duration::from_millis(50);
+
+#[cfg(feature = "mysql")]
+struct MysqlWatcher {
+    conn: diesel::MysqlConnection,
+    signature: Signature,
+}
+
+#[cfg(feature = "mysql")]
+#[derive(diesel::QueryableByName, PartialEq, Eq)]
+struct Signature {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    last: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    first: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    paused: i64,
+}
+
+#[cfg(feature = "mysql")]
+impl MysqlWatcher {
+    fn open(store: &Store) -> Result<MysqlWatcher> {
+        let mut conn = match store.dedicated_connection()? {
+            super::AnyConnection::Mysql(conn) => conn,
+            #[allow(unreachable_patterns)]
+            _ => unreachable!("the backend is MySQL"),
+        };
+        let signature = read_signature(&mut conn)?;
+        Ok(MysqlWatcher { conn, signature })
+    }
+}
+
+#[cfg(feature = "mysql")]
+fn read_signature(conn: &mut diesel::MysqlConnection) -> Result<Signature> {
+    use diesel::RunQueryDsl;
+    super::Cached(diesel::sql_query(
+        "SELECT CAST(COALESCE((SELECT MAX(job_id) FROM solidq_ready_executions), 0) AS SIGNED) AS last,
+                CAST(COALESCE((SELECT job_id FROM solidq_ready_executions
+                               ORDER BY priority, job_id LIMIT 1), 0) AS SIGNED) AS first,
+                CAST((SELECT COUNT(*) FROM solidq_pauses) AS SIGNED) AS paused",
+    ))
+    .get_result(conn)
+    .map_err(Error::db("listen"))
+}
+
+#[cfg(feature = "mysql")]
+impl Listener for MysqlWatcher {
+    fn wait(&mut self, timeout: Duration) -> Result<Heard> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let signature = read_signature(&mut self.conn)?;
+            if signature != self.signature {
+                self.signature = signature;
+                return Ok(Heard::Changes);
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Ok(Heard::Nothing);
+            }
+            std::thread::sleep(MYSQL_WATCH_INTERVAL.min(deadline - now));
         }
     }
 }

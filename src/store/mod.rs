@@ -3,8 +3,8 @@
 //! [`Store`] owns the connection pool and offers the operations the runtime
 //! needs, named noun_verb after the table they act on (`ready_claim`,
 //! `claimed_finish`, `process_register`…). Each operation is composed from
-//! the primitives of the [`Driver`] trait, which `postgres.rs` and
-//! `sqlite.rs` implement for their connection types: the decisions (what is
+//! the primitives of the [`Driver`] trait, which `postgres/`, `sqlite/`
+//! and `mysql/` implement for their connection types: the decisions (what is
 //! released, what fails) are written once here, the SQL once per backend.
 //!
 //! Backend differences, all behind `Driver`:
@@ -14,9 +14,15 @@
 //!   a time, so no lock upgrade can deadlock), retries `SQLITE_BUSY`, passes
 //!   batches as JSON arrays (`json_each`), and takes "now" from the host
 //!   clock, which every process on that file shares.
+//! * MySQL/MariaDB claims with `FOR UPDATE SKIP LOCKED` in a transaction
+//!   (MySQL has no `UPDATE … RETURNING`, MariaDB no CTE that writes), passes
+//!   batches as JSON arrays (`JSON_TABLE`), runs its sessions in `READ
+//!   COMMITTED`, retries deadlocks (1213) and lock wait timeouts (1205),
+//!   and takes "now" from the database clock (`UTC_TIMESTAMP(6)`).
 
 mod admin;
 mod audit;
+pub(crate) mod batches;
 mod concurrency;
 mod connection;
 mod control;
@@ -24,6 +30,8 @@ mod health;
 mod info;
 mod jobs;
 mod listener;
+#[cfg(feature = "mysql")]
+mod mysql;
 #[cfg(feature = "postgres")]
 mod notifier;
 mod options;
@@ -71,6 +79,7 @@ use crate::types::{Backend, DatabaseUrl, Error, ErrorInfo, Result, StoredLimit};
 
 const POSTGRES_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/postgres");
 const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
+const MYSQL_MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/mysql");
 
 type Pool = r2d2::Pool<connection::Manager>;
 type PooledConnection = r2d2::PooledConnection<connection::Manager>;
@@ -135,7 +144,7 @@ impl Store {
             notifier: Arc::default(),
             lock_budget: match url.backend() {
                 Backend::Sqlite => options.sqlite.busy_timeout,
-                Backend::Postgres => LOCK_RETRY_BUDGET,
+                Backend::Postgres | Backend::Mysql => LOCK_RETRY_BUDGET,
             },
             sqlite: options.sqlite,
         })
@@ -185,7 +194,7 @@ impl Store {
             })?;
             let lost_at = *self.lost_at.lock().unwrap_or_else(|p| p.into_inner());
             let pooled: &mut PoolConn = &mut checked_out;
-            let idle_too_long = self.backend() == Backend::Postgres
+            let idle_too_long = self.backend() != Backend::Sqlite
                 && pooled.verified_at.elapsed() > IDLE_CHECK_AFTER;
             if idle_too_long || lost_at.is_some_and(|lost| pooled.verified_at <= lost) {
                 if let Err(error) = pooled.check() {
@@ -201,9 +210,10 @@ impl Store {
         }
     }
 
-    /// Opens one of solidq's connections outside the pool (the SQLite
-    /// change watcher keeps one for itself), set up as the pooled ones.
-    #[cfg(feature = "sqlite")]
+    /// Opens one of solidq's connections outside the pool (the SQLite and
+    /// MySQL change watchers keep one for themselves), set up as the pooled
+    /// ones.
+    #[cfg(any(feature = "sqlite", feature = "mysql"))]
     pub(crate) fn dedicated_connection(&self) -> Result<AnyConnection> {
         self.url.establish(self.sqlite)
     }
@@ -222,7 +232,7 @@ impl Store {
 
     /// Runs `op` on a pooled connection, retrying while the database reports
     /// a lock conflict (SQLite busy, PostgreSQL deadlock or serialization
-    /// failure): those errors mean the transaction was rolled back, so running
+    /// failure, MySQL deadlock or lock wait timeout): those errors mean the transaction was rolled back, so running
     /// it again is safe. A connection that turns out dead is dropped from the
     /// pool, so the caller's next attempt gets a fresh one. A server that
     /// refuses writes (SQLSTATE 25006: it is a standby now, after a
@@ -275,9 +285,25 @@ impl Store {
                         checked_out = self.conn_within(checkout)?;
                         continue;
                     }
+                    LOCK_CONFLICTS_RETRIED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     // Jitter, so processes that collided do not retry in step.
                     let wait = pause.mul_f64(0.5 + fastrand::f64());
                     log::trace!("{operation}: {error}; retrying in {wait:?}");
+                    if self.backend() == Backend::Mysql {
+                        // A deadlock can be reported in the middle of a
+                        // locking read's rows, and the client library then
+                        // left that prepared statement unable to run again
+                        // (its next execution waited forever for an answer
+                        // the server never owed). A fresh connection has
+                        // none of the old statements.
+                        let pooled: &mut PoolConn = &mut checked_out;
+                        pooled.broken = true;
+                        drop(checked_out);
+                        std::thread::sleep(wait);
+                        pause = (pause * 2).min(MAX_LOCK_PAUSE);
+                        checked_out = self.conn_within(checkout)?;
+                        continue;
+                    }
                     std::thread::sleep(wait);
                     pause = (pause * 2).min(MAX_LOCK_PAUSE);
                 }
@@ -344,6 +370,18 @@ impl Store {
                     .map_err(Error::db("migrate"))?;
                 result.map_err(migration_error)?
             }
+            #[cfg(feature = "mysql")]
+            AnyConnection::Mysql(c) => {
+                // MySQL runs DDL outside transactions: concurrent migrators
+                // take turns on a named lock (released at disconnect too).
+                use diesel::connection::SimpleConnection;
+                c.batch_execute("DO GET_LOCK('solidq_migrate', 60)")
+                    .map_err(Error::db("migrate"))?;
+                let result = c.run_pending_migrations(MYSQL_MIGRATIONS).map(versions);
+                c.batch_execute("DO RELEASE_LOCK('solidq_migrate')")
+                    .map_err(Error::db("migrate"))?;
+                result.map_err(migration_error)?
+            }
         };
         for version in &applied {
             log::info!("applied migration {version} to {}", self.url);
@@ -398,6 +436,8 @@ impl Store {
             AnyConnection::Postgres(c) => c.pending_migrations(POSTGRES_MIGRATIONS).map(names),
             #[cfg(feature = "sqlite")]
             AnyConnection::Sqlite(c) => c.pending_migrations(SQLITE_MIGRATIONS).map(names),
+            #[cfg(feature = "mysql")]
+            AnyConnection::Mysql(c) => c.pending_migrations(MYSQL_MIGRATIONS).map(names),
         }
         .map_err(|source| Error::Migration { source })
     }
@@ -408,6 +448,7 @@ impl Store {
         let source = match backend {
             Backend::Postgres => POSTGRES_MIGRATIONS,
             Backend::Sqlite => SQLITE_MIGRATIONS,
+            Backend::Mysql => MYSQL_MIGRATIONS,
         };
         // Listing needs a backend type, not a connection: any compiled in.
         type Db = <AnyConnection as diesel::Connection>::Backend;
@@ -424,8 +465,8 @@ fn versions(list: Vec<diesel::migration::MigrationVersion<'_>>) -> Vec<String> {
     list.iter().map(|v| v.to_string()).collect()
 }
 
-/// How long a PostgreSQL operation keeps retrying deadlocks and
-/// serialization failures before giving up. (SQLite's budget is its
+/// How long a PostgreSQL or MySQL operation keeps retrying deadlocks,
+/// serialization failures and (MySQL) lock wait timeouts before giving up. (SQLite's budget is its
 /// configured busy timeout.)
 const LOCK_RETRY_BUDGET: Duration = Duration::from_secs(30);
 /// The first pause before retrying a lock conflict; it doubles up to
@@ -446,7 +487,19 @@ const IDLE_CHECK_AFTER: Duration = Duration::from_secs(1);
 /// same standby until it is promoted).
 const FAILOVER_PAUSE: Duration = Duration::from_millis(200);
 
-fn is_lock_conflict(error: &Error) -> bool {
+static LOCK_CONFLICTS_RETRIED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many times an operation of solidq's own in this process met a lock
+/// conflict — SQLite's busy lock, a deadlock or serialization failure
+/// (PostgreSQL, MySQL), a lock wait timeout (MySQL) — and ran again from
+/// the start of its transaction, unseen by its caller. A conflict outlasting
+/// the retry budget (30 s; SQLite's busy timeout) surfaces as an error
+/// instead, and is not counted here.
+pub fn lock_conflicts_retried() -> u64 {
+    LOCK_CONFLICTS_RETRIED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+pub(crate) fn is_lock_conflict(error: &Error) -> bool {
     use diesel::result::{DatabaseErrorKind, Error as D};
     match error {
         Error::Database {
@@ -458,6 +511,11 @@ fn is_lock_conflict(error: &Error) -> bool {
                 message.contains("database is locked")
                     || message.contains("database table is locked")
                     || message.contains("deadlock detected")
+                    // MySQL 1213 (diesel's SerializationFailure above) and
+                    // 1205: the statement, or the whole transaction, was
+                    // rolled back; the operation runs again from BEGIN.
+                    || message.contains("Deadlock found when trying to get lock")
+                    || message.contains("Lock wait timeout exceeded")
             }
         }
         _ => false,
@@ -727,6 +785,42 @@ pub(crate) trait Driver {
     /// facts, each read at a cost that does not grow with the tables
     /// (SQLite's table sizes excepted, up to a file size).
     fn database_health(&mut self) -> QueryResult<HealthFacts>;
+
+    /// Inserts an open batch without callbacks; returns its id.
+    fn batch_insert(&mut self, batch: &batches::NewBatch) -> QueryResult<i64>;
+
+    /// Stores a batch's callbacks (JSON).
+    fn batch_set_callbacks(&mut self, id: i64, callbacks: &str) -> QueryResult<()>;
+
+    /// Adds `delta` to a batch's counts (locking its row to the end of the
+    /// transaction); returns the row as changed, `None` if it is gone.
+    fn batch_change(
+        &mut self,
+        id: i64,
+        delta: &batches::BatchDelta,
+    ) -> QueryResult<Option<batches::BatchRow>>;
+
+    /// A batch row.
+    fn batch_get(&mut self, id: i64) -> QueryResult<Option<batches::BatchRow>>;
+
+    /// Closes a batch (no-op if closed); returns its row.
+    fn batch_close(&mut self, id: i64) -> QueryResult<Option<batches::BatchRow>>;
+
+    /// Marks a callback fired; returns false if it had fired.
+    fn batch_fire(&mut self, id: i64, which: batches::Callback) -> QueryResult<bool>;
+
+    /// Marks a batch finished; returns false if it was.
+    fn batch_finish(&mut self, id: i64) -> QueryResult<bool>;
+
+    /// Marks a finished batch unfinished; returns false if it was not
+    /// finished.
+    fn batch_unfinish(&mut self, id: i64) -> QueryResult<bool>;
+
+    /// `(batch id, job id)` of those of `job_ids` that are batch members.
+    fn batch_members(&mut self, job_ids: &[i64]) -> QueryResult<Vec<(i64, i64)>>;
+
+    /// Makes jobs members of `batch` (just inserted, in this transaction).
+    fn batch_assign(&mut self, batch: i64, job_ids: &[i64]) -> QueryResult<()>;
 }
 
 /// The [`Driver`] methods each backend writes in its own `audit`,
@@ -852,6 +946,8 @@ pub(crate) fn driver(conn: &mut AnyConnection) -> &mut dyn Driver {
         AnyConnection::Postgres(c) => c,
         #[cfg(feature = "sqlite")]
         AnyConnection::Sqlite(c) => c,
+        #[cfg(feature = "mysql")]
+        AnyConnection::Mysql(c) => c,
     }
 }
 
@@ -916,7 +1012,42 @@ pub(crate) fn utc_now() -> NaiveDateTime {
 }
 
 /// A duration in whole microseconds, for SQL interval arithmetic.
-#[cfg(feature = "postgres")]
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use diesel::result::{DatabaseErrorKind, Error as D};
+
+    use super::*;
+
+    fn db_error(kind: DatabaseErrorKind, message: &str) -> Error {
+        Error::Database {
+            operation: "test",
+            source: D::DatabaseError(kind, Box::new(message.to_string())),
+        }
+    }
+
+    #[test]
+    fn mysql_deadlocks_and_lock_waits_are_retried_and_lost_connections_are_not() {
+        // 1213 (diesel's SerializationFailure) and 1205 (Unknown).
+        assert!(is_lock_conflict(&db_error(
+            DatabaseErrorKind::SerializationFailure,
+            "Deadlock found when trying to get lock; try restarting transaction",
+        )));
+        assert!(is_lock_conflict(&db_error(
+            DatabaseErrorKind::Unknown,
+            "Lock wait timeout exceeded; try restarting transaction",
+        )));
+        assert!(!is_lock_conflict(&db_error(
+            DatabaseErrorKind::Unknown,
+            "Lost connection to server during query",
+        )));
+        assert!(!is_lock_conflict(&db_error(
+            DatabaseErrorKind::UniqueViolation,
+            "Duplicate entry 'k' for key 'solidq_jobs_unique_key'",
+        )));
+    }
 }

@@ -39,6 +39,10 @@ pub(crate) struct ClaimQuery {
     pub(super) sqlite_sql: std::sync::OnceLock<String>,
     #[cfg(feature = "sqlite")]
     pub(super) sqlite_ahead_sql: std::sync::OnceLock<String>,
+    #[cfg(feature = "mysql")]
+    pub(super) mysql_sql: std::sync::OnceLock<String>,
+    #[cfg(feature = "mysql")]
+    pub(super) mysql_ahead_sql: std::sync::OnceLock<String>,
 }
 
 impl ClaimQuery {
@@ -51,6 +55,10 @@ impl ClaimQuery {
             sqlite_sql: Default::default(),
             #[cfg(feature = "sqlite")]
             sqlite_ahead_sql: Default::default(),
+            #[cfg(feature = "mysql")]
+            mysql_sql: Default::default(),
+            #[cfg(feature = "mysql")]
+            mysql_ahead_sql: Default::default(),
         }
     }
 
@@ -72,20 +80,57 @@ impl ClaimQuery {
     /// [`ClaimQuery::candidates_sql`] with `extra` conditions (starting
     /// with `AND`) on each ready row `r`.
     pub(crate) fn candidates_where_sql(&self, limit: &str, extra: &str, lock: &str) -> String {
+        self.candidates_in_order_sql(limit, extra, lock, false)
+    }
+
+    /// [`ClaimQuery::candidates_where_sql`] that reads each pattern's rows
+    /// through the index in claim order (MySQL's `FORCE INDEX`). InnoDB
+    /// locks every row it reads: a plan that sorts (which MariaDB picks
+    /// for a table of a few dozen rows) would lock every ready row of the
+    /// pattern while taking a few, and a concurrent claim would skip them
+    /// all and come back empty.
+    #[cfg(feature = "mysql")]
+    pub(crate) fn candidates_in_index_order_sql(
+        &self,
+        limit: &str,
+        extra: &str,
+        lock: &str,
+    ) -> String {
+        self.candidates_in_order_sql(limit, extra, lock, true)
+    }
+
+    fn candidates_in_order_sql(
+        &self,
+        limit: &str,
+        extra: &str,
+        lock: &str,
+        force_index: bool,
+    ) -> String {
         use crate::types::QueuePattern;
         let mut parts = Vec::with_capacity(self.patterns.len());
         for (ord, pattern) in self.patterns.iter().enumerate() {
-            let condition = match pattern {
-                QueuePattern::Exact(name) => format!("queue_name = '{name}'"),
-                QueuePattern::Prefix(prefix) => format!(
-                    "substr(queue_name, 1, {}) = '{prefix}'",
-                    prefix.chars().count()
+            let (condition, index) = match pattern {
+                QueuePattern::Exact(name) => (
+                    format!("queue_name = '{name}'"),
+                    "solidq_ready_poll_by_queue",
                 ),
-                QueuePattern::All => "1 = 1".to_string(),
+                QueuePattern::Prefix(prefix) => (
+                    format!(
+                        "substr(queue_name, 1, {}) = '{prefix}'",
+                        prefix.chars().count()
+                    ),
+                    "solidq_ready_poll_all",
+                ),
+                QueuePattern::All => ("1 = 1".to_string(), "solidq_ready_poll_all"),
+            };
+            let hint = if force_index {
+                format!(" FORCE INDEX ({index})")
+            } else {
+                String::new()
             };
             parts.push(format!(
                 "SELECT job_id, {ord} AS ord, priority FROM (SELECT job_id, priority \
-                 FROM solidq_ready_executions r WHERE {condition} \
+                 FROM solidq_ready_executions r{hint} WHERE {condition} \
                  AND queue_name NOT IN (SELECT queue_name FROM solidq_pauses){extra} \
                  ORDER BY priority, job_id LIMIT {limit}{lock}) AS c{ord}"
             ));
@@ -135,6 +180,12 @@ pub(crate) struct ClaimedJob {
     /// Times it handed itself back (snoozed or interrupted).
     #[diesel(sql_type = diesel::sql_types::Integer)]
     pub snoozes: i32,
+    /// Its resumable steps so far (JSON), kept across attempts.
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub checkpoint: Option<String>,
+    /// The batch it belongs to.
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    pub batch_id: Option<i64>,
     /// An operator asked it to stop (while a worker that died ran it).
     #[diesel(sql_type = diesel::sql_types::Bool)]
     pub cancel_requested: bool,
@@ -235,7 +286,10 @@ pub(crate) struct Retried {
 pub(crate) struct Progress {
     pub job_id: i64,
     pub process_id: i64,
-    pub json: String,
+    /// The progress to store, if it changed.
+    pub json: Option<String>,
+    /// The resumable steps' checkpoint to store, if it changed.
+    pub checkpoint: Option<String>,
 }
 
 /// A waiting job taken out of its execution table by an operator.
@@ -331,6 +385,8 @@ pub(crate) struct Completion {
     pub outcome: Outcome,
     /// The concurrency slot the job holds, given back with its outcome.
     pub slot: Option<Slot>,
+    /// The batch the job belongs to, whose counts its final outcome moves.
+    pub batch_id: Option<i64>,
 }
 
 /// A job claimed ahead that started, to record on its claim.

@@ -20,6 +20,8 @@ diesel::table! {
         stalled_count -> Integer,
         snoozes -> Integer,
         progress -> Nullable<Text>,
+        checkpoint -> Nullable<Text>,
+        batch_id -> Nullable<BigInt>,
         cancel_requested_at -> Nullable<Timestamp>,
         result -> Nullable<Text>,
         errors -> Nullable<Text>,
@@ -173,3 +175,22 @@ diesel::allow_tables_to_appear_in_same_query!(
     solidq_audit_log,
     solidq_job_stats,
 );
+
+diesel::table! {
+    solidq_batches (id) {
+        id -> BigInt,
+        parent_id -> Nullable<BigInt>,
+        description -> Nullable<Text>,
+        callbacks -> Text,
+        total -> BigInt,
+        pending -> BigInt,
+        succeeded -> BigInt,
+        failed -> BigInt,
+        created_at -> Timestamp,
+        closed_at -> Nullable<Timestamp>,
+        finished_at -> Nullable<Timestamp>,
+        complete_fired_at -> Nullable<Timestamp>,
+        success_fired_at -> Nullable<Timestamp>,
+        failure_fired_at -> Nullable<Timestamp>,
+    }
+}

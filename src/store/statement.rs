@@ -24,12 +24,13 @@ pub enum SqlValue {
     /// `TEXT`. On SQLite, times are text too (`YYYY-MM-DD HH:MM:SS.f`, UTC,
     /// as solidq stores them).
     Text(Option<String>),
-    /// PostgreSQL `timestamp` (without time zone), in UTC.
+    /// PostgreSQL `timestamp` (without time zone) or MySQL `DATETIME`, in
+    /// UTC.
     Timestamp(Option<NaiveDateTime>),
 }
 
 /// One SQL statement and the values of its placeholders in order: `$1`,
-/// `$2`… on PostgreSQL, `?1`, `?2`… on SQLite.
+/// `$2`… on PostgreSQL, `?1`, `?2`… on SQLite, `?` on MySQL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Statement {
     /// The SQL text.
@@ -57,12 +58,43 @@ pub struct Statement {
 ///   nothing between them on that connection. Open the transaction with
 ///   `BEGIN IMMEDIATE` (see the README's SQLite section) and give the
 ///   connection a busy timeout.
+/// * MySQL: two statements, run one right after the other, returning no
+///   rows: the first inserts the job, the second its ready or scheduled
+///   row, found through `LAST_INSERT_ID()`. Afterwards `SELECT
+///   LAST_INSERT_ID()` (or the driver's last insert id) is the new job's
+///   id, or 0 when its unique key was taken (then neither statement wrote
+///   anything; the transaction goes on). Affected-row counts cannot tell
+///   the two apart (drivers connecting with `CLIENT_FOUND_ROWS` count a
+///   taken key as one row). Times are the database's clock; a delayed job
+///   binds its run time (`DATETIME`, UTC, or `NULL`) and its delay in
+///   microseconds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnqueueStatement {
     /// The backend the statements are written for.
     pub backend: Backend,
     /// The statements, to run in this order.
     pub statements: Vec<Statement>,
+}
+
+impl NewJob {
+    /// The values of the job's own columns, in the order every backend's
+    /// insert binds them first: queue, kind, arguments, priority, unique
+    /// key, concurrency key, options, delivery, max attempts, max stalls.
+    pub(super) fn column_values(&self) -> Vec<SqlValue> {
+        let text = |value: &str| SqlValue::Text(Some(value.to_string()));
+        vec![
+            text(&self.queue_name),
+            text(&self.kind),
+            text(&self.arguments),
+            SqlValue::Integer(Some(self.priority)),
+            SqlValue::Text(self.unique_key.clone()),
+            SqlValue::Text(self.concurrency_key.clone()),
+            text(&self.options),
+            text(self.delivery.as_str()),
+            SqlValue::Integer(Some(self.max_attempts)),
+            SqlValue::Integer(self.max_stalled_count),
+        ]
+    }
 }
 
 impl Store {
@@ -74,6 +106,8 @@ impl Store {
             Backend::Postgres => super::postgres::enqueue_statement(job),
             #[cfg(feature = "sqlite")]
             Backend::Sqlite => super::sqlite::enqueue_statements(job),
+            #[cfg(feature = "mysql")]
+            Backend::Mysql => super::mysql::enqueue_statements(job),
             #[allow(unreachable_patterns)]
             _ => unreachable!("DatabaseUrl::parse refuses a backend left out of the build"),
         };

@@ -130,11 +130,12 @@ pub(crate) fn minute_of(t: NaiveDateTime) -> NaiveDateTime {
 }
 
 /// Sums over every row, the totals rows included (bucket
-/// [`TOTALS_BUCKET`]). The same SQL on both backends: no parameters.
+/// [`TOTALS_BUCKET`]), with `{INT}` the backend's 64-bit integer type
+/// (a sum of BIGINTs is NUMERIC or DECIMAL). No parameters.
 const TOTALS: &str = "\
 SELECT queue_name, kind, outcome,
-       CAST(sum(jobs) AS BIGINT) AS jobs, CAST(sum(wait_ms) AS BIGINT) AS wait_ms,
-       CAST(sum(run_ms) AS BIGINT) AS run_ms
+       CAST(sum(jobs) AS {INT}) AS jobs, CAST(sum(wait_ms) AS {INT}) AS wait_ms,
+       CAST(sum(run_ms) AS {INT}) AS run_ms
 FROM solidq_job_stats GROUP BY queue_name, kind, outcome ORDER BY queue_name, kind, outcome";
 
 impl Store {
@@ -168,8 +169,13 @@ impl Store {
     /// The sums per (queue, kind, outcome) over every row, by queue, kind
     /// and outcome.
     pub(crate) fn job_stats_totals(&self) -> Result<Vec<TotalsRow>> {
+        let int = match self.backend() {
+            crate::types::Backend::Mysql => "SIGNED",
+            crate::types::Backend::Postgres | crate::types::Backend::Sqlite => "BIGINT",
+        };
+        let sql = TOTALS.replace("{INT}", int);
         self.with_read("job_stats_totals", |conn| {
-            diesel::sql_query(TOTALS).load(conn)
+            diesel::sql_query(&sql).load(conn)
         })
     }
 

@@ -138,6 +138,16 @@ pub enum Error {
     #[error("job {0} not found")]
     JobNotFound(String),
 
+    /// A batch refused members, closing or a child: it does not exist, or
+    /// it finished. Nothing was written.
+    #[error("batch {batch} {reason}")]
+    BatchRefused {
+        /// The batch's id.
+        batch: i64,
+        /// "not found", or "finished: it takes no more members".
+        reason: &'static str,
+    },
+
     /// An operator action found nothing it applies to (jobs that exist but
     /// are not in a state it acts on).
     #[error("nothing to {action}: {reason}")]
@@ -312,7 +322,11 @@ impl Error {
 
 /// Messages libpq gives when the connection itself is gone.
 fn is_connection_message(message: &str) -> bool {
-    const LOST: [&str; 9] = [
+    const LOST: [&str; 12] = [
+        // MySQL and MariaDB client libraries (2006, 2013, 2002/2003).
+        "server has gone away",
+        "lost connection to",
+        "can't connect to",
         "the database system is",
         "server closed the connection",
         "terminating connection",
@@ -328,10 +342,16 @@ fn is_connection_message(message: &str) -> bool {
 }
 
 /// Messages of errors that diesel reports without a precise kind but that a
-/// retry can cure: SQLite's busy/locked family and PostgreSQL connection loss
-/// or deadlock detection.
+/// retry can cure: SQLite's busy/locked family, PostgreSQL connection loss
+/// or deadlock detection, MySQL deadlocks, lock wait timeouts and lost
+/// connections.
 fn is_transient_message(message: &str) -> bool {
-    const TRANSIENT: [&str; 10] = [
+    const TRANSIENT: [&str; 15] = [
+        "deadlock found when trying to get lock",
+        "lock wait timeout exceeded",
+        "server has gone away",
+        "lost connection to",
+        "can't connect to",
         "the database system is",
         "database is locked",
         "database table is locked",
@@ -405,5 +425,35 @@ mod tests {
         }
         let constraint = db_error(DatabaseErrorKind::UniqueViolation, "duplicate key");
         assert!(!constraint.may_have_committed() && !constraint.is_connection_lost());
+    }
+
+    #[test]
+    fn mysql_deadlocks_lock_waits_and_lost_connections_are_transient() {
+        // 1213 (diesel's SerializationFailure) and 1205 (Unknown).
+        let deadlock = db_error(
+            DatabaseErrorKind::SerializationFailure,
+            "Deadlock found when trying to get lock; try restarting transaction",
+        );
+        let lock_wait = db_error(
+            DatabaseErrorKind::Unknown,
+            "Lock wait timeout exceeded; try restarting transaction",
+        );
+        for conflict in [&deadlock, &lock_wait] {
+            assert!(conflict.is_transient(), "{conflict}");
+            assert!(!conflict.is_connection_lost(), "{conflict}");
+        }
+        for lost in [
+            db_error(DatabaseErrorKind::Unknown, "MySQL server has gone away"),
+            db_error(
+                DatabaseErrorKind::Unknown,
+                "Lost connection to server during query",
+            ),
+            db_error(
+                DatabaseErrorKind::Unknown,
+                "Can't connect to server on '127.0.0.1' (111)",
+            ),
+        ] {
+            assert!(lost.is_connection_lost() && lost.is_transient(), "{lost}");
+        }
     }
 }

@@ -296,6 +296,12 @@ pub struct JobInfo {
     /// The progress its current (or last) attempt reported with
     /// `JobContext::set_progress`, as last written.
     pub progress: Option<serde_json::Value>,
+    /// Its resumable steps (`JobContext::step`), as last written: the
+    /// finished steps (`done`), and the step in progress with its last
+    /// cursor (`step`, `cursor`).
+    pub checkpoint: Option<serde_json::Value>,
+    /// The batch it is a member of (`Queue::batch_info` has its counts).
+    pub batch_id: Option<i64>,
 }
 
 #[cfg(test)]

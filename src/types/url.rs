@@ -17,6 +17,8 @@ pub enum Backend {
     Postgres,
     /// SQLite, the embedded default.
     Sqlite,
+    /// MySQL 8 or MariaDB 10.6+ (the `mysql` Cargo feature).
+    Mysql,
 }
 
 impl fmt::Display for Backend {
@@ -24,6 +26,7 @@ impl fmt::Display for Backend {
         f.write_str(match self {
             Backend::Postgres => "postgres",
             Backend::Sqlite => "sqlite",
+            Backend::Mysql => "mysql",
         })
     }
 }
@@ -41,6 +44,10 @@ impl fmt::Display for Backend {
 ///   noticed in seconds, not minutes (see [`DatabaseUrl::conninfo`]).
 /// * `sqlite://path`, `sqlite:path`, or a plain file path: SQLite. The file
 ///   is created if missing. `sqlite:///abs/path` is an absolute path.
+/// * `mysql://user:password@host:port/database` (or `mariadb://…`): MySQL 8
+///   or MariaDB 10.6+, with the `mysql` Cargo feature; passed to the MySQL
+///   client library as diesel reads it (`?unix_socket=…`,
+///   `?ssl_mode=…`).
 ///
 /// `Display` and `Debug` never show the password.
 #[derive(Clone, PartialEq, Eq)]
@@ -58,6 +65,7 @@ pub struct DatabaseUrl {
 enum Target {
     Postgres,
     Sqlite(PathBuf),
+    Mysql,
 }
 
 impl DatabaseUrl {
@@ -79,6 +87,14 @@ impl DatabaseUrl {
                 return Err(invalid("no host or database after the scheme"));
             }
             Target::Postgres
+        } else if let Some(rest) = trimmed
+            .strip_prefix("mysql://")
+            .or_else(|| trimmed.strip_prefix("mariadb://"))
+        {
+            if rest.is_empty() {
+                return Err(invalid("no host or database after the scheme"));
+            }
+            Target::Mysql
         } else if let Some(path) = trimmed
             .strip_prefix("sqlite://")
             .or_else(|| trimmed.strip_prefix("sqlite:"))
@@ -86,7 +102,7 @@ impl DatabaseUrl {
             sqlite_target(path).map_err(|reason| invalid(&reason))?
         } else if let Some((scheme, _)) = trimmed.split_once("://") {
             return Err(invalid(&format!(
-                "unsupported scheme {scheme:?}; use postgres://…, sqlite://path or a file path"
+                "unsupported scheme {scheme:?}; use postgres://…, mysql://…, sqlite://path or a file path"
             )));
         } else {
             sqlite_target(trimmed).map_err(|reason| invalid(&reason))?
@@ -96,10 +112,16 @@ impl DatabaseUrl {
             &target,
             cfg!(feature = "postgres"),
             cfg!(feature = "sqlite"),
+            cfg!(feature = "mysql"),
         )?;
         let (libpq, pooler) = match &target {
             Target::Postgres => super::pooler::split(trimmed).map_err(|reason| invalid(&reason))?,
             Target::Sqlite(_) => (trimmed.to_string(), Default::default()),
+            // The client library (through diesel) reads `mysql://` only.
+            Target::Mysql => (
+                trimmed.replacen("mariadb://", "mysql://", 1),
+                Default::default(),
+            ),
         };
         Ok(DatabaseUrl {
             raw: trimmed.to_string(),
@@ -114,6 +136,7 @@ impl DatabaseUrl {
         match self.target {
             Target::Postgres => Backend::Postgres,
             Target::Sqlite(_) => Backend::Sqlite,
+            Target::Mysql => Backend::Mysql,
         }
     }
 
@@ -130,10 +153,12 @@ impl DatabaseUrl {
     /// `target_session_attrs=read-write` when it names several hosts, so a
     /// connection skips servers that cannot take writes (a standby not yet
     /// promoted, an old primary come back as a standby). SQLite URLs are
-    /// returned as given.
+    /// returned as given, MySQL URLs with a `mariadb://` scheme as
+    /// `mysql://` (what the client library reads).
     pub fn conninfo(&self) -> String {
         match self.target {
             Target::Sqlite(_) => self.raw.clone(),
+            Target::Mysql => self.libpq.clone(),
             Target::Postgres => with_libpq_defaults(&self.libpq, |name| std::env::var_os(name)),
         }
     }
@@ -147,7 +172,7 @@ impl DatabaseUrl {
     pub(crate) fn sqlite_path(&self) -> Option<&Path> {
         match &self.target {
             Target::Sqlite(path) => Some(path),
-            Target::Postgres => None,
+            Target::Postgres | Target::Mysql => None,
         }
     }
 }
@@ -155,16 +180,30 @@ impl DatabaseUrl {
 /// Refuses a URL whose backend this build leaves out (its Cargo feature
 /// off), naming the scheme and the feature: otherwise it would fail later,
 /// and less clearly.
-fn check_compiled(url: &str, target: &Target, postgres: bool, sqlite: bool) -> Result<()> {
+fn check_compiled(
+    url: &str,
+    target: &Target,
+    postgres: bool,
+    sqlite: bool,
+    mysql: bool,
+) -> Result<()> {
     let feature = match target {
         Target::Postgres if !postgres => "postgres",
         Target::Sqlite(_) if !sqlite => "sqlite",
+        Target::Mysql if !mysql => "mysql",
         _ => return Ok(()),
     };
-    let scheme = ["postgres://", "postgresql://", "sqlite://", "sqlite:"]
-        .into_iter()
-        .find(|scheme| url.starts_with(scheme))
-        .unwrap_or("a file path");
+    let scheme = [
+        "postgres://",
+        "postgresql://",
+        "sqlite://",
+        "sqlite:",
+        "mysql://",
+        "mariadb://",
+    ]
+    .into_iter()
+    .find(|scheme| url.starts_with(scheme))
+    .unwrap_or("a file path");
     Err(Error::BackendNotCompiled {
         url: redact(url),
         scheme: scheme.to_string(),
@@ -317,7 +356,14 @@ mod tests {
         }
         match DatabaseUrl::parse("sqlite:///tmp/x.db").unwrap().target {
             Target::Sqlite(p) => assert_eq!(p, PathBuf::from("/tmp/x.db")),
-            Target::Postgres => panic!("wrong backend"),
+            Target::Postgres | Target::Mysql => panic!("wrong backend"),
+        }
+        #[cfg(feature = "mysql")]
+        {
+            let mysql = DatabaseUrl::parse("mariadb://u:pw@h:3306/db").unwrap();
+            assert_eq!(mysql.backend(), Backend::Mysql);
+            assert_eq!(mysql.conninfo(), "mysql://u:pw@h:3306/db");
+            assert_eq!(mysql.to_string(), "mariadb://u:***@h:3306/db");
         }
     }
 
@@ -361,7 +407,8 @@ mod tests {
     fn bad_urls_are_rejected_with_the_url_redacted() {
         for url in [
             "",
-            "mysql://u:pw@h/db",
+            "redis://u:pw@h/db",
+            "mysql://",
             "sqlite://",
             ":memory:",
             "postgres://",
@@ -402,10 +449,13 @@ mod tests {
                 "a file path",
                 "sqlite",
             ),
+            ("mysql://u:pw@h/db", Target::Mysql, "mysql://", "mysql"),
+            ("mariadb://h/db", Target::Mysql, "mariadb://", "mysql"),
         ];
         for (url, target, want_scheme, want_feature) in cases {
-            let compiled = want_feature == "sqlite";
-            let err = check_compiled(url, &target, compiled, !compiled).unwrap_err();
+            let on = |feature: &str| feature != want_feature;
+            let err = check_compiled(url, &target, on("postgres"), on("sqlite"), on("mysql"))
+                .unwrap_err();
             let Error::BackendNotCompiled {
                 url: shown,
                 scheme,
@@ -421,12 +471,13 @@ mod tests {
                 message.contains(want_scheme) && message.contains(&format!("`{want_feature}`")),
                 "{message}"
             );
-            assert!(check_compiled(url, &target, true, true).is_ok());
+            assert!(check_compiled(url, &target, true, true, true).is_ok());
         }
         // This build: whatever it leaves out is refused by `parse` itself.
         for (url, on) in [
             ("postgres://h/db", cfg!(feature = "postgres")),
             ("sqlite://j.db", cfg!(feature = "sqlite")),
+            ("mysql://h/db", cfg!(feature = "mysql")),
         ] {
             match DatabaseUrl::parse(url) {
                 Ok(_) => assert!(on, "{url}"),

@@ -1,24 +1,16 @@
 //! How a worker learns that an operator cancelled one of its running jobs
 //! (`Queue::cancel_job`): the listener thread asks the database which of
-//! its claimed jobs were asked to stop — on PostgreSQL when notified (the
-//! cancelling statement notifies), on SQLite when the database changed and
-//! at most twice a second, and on both every [`FALLBACK_CHECK`] while jobs
-//! run, in case a notification was lost — and sets those jobs'
-//! cancellation, which `ctx.is_cancelled()` reads.
+//! its claimed jobs were asked to stop when it heard something that may be
+//! one, and at least every so often while jobs run (the backend's cadence:
+//! `Store::cancel_checks`), and sets those jobs' cancellation, which
+//! `ctx.is_cancelled()` reads.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::runtime::{Shared, lock};
-use crate::types::Backend;
-
-/// On SQLite, the least time between two checks.
-const SQLITE_MIN_GAP: Duration = Duration::from_millis(500);
-
-/// The most time between two checks while jobs run.
-const FALLBACK_CHECK: Duration = Duration::from_secs(10);
 
 /// The cancellations this worker has heard of.
 #[derive(Default)]
@@ -62,12 +54,9 @@ pub(super) fn tick(shared: &Shared) {
         return;
     }
     let since = lock(&cancels.last_check).map(|at| at.elapsed());
-    let gap = match shared.store.backend() {
-        Backend::Sqlite => SQLITE_MIN_GAP,
-        Backend::Postgres => Duration::ZERO,
-    };
-    let wanted = cancels.due.load(Ordering::SeqCst) && since.is_none_or(|s| s >= gap);
-    if !wanted && since.is_some_and(|s| s < FALLBACK_CHECK) {
+    let checks = shared.store.cancel_checks();
+    let wanted = cancels.due.load(Ordering::SeqCst) && since.is_none_or(|s| s >= checks.min_gap);
+    if !wanted && since.is_some_and(|s| s < checks.fallback) {
         return;
     }
     cancels.due.store(false, Ordering::SeqCst);

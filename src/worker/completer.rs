@@ -184,6 +184,7 @@ impl Completer {
                         starts: Vec::new(),
                         progress: Vec::new(),
                         progress_written: None,
+                        ending: Vec::new(),
                         failures: 0,
                     };
                     completer.run(&rx);
@@ -258,6 +259,9 @@ struct Run {
     progress: Vec<Arc<ProgressCell>>,
     /// When progress was last written.
     progress_written: Option<Instant>,
+    /// The last progress and checkpoints of pending jobs: written in the
+    /// transaction of their outcomes.
+    ending: Vec<Progress>,
     /// Transient failures in a row.
     failures: u32,
 }
@@ -333,6 +337,7 @@ impl Run {
                     let ids: Vec<i64> = self.pending.drain(..).map(|c| c.job_id).collect();
                     self.facts.clear();
                     self.starts.clear();
+                    self.ending.clear();
                     self.give_up(ids);
                     return;
                 }
@@ -364,17 +369,12 @@ impl Run {
         }
     }
 
-    /// Before a batch of outcomes: the progress of the jobs in it, or of
-    /// every job once the interval is up.
+    /// Before a batch of outcomes: the progress of the jobs in it goes
+    /// into the batch's transaction (their outcomes delete the claims that
+    /// fence it); the other jobs' is written once the interval is up.
     fn write_progress_before_outcomes(&mut self) {
         if self.progress.is_empty() {
             return;
-        }
-        let due = self
-            .progress_written
-            .is_none_or(|at| at.elapsed() >= PROGRESS_INTERVAL);
-        if due {
-            return self.write_progress();
         }
         let ending: std::collections::HashSet<i64> =
             self.pending.iter().map(|c| c.job_id).collect();
@@ -382,7 +382,13 @@ impl Run {
             .into_iter()
             .partition(|cell| ending.contains(&cell.job_id));
         self.progress = later;
-        self.store_progress(now);
+        self.ending.extend(progress_rows(now));
+        let due = self
+            .progress_written
+            .is_none_or(|at| at.elapsed() >= PROGRESS_INTERVAL);
+        if due {
+            self.write_progress();
+        }
     }
 
     /// Writes the latest progress of every job that set some since the
@@ -399,16 +405,10 @@ impl Run {
     /// Progress is advisory: a failed write is logged and dropped (the
     /// job's next `set_progress` is written again).
     fn store_progress(&mut self, cells: Vec<Arc<ProgressCell>>) {
-        let rows: Vec<Progress> = cells
-            .into_iter()
-            .filter_map(|cell| {
-                cell.take().map(|json| Progress {
-                    job_id: cell.job_id,
-                    process_id: cell.process_id,
-                    json,
-                })
-            })
-            .collect();
+        let rows = progress_rows(cells);
+        if rows.is_empty() {
+            return;
+        }
         if let Err(error) = self.store.jobs_progress(&rows) {
             log::warn!(
                 "cannot record the progress of jobs {:?} ({error}); it is written again when they report more",
@@ -439,13 +439,17 @@ impl Run {
     fn write(&mut self, take: usize) -> std::result::Result<(), Error> {
         let started = Instant::now();
         let starts = self.starts_to_write();
-        match self.store.claimed_finish(&self.pending[..take], &starts) {
+        match self
+            .store
+            .claimed_finish(&self.pending[..take], &starts, &self.ending)
+        {
             Ok(report) => {
                 if take > 0 {
                     self.stats.write(take, started.elapsed());
                 }
                 self.failures = 0;
                 self.starts.clear();
+                self.ending.clear();
                 self.written(take, &report);
                 Ok(())
             }
@@ -455,7 +459,15 @@ impl Run {
                     "a batch of {take} outcomes and {} starts could not be written ({error}); writing them one by one",
                     starts.len()
                 );
-                match self.store.claimed_finish(&[], &starts) {
+                // Progress is advisory: written on its own, or dropped.
+                let ending = std::mem::take(&mut self.ending);
+                if let Err(error) = self.store.jobs_progress(&ending) {
+                    log::warn!(
+                        "cannot record the last progress of jobs {:?} ({error}); dropped",
+                        ending.iter().map(|r| r.job_id).collect::<Vec<_>>()
+                    );
+                }
+                match self.store.claimed_finish(&[], &starts, &[]) {
                     Ok(_) => {}
                     Err(error) if error.is_transient() => return Err(error),
                     Err(error) => log::error!(
@@ -475,7 +487,7 @@ impl Run {
     /// Writes the first pending completion on its own; one that cannot be
     /// written is recorded as a failure of its job instead.
     fn write_alone(&mut self) -> std::result::Result<(), Error> {
-        let error = match self.store.claimed_finish(&self.pending[..1], &[]) {
+        let error = match self.store.claimed_finish(&self.pending[..1], &[], &[]) {
             Ok(report) => {
                 self.written(1, &report);
                 return Ok(());
@@ -499,7 +511,7 @@ impl Run {
         self.pending[0].outcome = Outcome::Failed {
             error: info.to_stored_json(),
         };
-        match self.store.claimed_finish(&self.pending[..1], &[]) {
+        match self.store.claimed_finish(&self.pending[..1], &[], &[]) {
             Ok(report) => self.written(1, &report),
             Err(error) if error.is_transient() => return Err(error),
             Err(error) => {
@@ -613,4 +625,20 @@ pub(super) fn report_outcome(events: &dyn Events, completion: &Completion, ran: 
             error,
         }),
     }
+}
+
+/// The values of `cells` not written yet, as rows to write.
+fn progress_rows(cells: Vec<Arc<ProgressCell>>) -> Vec<Progress> {
+    cells
+        .into_iter()
+        .filter_map(|cell| match cell.take() {
+            (None, None) => None,
+            (json, checkpoint) => Some(Progress {
+                job_id: cell.job_id,
+                process_id: cell.process_id,
+                json,
+                checkpoint,
+            }),
+        })
+        .collect()
 }

@@ -17,10 +17,10 @@ use super::pool::on_claim_clock;
 use super::tally::Tally;
 use crate::dispatcher::Dispatcher;
 use crate::events::JobClaimed;
-use crate::job::ShutdownSignal;
+use crate::job::{ProgressCell, ShutdownSignal};
 use crate::process::{self, ProcessKind};
 use crate::store::{
-    ClaimLimits, ClaimQuery, Completion, Outcome, ReleaseReason, Slot, StoredOptions,
+    ClaimLimits, ClaimQuery, Completion, Outcome, Progress, ReleaseReason, Slot, StoredOptions,
 };
 use crate::types::{Error, QueuePattern, Result};
 
@@ -129,15 +129,27 @@ impl Worker {
                 events.job_claimed(&JobClaimed::of(&job, process_id));
                 let options = StoredOptions::parse(&job.options);
                 let started = Instant::now();
+                // Progress and step checkpoints are written once, before
+                // the outcome, as a worker writes them at the latest.
+                let cell = ProgressCell::new(job.id, process_id, |_| {});
                 let execution = executor::execute(
                     &job,
                     &options,
                     started,
                     &self.registry,
                     &shutdown,
-                    None,
+                    Some(Arc::clone(&cell)),
                     Arc::new(AtomicBool::new(job.cancel_requested)),
                 );
+                let progress: Vec<Progress> = match cell.take() {
+                    (None, None) => Vec::new(),
+                    (json, checkpoint) => vec![Progress {
+                        job_id: job.id,
+                        process_id,
+                        json,
+                        checkpoint,
+                    }],
+                };
                 let ended_at = on_claim_clock(&job, claimed, Instant::now());
                 match &execution.outcome {
                     Outcome::Succeeded { .. } => drained.succeeded += 1,
@@ -151,8 +163,10 @@ impl Worker {
                     process_id,
                     outcome: execution.outcome,
                     slot: Slot::of(job.concurrency_key.as_deref(), &options),
+                    batch_id: job.batch_id,
                 };
-                let report = store.claimed_finish(std::slice::from_ref(&completion), &[])?;
+                let report =
+                    store.claimed_finish(std::slice::from_ref(&completion), &[], &progress)?;
                 let ran = Ran {
                     attempt: u32::try_from(job.attempts).unwrap_or(0).saturating_add(1),
                     wait: crate::events::elapsed(job.due_at, job.claimed_at)

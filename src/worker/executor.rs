@@ -12,7 +12,7 @@ use chrono::Utc;
 
 use super::registry::Registry;
 use crate::config::DEFAULT_MAX_SNOOZES;
-use crate::job::{HandBack, JobContext, JobError, ProgressCell, ShutdownSignal};
+use crate::job::{HandBack, JobContext, JobError, ProgressCell, ShutdownSignal, StepBook};
 use crate::store::{ClaimedJob, DISCARDED, Outcome, StoredOptions};
 use crate::types::{Delivery, ErrorInfo};
 
@@ -112,6 +112,8 @@ pub(crate) fn execute(
         shutdown: Arc::clone(shutdown),
         state: registry.state.clone(),
         progress,
+        steps: StepBook::load(job.id, job.checkpoint.as_deref()),
+        batch_id: job.batch_id,
         cancel: Arc::clone(&cancel),
     };
 

@@ -131,6 +131,13 @@ impl Worker {
         self
     }
 
+    /// The most jobs claimed beyond the idle threads (0: none); see
+    /// [`WorkerConfig::prefetch`].
+    pub fn prefetch(mut self, prefetch: usize) -> Worker {
+        self.config.prefetch = prefetch;
+        self
+    }
+
     /// The idle poll interval.
     pub fn polling_interval(mut self, interval: Duration) -> Worker {
         self.config.polling_interval = interval;

@@ -282,6 +282,7 @@ fn run(shared: &Shared, thread: usize, assigned: Assigned, completions: &Sender<
         process_id,
         outcome: execution.outcome,
         slot: Slot::of(job.concurrency_key.as_deref(), &options),
+        batch_id: job.batch_id,
     };
     let ran = Ran {
         attempt: u32::try_from(job.attempts).unwrap_or(0).saturating_add(1),

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::types::{Backoff, ErrorInfo};
 
-use super::stats::Ewma;
+use super::stats::RunTime;
 use crate::job::{Job, JobContext, JobError, JobResult, Middleware, StateMap, run_chain};
 
 type Run = Box<dyn Fn(&str, &JobContext) -> JobResult + Send + Sync>;
@@ -20,8 +20,8 @@ pub(crate) type RetryDelay = fn(u32, &ErrorInfo, &Backoff) -> Duration;
 struct Handler {
     run: Run,
     retry_delay: RetryDelay,
-    /// Run time of its jobs in this worker, on average.
-    time: Ewma,
+    /// Run time of its jobs in this worker (see [`RunTime`]).
+    time: RunTime,
 }
 
 /// Registered job types, by kind.
@@ -52,7 +52,7 @@ impl Registry {
                 job.perform(ctx)
             }),
             retry_delay: J::retry_delay,
-            time: Ewma::default(),
+            time: RunTime::default(),
         };
         if self.handlers.insert(J::KIND, handler).is_some() {
             self.duplicates.push(J::KIND);

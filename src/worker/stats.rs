@@ -108,6 +108,64 @@ impl Ewma {
     }
 }
 
+/// The last [`Recent::LEN`] observations, in atomics (a ring).
+#[derive(Debug, Default)]
+pub(crate) struct Recent {
+    next: AtomicU64,
+    slots: [AtomicU64; Recent::LEN],
+}
+
+impl Recent {
+    const LEN: usize = 8;
+
+    /// Records one observation, in microseconds.
+    pub(crate) fn observe(&self, took: Duration) {
+        let at = self.next.fetch_add(1, Relaxed) as usize % Self::LEN;
+        self.slots[at].store((took.as_secs_f64() * 1e6).to_bits(), Relaxed);
+    }
+
+    /// The upper median of the last [`Recent::LEN`] observations (the 5th
+    /// smallest of 8: past it once half of them are), `None` before there
+    /// are that many.
+    pub(crate) fn median(&self) -> Option<f64> {
+        if (self.next.load(Relaxed) as usize) < Self::LEN {
+            return None;
+        }
+        let mut values: Vec<f64> = self
+            .slots
+            .iter()
+            .map(|s| f64::from_bits(s.load(Relaxed)))
+            .collect();
+        values.sort_by(f64::total_cmp);
+        Some(values[Self::LEN / 2])
+    }
+}
+
+/// How long a kind's jobs take here, for the claim-ahead plan: the lesser
+/// of the moving average and the median of the last 8. The average reacts
+/// at once to a kind that turned slow (4 slow jobs of 8 also lift the
+/// median); the median keeps one job descheduled for 50 ms on a busy
+/// machine from making a kind of 0.1 ms jobs look slower than a claim,
+/// which stopped its claim-ahead for the next few dozen jobs.
+#[derive(Debug, Default)]
+pub(crate) struct RunTime {
+    average: Ewma,
+    recent: Recent,
+}
+
+impl RunTime {
+    pub(crate) fn observe(&self, took: Duration) {
+        self.average.observe(took);
+        self.recent.observe(took);
+    }
+
+    /// In microseconds; 0 before the first observation.
+    pub(crate) fn get(&self) -> f64 {
+        let average = self.average.get();
+        self.recent.median().map_or(average, |m| average.min(m))
+    }
+}
+
 /// How far a worker claims beyond its idle threads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Plan {
@@ -154,6 +212,24 @@ pub(crate) fn plan<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_slow_job_does_not_make_a_fast_kind_slow_and_half_of_the_last_eight_do() {
+        let time = RunTime::default();
+        for _ in 0..100 {
+            time.observe(Duration::from_micros(100));
+        }
+        time.observe(Duration::from_millis(50));
+        assert!(time.get() < 200.0, "one outlier: {}", time.get());
+        for _ in 0..3 {
+            time.observe(Duration::from_secs(2));
+        }
+        assert!(
+            time.get() >= 50_000.0,
+            "4 of the last 8 slow: {}",
+            time.get()
+        );
+    }
 
     #[test]
     fn only_measured_kinds_faster_than_a_claim_are_claimed_ahead() {

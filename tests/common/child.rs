@@ -24,9 +24,13 @@ fn child_process() {
         "enqueuer" => run_enqueuer(),
         "scheduler" => run_scheduler(),
         // Spawned by a supervisor: everything comes from the environment.
-        "supervised" => jobs::register(solidq::Worker::from_env().expect("worker from env"))
-            .run()
-            .expect("worker run"),
+        "supervised" => {
+            let mut worker = solidq::Worker::from_env().expect("worker from env");
+            if let Ok(prefetch) = std::env::var("SOLIDQ_TEST_PREFETCH") {
+                worker = worker.prefetch(prefetch.parse().expect("SOLIDQ_TEST_PREFETCH"));
+            }
+            jobs::register(worker).run().expect("worker run")
+        }
         other => panic!("unknown child role {other:?}"),
     }
 }

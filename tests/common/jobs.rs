@@ -153,6 +153,8 @@ fn answers(conn: &mut TestConn) -> bool {
         TestConn::Pg(c) => diesel::sql_query("SELECT 1").execute(c).is_ok(),
         #[cfg(feature = "sqlite")]
         TestConn::Sqlite(c) => diesel::sql_query("SELECT 1").execute(c).is_ok(),
+        #[cfg(feature = "mysql")]
+        TestConn::Mysql(c) => diesel::sql_query("SELECT 1").execute(c).is_ok(),
     }
 }
 
@@ -398,4 +400,92 @@ pub fn register(worker: Worker) -> Worker {
         .register::<LimitedDiscard>()
         .register::<LimitedBrief>()
         .register::<FileLedger>()
+        .register::<Stepper>()
+}
+
+/// A resumable job of three steps: `one`, then `two` over `items` items
+/// (checkpointing after each, `item_ms` apiece), then `three`. Each line of
+/// its ledger file names what ran and in which process: `one PID`,
+/// `two from CURSOR PID`, `item N PID`, `three PID`. On its first run of
+/// step two it fails (`fail_at`), snoozes (`snooze_at`) or panics
+/// (`panic_at`) at that item, after checkpointing it. Asked to stop, it
+/// hands itself back before its next item.
+#[derive(Serialize, Deserialize, Default)]
+pub struct Stepper {
+    pub path: String,
+    pub items: u64,
+    #[serde(default)]
+    pub item_ms: u64,
+    #[serde(default)]
+    pub fail_at: Option<u64>,
+    #[serde(default)]
+    pub snooze_at: Option<u64>,
+    #[serde(default)]
+    pub panic_at: Option<u64>,
+}
+
+impl Stepper {
+    fn note(&self, line: &str) {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .expect("stepper ledger");
+        writeln!(file, "{line} {}", std::process::id()).expect("stepper ledger write");
+    }
+}
+
+impl Job for Stepper {
+    const KIND: &'static str = "stepper";
+    fn perform(&self, ctx: &JobContext) -> JobResult {
+        ctx.step("one", |_| {
+            self.note("one");
+            Ok(())
+        })?;
+        ctx.step("two", |s| {
+            let from: u64 = s.cursor().unwrap_or(0);
+            self.note(&format!("two from {from}"));
+            let first_run = from == 0;
+            for item in from..self.items {
+                if ctx.is_cancelled() {
+                    return Err(JobError::interrupted());
+                }
+                self.note(&format!("item {item}"));
+                std::thread::sleep(Duration::from_millis(self.item_ms));
+                s.checkpoint(item + 1);
+                if first_run && self.fail_at == Some(item) {
+                    return Err(JobError::new(
+                        "stepper",
+                        format!("failed after item {item}"),
+                    ));
+                }
+                if first_run && self.snooze_at == Some(item) {
+                    return Err(JobError::snooze(Duration::ZERO));
+                }
+                if first_run && self.panic_at == Some(item) {
+                    panic!("stepper panicked after item {item}");
+                }
+            }
+            Ok(())
+        })?;
+        ctx.step("three", |_| {
+            self.note("three");
+            Ok(())
+        })?;
+        Ok(serde_json::json!(ctx.finished_steps()))
+    }
+}
+
+/// The lines of a [`Stepper`]'s ledger, without their pids.
+pub fn stepper_lines(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            l.rsplit_once(' ')
+                .map_or(l, |(line, _pid)| line)
+                .to_string()
+        })
+        .collect()
 }

@@ -1,6 +1,6 @@
-//! Shared test harness: a fresh database per test on either backend, the
-//! `backend_tests!` macro that instantiates each test for SQLite and
-//! PostgreSQL, raw SQL helpers, `wait_for`, test job types, and the entry
+//! Shared test harness: a fresh database per test on any backend, the
+//! `backend_tests!` macro that instantiates each test for SQLite,
+//! PostgreSQL and (with the `mysql` feature) MySQL, raw SQL helpers, `wait_for`, test job types, and the entry
 //! point of the worker processes that multi-process tests spawn.
 #![allow(dead_code)]
 
@@ -16,6 +16,8 @@ pub mod recorder;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "mysql")]
+use diesel::MysqlConnection;
 #[cfg(feature = "postgres")]
 use diesel::PgConnection;
 #[cfg(feature = "sqlite")]
@@ -25,8 +27,8 @@ use diesel::{Connection, QueryableByName, RunQueryDsl};
 use solidq::{Backend, Queue, QueueConfig};
 
 /// Instantiates each named test function (taking `&TestDb`) once per
-/// backend: `sqlite::name` and `postgres::name`, each only when solidq's
-/// feature for that backend is on.
+/// backend: `sqlite::name`, `postgres::name` and `mysql::name`, each only
+/// when solidq's feature for that backend is on.
 #[macro_export]
 macro_rules! backend_tests {
     ($($name:ident),* $(,)?) => {
@@ -51,12 +53,24 @@ macro_rules! backend_tests {
                 }
             )*
         }
+        #[cfg(feature = "mysql")]
+        mod mysql {
+            $(
+                #[test]
+                fn $name() {
+                    if let Some(db) = $crate::common::TestDb::mysql() {
+                        super::$name(&db);
+                    }
+                }
+            )*
+        }
     };
 }
 
 /// A database owned by one test: an SQLite file in a temporary directory,
-/// or a fresh schema in the PostgreSQL database of
-/// `SOLIDQ_TEST_POSTGRES_URL`. Dropped with the test.
+/// a fresh schema in the PostgreSQL database of `SOLIDQ_TEST_POSTGRES_URL`,
+/// or a fresh database on the MySQL server of `SOLIDQ_TEST_MYSQL_URL`.
+/// Dropped with the test.
 pub struct TestDb {
     pub url: String,
     pub backend: Backend,
@@ -66,9 +80,22 @@ pub struct TestDb {
 enum Guard {
     Sqlite(#[allow(dead_code)] tempfile::TempDir),
     Postgres { admin_url: String, schema: String },
+    Mysql { admin_url: String, database: String },
 }
 
 pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+pub const DEFAULT_MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
+
+/// Whether a missing MySQL fails the test (`SOLIDQ_REQUIRE_MYSQL`), as
+/// [`postgres_required`].
+pub fn mysql_required() -> bool {
+    std::env::var("SOLIDQ_REQUIRE_MYSQL").is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+    })
+}
 
 /// Whether a missing PostgreSQL fails the test (`SOLIDQ_REQUIRE_POSTGRES`
 /// set to `1`, `true` or `yes`, as CI does) instead of skipping it.
@@ -92,7 +119,7 @@ pub fn skip(reason: &str) {
         .to_string();
     let _ = writeln!(
         std::io::stderr().lock(),
-        "\n*** SKIPPED {test}: {reason} (set SOLIDQ_REQUIRE_POSTGRES=1 to fail instead)"
+        "\n*** SKIPPED {test}: {reason} (set SOLIDQ_REQUIRE_POSTGRES=1 or SOLIDQ_REQUIRE_MYSQL=1 to fail instead)"
     );
 }
 
@@ -154,6 +181,58 @@ impl TestDb {
         })
     }
 
+    /// A fresh database on the server of `SOLIDQ_TEST_MYSQL_URL` (default:
+    /// the local one, [`DEFAULT_MYSQL_URL`]). `None` (the test is
+    /// skipped, loudly) when it is unreachable, unless
+    /// `SOLIDQ_REQUIRE_MYSQL=1`: then the test fails.
+    #[cfg(feature = "mysql")]
+    pub fn mysql() -> Option<TestDb> {
+        init_logs();
+        let required = mysql_required();
+        let admin_url = std::env::var("SOLIDQ_TEST_MYSQL_URL")
+            .ok()
+            .filter(|url| !url.is_empty())
+            .unwrap_or_else(|| DEFAULT_MYSQL_URL.to_string());
+        let mut admin = match MysqlConnection::establish(&admin_url) {
+            Ok(c) => c,
+            Err(e) => {
+                assert!(
+                    !required,
+                    "SOLIDQ_REQUIRE_MYSQL is set but MySQL is unreachable: {e}"
+                );
+                skip(&format!("MySQL unreachable at {admin_url}: {e}"));
+                return None;
+            }
+        };
+        drop_stale_databases(&mut admin);
+        let database = format!(
+            "solidq_t_{}_{}_{:x}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst),
+            fastrand::u32(..)
+        );
+        admin
+            .batch_execute(&format!("CREATE DATABASE {database}"))
+            .expect("create database");
+        // The same server and credentials, this test's database.
+        let (server, _) = admin_url
+            .split_once('?')
+            .map_or((admin_url.as_str(), ""), |(s, q)| (s, q));
+        let base = match server.rsplit_once('/') {
+            Some((base, _)) if base.contains("://") && base.len() > "mysql://".len() => base,
+            _ => server.trim_end_matches('/'),
+        };
+        let url = format!("{base}/{database}");
+        Some(TestDb {
+            url,
+            backend: Backend::Mysql,
+            guard: Guard::Mysql {
+                admin_url,
+                database,
+            },
+        })
+    }
+
     /// A migrated queue.
     pub fn queue(&self) -> Queue {
         self.queue_with(QueueConfig::default())
@@ -187,12 +266,63 @@ impl TestDb {
         self.scalar(&format!("SELECT count(*) AS v FROM {table}"))
     }
 
-    /// PostgreSQL only: terminates every server connection this test's
+    /// `expr` cast to a 64-bit integer, as [`TestDb::scalar`] reads it:
+    /// `CAST(… AS BIGINT)`, or `CAST(… AS SIGNED)` on MySQL.
+    pub fn bigint(&self, expr: &str) -> String {
+        match self.backend {
+            Backend::Mysql => format!("CAST({expr} AS SIGNED)"),
+            _ => format!("CAST({expr} AS BIGINT)"),
+        }
+    }
+
+    /// `text` as an SQL string literal: quotes doubled, and on MySQL
+    /// (where a backslash escapes in a literal) backslashes doubled too.
+    pub fn literal(&self, text: &str) -> String {
+        let text = text.replace('\'', "''");
+        match self.backend {
+            Backend::Mysql => format!("'{}'", text.replace('\\', "\\\\")),
+            _ => format!("'{text}'"),
+        }
+    }
+
+    /// The `n`th (from 1) bind parameter of a raw query: `$n` on
+    /// PostgreSQL, `?` elsewhere (binds then go in order).
+    pub fn param(&self, n: usize) -> String {
+        match self.backend {
+            Backend::Postgres => format!("${n}"),
+            _ => "?".to_string(),
+        }
+    }
+
+    /// `name` quoted as an identifier (for reserved words such as `key`):
+    /// `"name"`, or `` `name` `` on MySQL.
+    pub fn quote(&self, name: &str) -> String {
+        match self.backend {
+            Backend::Mysql => format!("`{name}`"),
+            _ => format!("\"{name}\""),
+        }
+    }
+
+    /// PostgreSQL and MySQL: terminates every server connection this test's
     /// processes hold (but the caller's), as a database restart would.
     /// Returns how many were killed.
     pub fn kill_connections(&self) -> i64 {
+        if let Guard::Mysql { database, .. } = &self.guard {
+            let mut conn = self.conn();
+            let ids = conn.column(&format!(
+                "SELECT CAST(ID AS SIGNED) AS v FROM information_schema.PROCESSLIST
+                 WHERE DB = '{database}' AND ID <> CONNECTION_ID()"
+            ));
+            for id in &ids {
+                // Gone meanwhile is fine.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    conn.execute(&format!("KILL {id}"))
+                }));
+            }
+            return ids.len() as i64;
+        }
         let Guard::Postgres { schema, .. } = &self.guard else {
-            panic!("kill_connections is for PostgreSQL");
+            panic!("kill_connections is for PostgreSQL and MySQL");
         };
         self.scalar(&format!(
             "SELECT count(pg_terminate_backend(pid)) AS v FROM pg_stat_activity
@@ -211,6 +341,7 @@ impl TestDb {
                     match self.backend {
                         Backend::Postgres => "seq BIGSERIAL PRIMARY KEY",
                         Backend::Sqlite => "seq INTEGER PRIMARY KEY AUTOINCREMENT",
+                        _ => "seq BIGINT AUTO_INCREMENT PRIMARY KEY",
                     },
                 )
                 .as_str(),
@@ -226,7 +357,42 @@ impl Drop for TestDb {
         {
             let _ = admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
         }
+        #[cfg(feature = "mysql")]
+        if let Guard::Mysql {
+            admin_url,
+            database,
+        } = &self.guard
+            && let Ok(mut admin) = MysqlConnection::establish(admin_url)
+        {
+            let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {database}"));
+        }
     }
+}
+
+/// Databases left by test processes that were killed before dropping them.
+#[cfg(feature = "mysql")]
+fn drop_stale_databases(admin: &mut MysqlConnection) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        #[derive(QueryableByName)]
+        struct Name {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            name: String,
+        }
+        let names: Vec<Name> = diesel::sql_query(
+            "SELECT SCHEMA_NAME AS name FROM information_schema.SCHEMATA
+             WHERE SCHEMA_NAME LIKE 'solidq\\_t\\_%'",
+        )
+        .load(admin)
+        .unwrap_or_default();
+        for Name { name } in names {
+            let pid = name.split('_').nth(2).and_then(|p| p.parse::<u32>().ok());
+            let alive = pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
+            if !alive {
+                let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}"));
+            }
+        }
+    });
 }
 
 /// Schemas left by test processes that were killed before dropping them.
@@ -273,6 +439,8 @@ pub enum TestConn {
     Pg(PgConnection),
     #[cfg(feature = "sqlite")]
     Sqlite(SqliteConnection),
+    #[cfg(feature = "mysql")]
+    Mysql(MysqlConnection),
 }
 
 #[derive(QueryableByName)]
@@ -286,6 +454,18 @@ impl TestConn {
         #[cfg(feature = "postgres")]
         if url.starts_with("postgres") {
             return TestConn::Pg(PgConnection::establish(url).expect("connect to postgres"));
+        }
+        #[cfg(feature = "mysql")]
+        if url.starts_with("mysql") {
+            let mut c = MysqlConnection::establish(url).expect("connect to mysql");
+            // What solidq's own sessions run with (and `||` as OR, not
+            // concatenation, whatever the server's mode).
+            c.batch_execute(
+                "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;
+                 SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'",
+            )
+            .expect("session settings");
+            return TestConn::Mysql(c);
         }
         #[cfg(feature = "sqlite")]
         return TestConn::Sqlite(open_sqlite(url));
@@ -301,6 +481,8 @@ impl TestConn {
             TestConn::Pg(c) => c.batch_execute(sql),
             #[cfg(feature = "sqlite")]
             TestConn::Sqlite(c) => c.batch_execute(sql),
+            #[cfg(feature = "mysql")]
+            TestConn::Mysql(c) => c.batch_execute(sql),
         };
         result.unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
@@ -312,6 +494,8 @@ impl TestConn {
             TestConn::Pg(c) => diesel::sql_query(sql).get_result(c),
             #[cfg(feature = "sqlite")]
             TestConn::Sqlite(c) => diesel::sql_query(sql).get_result(c),
+            #[cfg(feature = "mysql")]
+            TestConn::Mysql(c) => diesel::sql_query(sql).get_result(c),
         };
         row.unwrap_or_else(|e| panic!("{sql}: {e}")).v
     }
@@ -323,12 +507,30 @@ impl TestConn {
             TestConn::Pg(c) => diesel::sql_query(sql).load(c),
             #[cfg(feature = "sqlite")]
             TestConn::Sqlite(c) => diesel::sql_query(sql).load(c),
+            #[cfg(feature = "mysql")]
+            TestConn::Mysql(c) => diesel::sql_query(sql).load(c),
         };
         rows.unwrap_or_else(|e| panic!("{sql}: {e}"))
             .into_iter()
             .map(|r| r.v)
             .collect()
     }
+}
+
+/// MySQL: a derived table of one column `i`, 0 to `count - 1` (at most
+/// 10,000), as `(...) AS {alias}`. Its recursive CTEs stop at 1,000 rows by
+/// default (`cte_max_recursion_depth`, MariaDB's
+/// `max_recursive_iterations`), so these come from digits.
+pub fn mysql_numbers(count: i64, alias: &str) -> String {
+    assert!(count <= 10_000, "{count} rows: up to 10,000");
+    let digits = "(SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 \
+                  UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 \
+                  UNION ALL SELECT 8 UNION ALL SELECT 9)";
+    format!(
+        "(SELECT a.n + 10 * b.n + 100 * c.n + 1000 * d.n AS i \
+          FROM {digits} AS a, {digits} AS b, {digits} AS c, {digits} AS d \
+          WHERE a.n + 10 * b.n + 100 * c.n + 1000 * d.n < {count}) AS {alias}"
+    )
 }
 
 /// Asserts the schema's invariant: every job is finished or in exactly one
@@ -421,11 +623,11 @@ pub fn run_cli(db: &TestDb, args: &[&str]) -> (i32, String, String) {
 }
 
 impl TestDb {
-    /// The PostgreSQL schema this test owns (`None` on SQLite).
+    /// The PostgreSQL schema this test owns (`None` on SQLite and MySQL).
     pub fn schema(&self) -> Option<&str> {
         match &self.guard {
             Guard::Postgres { schema, .. } => Some(schema),
-            Guard::Sqlite(_) => None,
+            Guard::Sqlite(_) | Guard::Mysql { .. } => None,
         }
     }
 
@@ -434,7 +636,7 @@ impl TestDb {
     pub fn admin_url(&self) -> Option<&str> {
         match &self.guard {
             Guard::Postgres { admin_url, .. } => Some(admin_url),
-            Guard::Sqlite(_) => None,
+            Guard::Sqlite(_) | Guard::Mysql { .. } => None,
         }
     }
 }

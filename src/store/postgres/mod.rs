@@ -485,7 +485,7 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
                                  THEN LOCALTIMESTAMP END
                      FROM deleted RETURNING job_id)
          SELECT j.id, j.queue_name, j.kind, j.arguments, j.concurrency_key, j.priority, j.options, j.delivery,
-                j.max_attempts, j.attempts, j.stalled_count, j.snoozes,
+                j.max_attempts, j.attempts, j.stalled_count, j.snoozes, j.checkpoint, j.batch_id,
                 j.cancel_requested_at IS NOT NULL AS cancel_requested, j.created_at,
                 GREATEST(j.scheduled_at, j.updated_at) AS due_at, LOCALTIMESTAMP AS claimed_at,
                 0::bigint AS ord, j.id = ANY ((SELECT ids FROM started)::bigint[]) AS started
@@ -495,6 +495,8 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
 }
 
 impl Driver for PgConnection {
+    crate::store::batches::batch_driver_methods!(returning);
+
     fn transaction(
         &mut self,
         body: &mut dyn FnMut(&mut dyn Driver) -> QueryResult<()>,
@@ -714,15 +716,24 @@ impl Driver for PgConnection {
     fn jobs_set_progress(&mut self, rows: &[Progress]) -> QueryResult<()> {
         Cached(
             sql_query(
-                "UPDATE solidq_jobs j SET progress = u.progress
-                 FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS u(id, process_id, progress)
+                "UPDATE solidq_jobs j SET progress = coalesce(u.progress, j.progress),
+                                          checkpoint = coalesce(u.checkpoint, j.checkpoint)
+                 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[])
+                      AS u(id, process_id, progress, checkpoint)
                  WHERE j.id = u.id AND EXISTS (
                      SELECT 1 FROM solidq_claimed_executions c
                      WHERE c.job_id = u.id AND c.process_id = u.process_id)",
             )
             .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.job_id).collect::<Vec<_>>())
             .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.process_id).collect::<Vec<_>>())
-            .bind::<Array<Text>, _>(rows.iter().map(|r| r.json.as_str()).collect::<Vec<_>>()),
+            .bind::<Array<Nullable<Text>>, _>(
+                rows.iter().map(|r| r.json.as_deref()).collect::<Vec<_>>(),
+            )
+            .bind::<Array<Nullable<Text>>, _>(
+                rows.iter()
+                    .map(|r| r.checkpoint.as_deref())
+                    .collect::<Vec<_>>(),
+            ),
         )
         .execute(self)
         .map(drop)

@@ -8,19 +8,7 @@ use crate::store::{NewJob, SqlValue, Statement, micros};
 
 pub(in crate::store) fn enqueue_statement(job: &NewJob) -> Vec<Statement> {
     let shape = InsertShape::of(std::slice::from_ref(job), true);
-    let text = |value: &str| SqlValue::Text(Some(value.to_string()));
-    let mut params = vec![
-        text(&job.queue_name),
-        text(&job.kind),
-        text(&job.arguments),
-        SqlValue::Integer(Some(job.priority)),
-        SqlValue::Text(job.unique_key.clone()),
-        SqlValue::Text(job.concurrency_key.clone()),
-        text(&job.options),
-        text(job.delivery.as_str()),
-        SqlValue::Integer(Some(job.max_attempts)),
-        SqlValue::Integer(job.max_stalled_count),
-    ];
+    let mut params = job.column_values();
     if !shape.immediate {
         params.push(SqlValue::Timestamp(job.run_at));
         params.push(SqlValue::BigInt(Some(micros(job.delay))));

@@ -106,7 +106,7 @@ DELETE FROM solidq_scheduled_executions WHERE job_id IN (SELECT value FROM json_
 /// the jobs recorded as started.
 const SELECT_CLAIMED_JOBS: &str = "\
 SELECT id, queue_name, kind, arguments, concurrency_key, priority, options, delivery, max_attempts, attempts,
-       stalled_count, snoozes, cancel_requested_at IS NOT NULL AS cancel_requested, created_at,
+       stalled_count, snoozes, checkpoint, batch_id, cancel_requested_at IS NOT NULL AS cancel_requested, created_at,
        max(scheduled_at, updated_at) AS due_at, ?2 AS claimed_at, 0 AS ord,
        id IN (SELECT value FROM json_each(?3)) AS started
 FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1))";
@@ -320,6 +320,8 @@ fn in_claim_order(mut rows: Vec<Candidate>, limit: usize) -> Vec<Candidate> {
 }
 
 impl Driver for SqliteConnection {
+    crate::store::batches::batch_driver_methods!(last_insert_rowid);
+
     fn transaction(
         &mut self,
         body: &mut dyn FnMut(&mut dyn Driver) -> QueryResult<()>,
@@ -646,14 +648,16 @@ impl Driver for SqliteConnection {
         for row in rows {
             Cached(
                 sql_query(
-                    "UPDATE solidq_jobs SET progress = ?1
+                    "UPDATE solidq_jobs SET progress = coalesce(?1, progress),
+                                            checkpoint = coalesce(?4, checkpoint)
                      WHERE id = ?2 AND EXISTS (
                          SELECT 1 FROM solidq_claimed_executions
                          WHERE job_id = ?2 AND process_id = ?3)",
                 )
-                .bind::<Text, _>(&row.json)
+                .bind::<Nullable<Text>, _>(&row.json)
                 .bind::<BigInt, _>(row.job_id)
-                .bind::<BigInt, _>(row.process_id),
+                .bind::<BigInt, _>(row.process_id)
+                .bind::<Nullable<Text>, _>(&row.checkpoint),
             )
             .execute(self)?;
         }
@@ -850,7 +854,7 @@ impl Driver for SqliteConnection {
 
     fn failed_retry(&mut self, ids: &[i64]) -> QueryResult<usize> {
         let ids = json_ids(ids);
-        self.immediate_transaction(|c| {
+        write_tx(self, |c| {
             let now = utc_now();
             let gone: Vec<IdRow> = Cached(
                 sql_query(

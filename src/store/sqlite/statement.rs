@@ -29,23 +29,11 @@ fn time(t: NaiveDateTime) -> SqlValue {
 pub(in crate::store) fn enqueue_statements(job: &NewJob) -> Vec<Statement> {
     let now = utc_now();
     let scheduled_at = job.run_at.unwrap_or_else(|| plus(now, job.delay));
-    let text = |value: &str| SqlValue::Text(Some(value.to_string()));
+    let mut params = job.column_values();
+    params.extend([time(scheduled_at), time(now)]);
     let insert = Statement {
         sql: INSERT_JOB.to_string(),
-        params: vec![
-            text(&job.queue_name),
-            text(&job.kind),
-            text(&job.arguments),
-            SqlValue::Integer(Some(job.priority)),
-            SqlValue::Text(job.unique_key.clone()),
-            SqlValue::Text(job.concurrency_key.clone()),
-            text(&job.options),
-            text(job.delivery.as_str()),
-            SqlValue::Integer(Some(job.max_attempts)),
-            SqlValue::Integer(job.max_stalled_count),
-            time(scheduled_at),
-            time(now),
-        ],
+        params,
     };
     let execution = if scheduled_at <= now && job.concurrency_key.is_none() {
         READY_AFTER_INSERT

@@ -67,6 +67,12 @@ pub struct JobSchema {
     /// The progress its attempt reported.
     #[schema(value_type = Option<Object>)]
     progress: Option<Value>,
+    /// Its resumable steps: `done` (finished steps), `step` and `cursor`
+    /// (the step in progress and its last checkpoint).
+    #[schema(value_type = Option<Object>)]
+    checkpoint: Option<Value>,
+    /// The batch it is a member of.
+    batch_id: Option<i64>,
 }
 
 /// A failed attempt's error, as `ErrorInfo` serializes.
@@ -239,6 +245,8 @@ mod tests {
             process_id: None,
             snoozes: 0,
             progress: None,
+            checkpoint: None,
+            batch_id: None,
         };
         assert_eq!(keys(&job), properties::<JobSchema>());
         let queue = QueueStats {

@@ -1,0 +1,11 @@
+DROP TABLE solidq_recurring_executions;
+DROP TABLE solidq_recurring_tasks;
+DROP TABLE solidq_processes;
+DROP TABLE solidq_pauses;
+DROP TABLE solidq_semaphores;
+DROP TABLE solidq_failed_executions;
+DROP TABLE solidq_blocked_executions;
+DROP TABLE solidq_claimed_executions;
+DROP TABLE solidq_scheduled_executions;
+DROP TABLE solidq_ready_executions;
+DROP TABLE solidq_jobs;

@@ -1,0 +1,2 @@
+DROP TABLE solidq_job_stats;
+DROP TABLE solidq_audit_log;

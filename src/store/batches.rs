@@ -1,0 +1,508 @@
+//! Batches: the counts of a set of jobs, updated in the transactions that
+//! enqueue and finish its members, and the callback jobs enqueued, once
+//! each, in the transaction that finishes the set (see `src/batch.rs` for
+//! the promises).
+//!
+//! A batch row is locked by the first count update of a transaction and
+//! stays locked to its commit (PostgreSQL and MySQL; SQLite has one
+//! writer): the transaction that takes `pending` to zero is the one that
+//! sees it at zero, and each callback is marked fired by a guarded update
+//! (`… WHERE x_fired_at IS NULL`) in that same transaction. Batches are
+//! updated in id order, so two completion transactions cannot deadlock on
+//! them.
+
+use std::collections::BTreeMap;
+
+use chrono::NaiveDateTime;
+use diesel::QueryResult;
+use serde::{Deserialize, Serialize};
+
+use super::{Driver, NewJob, Store};
+use crate::types::{Delivery, Result};
+
+/// A batch row to insert.
+#[derive(Debug, Clone)]
+pub(crate) struct NewBatch {
+    pub parent_id: Option<i64>,
+    pub description: Option<String>,
+}
+
+/// A stored batch.
+#[derive(Debug, Clone, PartialEq, Eq, diesel::Queryable, diesel::Selectable)]
+#[diesel(table_name = super::schema::solidq_batches)]
+pub(crate) struct BatchRow {
+    pub id: i64,
+    pub parent_id: Option<i64>,
+    pub description: Option<String>,
+    pub callbacks: String,
+    pub total: i64,
+    pub pending: i64,
+    pub succeeded: i64,
+    pub failed: i64,
+    pub created_at: NaiveDateTime,
+    pub closed_at: Option<NaiveDateTime>,
+    pub finished_at: Option<NaiveDateTime>,
+    pub complete_fired_at: Option<NaiveDateTime>,
+    pub success_fired_at: Option<NaiveDateTime>,
+    pub failure_fired_at: Option<NaiveDateTime>,
+}
+
+/// A change of a batch's counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct BatchDelta {
+    pub total: i64,
+    pub pending: i64,
+    pub succeeded: i64,
+    pub failed: i64,
+}
+
+/// Which callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Callback {
+    /// Every member finished, however.
+    Complete,
+    /// Every member succeeded.
+    Success,
+    /// Every member finished and at least one failed for good, was
+    /// discarded or cancelled.
+    Failure,
+}
+
+/// A callback job as stored in its batch row (JSON): what
+/// [`NewJob`] needs, without keys (a callback has no unique or concurrency
+/// key).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StoredCallback {
+    pub queue_name: String,
+    pub kind: String,
+    pub arguments: String,
+    pub priority: i32,
+    pub options: String,
+    pub delivery: Delivery,
+    pub max_attempts: i32,
+    pub max_stalled_count: Option<i32>,
+}
+
+impl StoredCallback {
+    pub(crate) fn of(job: &NewJob) -> StoredCallback {
+        StoredCallback {
+            queue_name: job.queue_name.clone(),
+            kind: job.kind.clone(),
+            arguments: job.arguments.clone(),
+            priority: job.priority,
+            options: job.options.clone(),
+            delivery: job.delivery,
+            max_attempts: job.max_attempts,
+            max_stalled_count: job.max_stalled_count,
+        }
+    }
+
+    fn to_job(&self) -> NewJob {
+        NewJob {
+            queue_name: self.queue_name.clone(),
+            kind: self.kind.clone(),
+            arguments: self.arguments.clone(),
+            priority: self.priority,
+            unique_key: None,
+            concurrency_key: None,
+            options: self.options.clone(),
+            delivery: self.delivery,
+            max_attempts: self.max_attempts,
+            max_stalled_count: self.max_stalled_count,
+            run_at: None,
+            delay: std::time::Duration::ZERO,
+        }
+    }
+}
+
+/// A batch's callbacks, as stored (JSON).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StoredCallbacks {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub complete: Option<StoredCallback>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub success: Option<StoredCallback>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<StoredCallback>,
+}
+
+/// How a member ended, for its batch's counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MemberEnd {
+    Succeeded,
+    /// Failed for good, discarded or cancelled.
+    Failed,
+}
+
+/// Moves the counts of the batches of members that ended (`(batch id,
+/// how)`), in batch id order, and settles each batch (see [`settle`]).
+pub(crate) fn members_ended(d: &mut dyn Driver, ended: &[(i64, MemberEnd)]) -> QueryResult<()> {
+    let mut deltas: BTreeMap<i64, BatchDelta> = BTreeMap::new();
+    for (batch, end) in ended {
+        let delta = deltas.entry(*batch).or_default();
+        delta.pending -= 1;
+        match end {
+            MemberEnd::Succeeded => delta.succeeded += 1,
+            MemberEnd::Failed => delta.failed += 1,
+        }
+    }
+    for (batch, delta) in deltas {
+        if let Some(row) = d.batch_change(batch, &delta)? {
+            settle(d, row)?;
+        }
+    }
+    Ok(())
+}
+
+/// Counts the members among `job_ids` as ended `end` (for paths that do
+/// not know which jobs are members: a prune failing jobs, an operator's
+/// cancel, a concurrency limit's discard).
+pub(crate) fn ended_by_id(d: &mut dyn Driver, job_ids: &[i64], end: MemberEnd) -> QueryResult<()> {
+    let ended: Vec<(i64, MemberEnd)> = members_of(d, job_ids)?
+        .into_iter()
+        .map(|(batch, _)| (batch, end))
+        .collect();
+    if ended.is_empty() {
+        return Ok(());
+    }
+    members_ended(d, &ended)
+}
+
+/// The members' batches among `job_ids`: `(batch id, job id)`.
+pub(crate) fn members_of(d: &mut dyn Driver, job_ids: &[i64]) -> QueryResult<Vec<(i64, i64)>> {
+    if job_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    d.batch_members(job_ids)
+}
+
+/// Failed members put back to run (an operator's retry): pending again,
+/// no longer failed. A batch that had finished is open to finishing again
+/// (a callback that fired does not fire twice; `success` may now fire),
+/// and its parent counts it as pending again too.
+pub(crate) fn members_reopened(d: &mut dyn Driver, batches: &[i64]) -> QueryResult<()> {
+    let mut counts: BTreeMap<i64, i64> = BTreeMap::new();
+    for batch in batches {
+        *counts.entry(*batch).or_default() += 1;
+    }
+    for (batch, n) in counts {
+        let delta = BatchDelta {
+            pending: n,
+            failed: -n,
+            ..BatchDelta::default()
+        };
+        let Some(row) = d.batch_change(batch, &delta)? else {
+            continue;
+        };
+        if row.finished_at.is_some()
+            && d.batch_unfinish(batch)?
+            && let Some(parent) = row.parent_id
+        {
+            members_reopened(d, &[parent])?;
+        }
+    }
+    Ok(())
+}
+
+/// When `row` is closed and nothing in it is pending: marks it finished,
+/// enqueues the callbacks due that have not fired, and counts it as ended
+/// in its parent. Called in the transaction that changed its counts (the
+/// row is locked).
+pub(crate) fn settle(d: &mut dyn Driver, row: BatchRow) -> QueryResult<()> {
+    if row.closed_at.is_none() || row.pending > 0 {
+        return Ok(());
+    }
+    let callbacks: StoredCallbacks = serde_json::from_str(&row.callbacks).unwrap_or_else(|e| {
+        log::error!(
+            "batch {}: its callbacks cannot be read ({e}); none is enqueued",
+            row.id
+        );
+        StoredCallbacks::default()
+    });
+    let due = [
+        (Callback::Complete, callbacks.complete.as_ref(), true),
+        (
+            Callback::Success,
+            callbacks.success.as_ref(),
+            row.failed == 0,
+        ),
+        (
+            Callback::Failure,
+            callbacks.failure.as_ref(),
+            row.failed > 0,
+        ),
+    ];
+    let mut jobs = Vec::new();
+    for (which, callback, applies) in due {
+        if let Some(callback) = callback
+            && applies
+            && d.batch_fire(row.id, which)?
+        {
+            jobs.push(callback.to_job());
+        }
+    }
+    if !jobs.is_empty() {
+        let inserted = Store::jobs_enqueue_on(d, &jobs, true)?;
+        log::info!(
+            "batch {} finished ({} succeeded, {} failed): enqueued its callbacks {:?}",
+            row.id,
+            row.succeeded,
+            row.failed,
+            inserted.outcome
+        );
+    }
+    if d.batch_finish(row.id)?
+        && let Some(parent) = row.parent_id
+    {
+        let end = if row.failed == 0 {
+            MemberEnd::Succeeded
+        } else {
+            MemberEnd::Failed
+        };
+        members_ended(d, &[(parent, end)])?;
+    }
+    Ok(())
+}
+
+/// Why a batch refused an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// No batch has this id.
+    Missing,
+    /// It finished: closed, and every member ended.
+    Finished,
+}
+
+/// Opens a batch (inside the caller's transaction); a child of `parent`
+/// counts as one pending member of it until it finishes. `Err(Refusal)`
+/// when the parent is missing or finished: roll back.
+pub(crate) fn open_on(
+    d: &mut dyn Driver,
+    new: &NewBatch,
+) -> QueryResult<std::result::Result<i64, Refusal>> {
+    if let Some(parent) = new.parent_id {
+        let one = BatchDelta {
+            total: 1,
+            pending: 1,
+            ..BatchDelta::default()
+        };
+        match d.batch_change(parent, &one)? {
+            None => return Ok(Err(Refusal::Missing)),
+            Some(row) if row.finished_at.is_some() => return Ok(Err(Refusal::Finished)),
+            Some(_) => {}
+        }
+    }
+    Ok(Ok(d.batch_insert(new)?))
+}
+
+/// Enqueues `jobs` as members of `batch` (inside the caller's
+/// transaction). A batch takes members while it is open, and after it was
+/// closed until it finished (a running member may add to its own batch).
+/// Members discarded at their concurrency limit on the way in count as
+/// failed. `Err(Refusal)`: roll back.
+pub(crate) fn add_on(
+    d: &mut dyn Driver,
+    batch: i64,
+    jobs: &[NewJob],
+    notify: bool,
+) -> QueryResult<std::result::Result<super::Inserted, Refusal>> {
+    let inserted = Store::jobs_enqueue_on(d, jobs, notify)?;
+    let ids: Vec<i64> = inserted.outcome.iter().filter_map(|o| o.ok()).collect();
+    let added = BatchDelta {
+        total: ids.len() as i64,
+        pending: ids.len() as i64,
+        ..BatchDelta::default()
+    };
+    match d.batch_change(batch, &added)? {
+        None => return Ok(Err(Refusal::Missing)),
+        Some(row) if row.finished_at.is_some() => return Ok(Err(Refusal::Finished)),
+        Some(_) => {}
+    }
+    if !ids.is_empty() {
+        d.batch_assign(batch, &ids)?;
+    }
+    let discarded: Vec<(i64, MemberEnd)> = inserted
+        .discarded
+        .iter()
+        .map(|_| (batch, MemberEnd::Failed))
+        .collect();
+    if !discarded.is_empty() {
+        members_ended(d, &discarded)?;
+    }
+    Ok(Ok(inserted))
+}
+
+/// Closes `batch` (inside the caller's transaction): from now on it
+/// finishes when its last member ends, or now if none is pending.
+pub(crate) fn close_on(
+    d: &mut dyn Driver,
+    batch: i64,
+) -> QueryResult<std::result::Result<(), Refusal>> {
+    match d.batch_close(batch)? {
+        None => Ok(Err(Refusal::Missing)),
+        Some(row) => settle(d, row).map(Ok),
+    }
+}
+
+impl Store {
+    /// A batch, if it exists.
+    pub(crate) fn batch_get(&self, id: i64) -> Result<Option<BatchRow>> {
+        self.with_conn("batch_get", |conn| super::driver(conn).batch_get(id))
+    }
+}
+
+/// The batch methods of [`Driver`], written once with diesel's query
+/// builder for every backend; `$insert` is how the backend returns a new
+/// row's id (`returning`, `last_insert_rowid` or `last_insert_id`).
+macro_rules! batch_driver_methods {
+    ($insert:ident) => {
+        fn batch_insert(&mut self, batch: &$crate::store::batches::NewBatch) -> QueryResult<i64> {
+            use $crate::store::schema::solidq_batches as b;
+            use diesel::prelude::*;
+            let values = (
+                b::parent_id.eq(batch.parent_id),
+                b::description.eq(batch.description.as_deref()),
+                b::callbacks.eq("{}"),
+                b::created_at.eq(diesel::dsl::now),
+            );
+            $crate::store::batches::batch_driver_methods!(@$insert self, diesel::insert_into(b::table).values(values))
+        }
+
+        fn batch_set_callbacks(&mut self, id: i64, callbacks: &str) -> QueryResult<()> {
+            use $crate::store::schema::solidq_batches as b;
+            use diesel::prelude::*;
+            diesel::update(b::table.find(id))
+                .set(b::callbacks.eq(callbacks))
+                .execute(self)
+                .map(drop)
+        }
+
+        fn batch_change(
+            &mut self,
+            id: i64,
+            delta: &$crate::store::batches::BatchDelta,
+        ) -> QueryResult<Option<$crate::store::batches::BatchRow>> {
+            use $crate::store::schema::solidq_batches as b;
+            use diesel::prelude::*;
+            let changed = diesel::update(b::table.find(id))
+                .set((
+                    b::total.eq(b::total + delta.total),
+                    b::pending.eq(b::pending + delta.pending),
+                    b::succeeded.eq(b::succeeded + delta.succeeded),
+                    b::failed.eq(b::failed + delta.failed),
+                ))
+                .execute(self)?;
+            if changed == 0 {
+                return Ok(None);
+            }
+            self.batch_get(id)
+        }
+
+        fn batch_get(&mut self, id: i64) -> QueryResult<Option<$crate::store::batches::BatchRow>> {
+            use $crate::store::batches::BatchRow;
+            use $crate::store::schema::solidq_batches as b;
+            use diesel::prelude::*;
+            b::table
+                .find(id)
+                .select(BatchRow::as_select())
+                .first(self)
+                .optional()
+        }
+
+        fn batch_close(&mut self, id: i64) -> QueryResult<Option<$crate::store::batches::BatchRow>> {
+            use $crate::store::schema::solidq_batches as b;
+            use diesel::prelude::*;
+            diesel::update(b::table.find(id).filter(b::closed_at.is_null()))
+                .set(b::closed_at.eq(diesel::dsl::now.nullable()))
+                .execute(self)?;
+            self.batch_get(id)
+        }
+
+        fn batch_fire(
+            &mut self,
+            id: i64,
+            which: $crate::store::batches::Callback,
+        ) -> QueryResult<bool> {
+            use $crate::store::batches::Callback;
+            use $crate::store::schema::solidq_batches as b;
+            use diesel::prelude::*;
+            let now = diesel::dsl::now.nullable();
+            let changed = match which {
+                Callback::Complete => diesel::update(
+                    b::table.find(id).filter(b::complete_fired_at.is_null()),
+                )
+                .set(b::complete_fired_at.eq(now))
+                .execute(self)?,
+                Callback::Success => {
+                    diesel::update(b::table.find(id).filter(b::success_fired_at.is_null()))
+                        .set(b::success_fired_at.eq(now))
+                        .execute(self)?
+                }
+                Callback::Failure => {
+                    diesel::update(b::table.find(id).filter(b::failure_fired_at.is_null()))
+                        .set(b::failure_fired_at.eq(now))
+                        .execute(self)?
+                }
+            };
+            Ok(changed > 0)
+        }
+
+        fn batch_finish(&mut self, id: i64) -> QueryResult<bool> {
+            use $crate::store::schema::solidq_batches as b;
+            use diesel::prelude::*;
+            diesel::update(b::table.find(id).filter(b::finished_at.is_null()))
+                .set(b::finished_at.eq(diesel::dsl::now.nullable()))
+                .execute(self)
+                .map(|n| n > 0)
+        }
+
+        fn batch_unfinish(&mut self, id: i64) -> QueryResult<bool> {
+            use $crate::store::schema::solidq_batches as b;
+            use diesel::prelude::*;
+            diesel::update(b::table.find(id).filter(b::finished_at.is_not_null()))
+                .set(b::finished_at.eq(None::<chrono::NaiveDateTime>))
+                .execute(self)
+                .map(|n| n > 0)
+        }
+
+        fn batch_members(&mut self, job_ids: &[i64]) -> QueryResult<Vec<(i64, i64)>> {
+            use $crate::store::schema::solidq_jobs as j;
+            use diesel::prelude::*;
+            let rows: Vec<(Option<i64>, i64)> = j::table
+                .filter(j::id.eq_any(job_ids))
+                .filter(j::batch_id.is_not_null())
+                .select((j::batch_id, j::id))
+                .load(self)?;
+            Ok(rows
+                .into_iter()
+                .filter_map(|(batch, job)| Some((batch?, job)))
+                .collect())
+        }
+
+        fn batch_assign(&mut self, batch: i64, job_ids: &[i64]) -> QueryResult<()> {
+            use $crate::store::schema::solidq_jobs as j;
+            use diesel::prelude::*;
+            diesel::update(j::table.filter(j::id.eq_any(job_ids)))
+                .set(j::batch_id.eq(Some(batch)))
+                .execute(self)
+                .map(drop)
+        }
+    };
+    (@returning $conn:ident, $insert:expr) => {{
+        use $crate::store::schema::solidq_batches as b;
+        $insert.returning(b::id).get_result($conn)
+    }};
+    (@last_insert_rowid $conn:ident, $insert:expr) => {{
+        $insert.execute($conn)?;
+        diesel::select(diesel::dsl::sql::<diesel::sql_types::BigInt>("last_insert_rowid()"))
+            .get_result($conn)
+    }};
+    (@last_insert_id $conn:ident, $insert:expr) => {{
+        $insert.execute($conn)?;
+        diesel::select(diesel::dsl::sql::<diesel::sql_types::BigInt>(
+            "CAST(LAST_INSERT_ID() AS SIGNED)",
+        ))
+        .get_result($conn)
+    }};
+}
+pub(crate) use batch_driver_methods;

@@ -1,0 +1,38 @@
+//! MySQL statements of the audit log: the entry's time is the database's
+//! clock. MySQL has no `RETURNING`, so the entry is inserted, then read
+//! back by `LAST_INSERT_ID()` (this session's, whatever others insert),
+//! both in one transaction so a failure between them leaves no entry.
+
+use diesel::sql_types::{BigInt, Text};
+use diesel::{MysqlConnection, QueryResult, RunQueryDsl, sql_query};
+
+use super::write_tx;
+use crate::store::{AuditRow, Cached, NewAudit};
+
+const INSERT: &str = "\
+INSERT INTO solidq_audit_log (created_at, actor, source, action, target, `rows`)
+VALUES (UTC_TIMESTAMP(6), ?, ?, ?, ?, ?)";
+
+const INSERTED: &str = "\
+SELECT id, created_at, actor, source, action, target, `rows`
+FROM solidq_audit_log WHERE id = LAST_INSERT_ID()";
+
+/// Two statements in a transaction (a savepoint inside the caller's): the
+/// insert, then the row it made.
+pub(super) fn audit_insert(
+    conn: &mut MysqlConnection,
+    entry: &NewAudit<'_>,
+) -> QueryResult<AuditRow> {
+    write_tx(conn, |conn| {
+        Cached(
+            sql_query(INSERT)
+                .bind::<Text, _>(entry.actor)
+                .bind::<Text, _>(entry.source)
+                .bind::<Text, _>(entry.action)
+                .bind::<Text, _>(entry.target)
+                .bind::<BigInt, _>(entry.rows),
+        )
+        .execute(conn)?;
+        Cached(sql_query(INSERTED)).get_result(conn)
+    })
+}

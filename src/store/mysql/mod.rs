@@ -1,0 +1,1019 @@
+//! MySQL 8 / MariaDB 10.6+ half of the store. Neither has a statement
+//! that both changes rows and returns them everywhere (MySQL has no
+//! `RETURNING`, MariaDB none on `UPDATE` and no writable `WITH`), so an
+//! operation that moves rows reads them first with `FOR UPDATE SKIP
+//! LOCKED` (or `FOR UPDATE` where it must wait) and then deletes, inserts
+//! and updates them in the same transaction. Batches of ids travel as one
+//! JSON array through `JSON_TABLE` (see [`IDS`]), which keeps each
+//! statement's text fixed and its prepared form cached. Sessions run in
+//! `READ COMMITTED` (see `connection.rs`), so a statement locks the rows it
+//! changes and not the gaps between them. "Now" is the database's clock,
+//! `UTC_TIMESTAMP(6)`, as on PostgreSQL. Deadlocks (1213) and lock wait
+//! timeouts (1205) are retried by the store from the start of the
+//! operation (`Store::with_conn`).
+//!
+//! Placeholders are `?`, bound in the order they appear: a value used
+//! twice is bound twice. Deletes and updates of a batch start from the ids
+//! (`DELETE t FROM {IDS} STRAIGHT_JOIN t …`): MariaDB before 11.1 runs
+//! `DELETE … WHERE id IN (SELECT value FROM JSON_TABLE …)` as a full scan
+//! with a dependent subquery; the join reads the ids first and looks each
+//! row up by its primary key.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::NaiveDateTime;
+use diesel::sql_types::{BigInt, Integer, Nullable, Text, Timestamp};
+use diesel::{Connection, MysqlConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
+
+mod audit;
+mod concurrency;
+mod control;
+mod explain;
+mod health;
+mod recurring;
+mod statement;
+mod stats;
+
+pub(in crate::store) use explain::explain;
+pub(in crate::store) use statement::enqueue_statements;
+
+use super::{
+    Cached, ClaimLimits, ClaimQuery, ClaimedJob, Discarded, Driver, Failed, LimitedJob, NewJob,
+    NewProcess, ProcessRow, Progress, RecurringTaskRow, Released, ReleasedJob, Retried, Snoozed,
+    Succeeded, micros,
+};
+use crate::types::StoredLimit;
+
+/// A JSON array of ids bound as one `?`, as a table of one column,
+/// `value`: `… WHERE job_id IN (SELECT value FROM {IDS})`, or joined.
+pub(super) const IDS: &str = "JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids";
+
+/// A JSON array of strings bound as one `?`, as a table of one column,
+/// `value`, compared byte for byte as the tables' columns are.
+pub(super) const STRINGS: &str =
+    "JSON_TABLE(?, '$[*]' COLUMNS (value VARCHAR(255) PATH '$')) AS strs";
+
+/// The database's clock, in UTC with microseconds.
+pub(super) const NOW: &str = "UTC_TIMESTAMP(6)";
+
+/// `NOW` plus `?` microseconds.
+pub(super) const NOW_PLUS: &str = "(UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)";
+
+/// `NOW` minus `?` microseconds.
+pub(super) const NOW_MINUS: &str = "(UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND)";
+
+/// Appends one error object (`?`) to the job's `errors` JSON array by text,
+/// without parsing what is there (see PostgreSQL's). Binds the error twice.
+pub(super) const APPEND_ERROR: &str = "CASE WHEN errors IS NULL OR errors = '[]' \
+     THEN CONCAT('[', ?, ']') ELSE CONCAT(LEFT(errors, CHAR_LENGTH(errors) - 1), ',', ?, ']') END";
+
+pub(super) fn json_ids(ids: &[i64]) -> String {
+    serde_json::to_string(ids).expect("integers serialize")
+}
+
+pub(super) fn json_strings(values: &[String]) -> String {
+    serde_json::to_string(values).expect("strings serialize")
+}
+
+#[derive(QueryableByName)]
+pub(super) struct IdRow {
+    #[diesel(sql_type = BigInt)]
+    pub(super) id: i64,
+}
+
+#[derive(QueryableByName)]
+pub(super) struct Scalar {
+    #[diesel(sql_type = BigInt)]
+    pub(super) v: i64,
+}
+
+/// Runs `body` in a transaction, or a savepoint inside the caller's.
+pub(super) fn write_tx<T>(
+    conn: &mut MysqlConnection,
+    body: impl FnOnce(&mut MysqlConnection) -> QueryResult<T>,
+) -> QueryResult<T> {
+    Connection::transaction(conn, body)
+}
+
+#[derive(QueryableByName)]
+struct KeyRow {
+    #[diesel(sql_type = Text)]
+    unique_key: String,
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+}
+
+#[derive(QueryableByName)]
+struct Candidate {
+    #[diesel(sql_type = BigInt)]
+    job_id: i64,
+    #[diesel(sql_type = BigInt)]
+    ord: i64,
+    #[diesel(sql_type = Integer)]
+    priority: i32,
+}
+
+#[derive(QueryableByName)]
+struct DueRow {
+    #[diesel(sql_type = BigInt)]
+    job_id: i64,
+    #[diesel(sql_type = Text)]
+    queue_name: String,
+}
+
+pub(super) const INSERT_JOB: &str = "\
+INSERT INTO solidq_jobs (queue_name, kind, arguments, priority, unique_key, concurrency_key, options,
+                         delivery, max_attempts, max_stalled_count, scheduled_at, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, COALESCE(?, (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)),
+        UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))
+ON DUPLICATE KEY UPDATE id = id + LAST_INSERT_ID(0)";
+
+/// The id the connection's last insert generated (the job's), or 0 when
+/// [`INSERT_JOB`] found its unique key taken: its no-op update sets
+/// `LAST_INSERT_ID()` to 0. (Affected rows cannot tell: diesel connects
+/// with `CLIENT_FOUND_ROWS`, under which a no-op update counts 1, as an
+/// insert does.)
+const LAST_ID: &str = "SELECT LAST_INSERT_ID() AS id";
+
+const INSERT_READY_BY_ID: &str = "\
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+VALUES (?, ?, ?, UTC_TIMESTAMP(6))";
+
+/// A job not immediately ready: ready when its time has come and it has
+/// no concurrency key, scheduled otherwise. The second statement asks
+/// whether the first inserted, not the clock again: `UTC_TIMESTAMP(6)`
+/// moves between two statements, and a job falling due in between would
+/// otherwise land in neither table.
+const INSERT_READY_IF_DUE: &str = "\
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+SELECT id, queue_name, priority, UTC_TIMESTAMP(6) FROM solidq_jobs
+WHERE id = ? AND scheduled_at <= UTC_TIMESTAMP(6) AND concurrency_key IS NULL";
+
+const INSERT_SCHEDULED_UNLESS_DUE: &str = "\
+INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at, created_at,
+                                         concurrency_key)
+SELECT id, queue_name, priority, scheduled_at, UTC_TIMESTAMP(6), concurrency_key FROM solidq_jobs
+WHERE id = ? AND NOT EXISTS (SELECT 1 FROM solidq_ready_executions WHERE job_id = ?)";
+
+const FIND_DUE: &str = "\
+SELECT job_id, queue_name FROM solidq_scheduled_executions
+WHERE scheduled_at <= UTC_TIMESTAMP(6) AND concurrency_key IS NULL
+ORDER BY scheduled_at, priority, job_id LIMIT ?";
+
+const MOVE_DUE: &str = "\
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+SELECT x.job_id, x.queue_name, x.priority, UTC_TIMESTAMP(6)
+FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
+STRAIGHT_JOIN solidq_scheduled_executions x ON x.job_id = ids.value";
+
+const DELETE_SCHEDULED: &str = "\
+DELETE x FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
+STRAIGHT_JOIN solidq_scheduled_executions x ON x.job_id = ids.value";
+
+/// The claimed jobs read back after the claim's commit, with their claim:
+/// `due_at` as on the other backends, the claim's own times.
+const SELECT_CLAIMED_JOBS: &str = "\
+SELECT j.id, j.queue_name, j.kind, j.arguments, j.concurrency_key, j.priority, j.options, j.delivery,
+       j.max_attempts, j.attempts, j.stalled_count, j.snoozes, j.checkpoint, j.batch_id,
+       j.cancel_requested_at IS NOT NULL AS cancel_requested, j.created_at,
+       GREATEST(j.scheduled_at, j.updated_at) AS due_at, c.created_at AS claimed_at,
+       CAST(0 AS SIGNED) AS ord, c.started_at IS NOT NULL AS started
+FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
+STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
+STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = j.id
+WHERE c.process_id = ?";
+
+const MARK_STARTED: &str = "\
+UPDATE JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
+STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value
+SET c.started_at = UTC_TIMESTAMP(6)
+WHERE c.process_id = ? AND c.started_at IS NULL";
+
+const DELETE_READY_CLAIMED: &str = "\
+DELETE r FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
+STRAIGHT_JOIN solidq_ready_executions r ON r.job_id = ids.value";
+
+/// Claims for the picked jobs (`?1`), by process `?2`, those in `?3`
+/// recorded as started.
+const INSERT_CLAIMED: &str = "\
+INSERT INTO solidq_claimed_executions (job_id, process_id, created_at, started_at)
+SELECT ids.value, ?, UTC_TIMESTAMP(6),
+       CASE WHEN ids.value IN (SELECT value FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS s)
+            THEN UTC_TIMESTAMP(6) END
+FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids";
+
+/// The claiming process's row, share-locked to the claim's commit: the
+/// prune of that process (`process_lock`, `FOR UPDATE SKIP LOCKED`) skips
+/// it meanwhile, so a claim and the prune of its process cannot interleave
+/// into an orphaned claim.
+const PROCESS_ALIVE: &str = "SELECT COUNT(*) AS v FROM (SELECT id FROM solidq_processes WHERE id = ? LOCK IN SHARE MODE) AS p";
+
+const CLAIMS_HELD: &str = "\
+SELECT c.job_id AS id FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
+STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value
+WHERE c.process_id = ?";
+
+/// The fence's read: the claims this process holds among the ids, locked.
+const CLAIMS_HELD_LOCKED: &str = "\
+SELECT c.job_id AS id FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
+STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value
+WHERE c.process_id = ?
+ORDER BY c.job_id FOR UPDATE";
+
+const DELETE_CLAIMS: &str = "\
+DELETE c FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
+STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value";
+
+/// Finishes a group of jobs without results and with the same retention
+/// (`?2` microseconds).
+const SUCCEED_GROUP: &str = "\
+UPDATE JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
+STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
+SET j.finished_at = UTC_TIMESTAMP(6), j.expires_at = (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND),
+    j.attempts = j.attempts + 1, j.updated_at = UTC_TIMESTAMP(6)";
+
+const HEARTBEAT: &str =
+    "UPDATE solidq_processes SET last_heartbeat_at = UTC_TIMESTAMP(6) WHERE id = ?";
+
+const FIND_BY_UNIQUE_KEYS: &str = "\
+SELECT unique_key, id FROM solidq_jobs
+WHERE unique_key IN (SELECT value FROM JSON_TABLE(?, '$[*]' COLUMNS (value VARCHAR(255) PATH '$')) AS k)";
+
+const CLAIMED_JOB_FACTS: &str = "\
+SELECT j.id, c.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count,
+       j.concurrency_key, j.options, c.started_at IS NOT NULL AS started
+FROM solidq_claimed_executions c JOIN solidq_jobs j ON j.id = c.job_id";
+
+const PROCESS_COLUMNS: &str = "id, kind, name, pid, hostname, supervisor_id, last_heartbeat_at";
+
+fn insert_jobs(conn: &mut MysqlConnection, jobs: &[NewJob]) -> QueryResult<Vec<Option<i64>>> {
+    let mut ids = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        Cached(
+            sql_query(INSERT_JOB)
+                .bind::<Text, _>(&job.queue_name)
+                .bind::<Text, _>(&job.kind)
+                .bind::<Text, _>(&job.arguments)
+                .bind::<Integer, _>(job.priority)
+                .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
+                .bind::<Nullable<Text>, _>(job.concurrency_key.as_deref())
+                .bind::<Text, _>(&job.options)
+                .bind::<Text, _>(job.delivery.as_str())
+                .bind::<Integer, _>(job.max_attempts)
+                .bind::<Nullable<Integer>, _>(job.max_stalled_count)
+                .bind::<Nullable<Timestamp>, _>(job.run_at)
+                .bind::<BigInt, _>(micros(job.delay)),
+        )
+        .execute(conn)?;
+        let IdRow { id } = Cached(sql_query(LAST_ID)).get_result(conn)?;
+        if id == 0 {
+            ids.push(None);
+            continue;
+        }
+        // Jobs under a concurrency limit go to scheduled even when due now:
+        // the caller places them (a slot, blocked or discarded).
+        if job.run_at.is_none() && job.delay.is_zero() && job.concurrency_key.is_none() {
+            Cached(
+                sql_query(INSERT_READY_BY_ID)
+                    .bind::<BigInt, _>(id)
+                    .bind::<Text, _>(&job.queue_name)
+                    .bind::<Integer, _>(job.priority),
+            )
+            .execute(conn)?;
+        } else {
+            Cached(sql_query(INSERT_READY_IF_DUE).bind::<BigInt, _>(id)).execute(conn)?;
+            Cached(
+                sql_query(INSERT_SCHEDULED_UNLESS_DUE)
+                    .bind::<BigInt, _>(id)
+                    .bind::<BigInt, _>(id),
+            )
+            .execute(conn)?;
+        }
+        ids.push(Some(id));
+    }
+    Ok(ids)
+}
+
+impl ClaimQuery {
+    /// The candidates, locked (`FOR UPDATE SKIP LOCKED` in each pattern's
+    /// part); binds the limit once per pattern.
+    pub(super) fn mysql_candidates(&self) -> &str {
+        self.mysql_sql.get_or_init(|| {
+            format!(
+                "SELECT job_id, CAST(ord AS SIGNED) AS ord, priority FROM ({}) AS c",
+                self.candidates_in_index_order_sql("?", "", " FOR UPDATE SKIP LOCKED")
+            )
+        })
+    }
+
+    /// The candidates that may be claimed ahead, locked: jobs of the kinds
+    /// of the second `?` (at least once), not among the ids of the first;
+    /// then the limit. Those three binds once per pattern. The kinds are
+    /// filtered before the limit, so that the claim locks only rows it may
+    /// take: InnoDB releases at once the lock on a row the `WHERE` refused,
+    /// while a row locked and not taken would stay locked to the commit,
+    /// and a concurrent claim would skip it.
+    pub(super) fn mysql_candidates_ahead(&self) -> &str {
+        self.mysql_ahead_sql.get_or_init(|| {
+            // Functions of the row, not `IN (SELECT …)` or `EXISTS`, which
+            // MariaDB turns into a semi-join that reads the table whole
+            // and sorts it, locking every row.
+            let extra = " AND NOT JSON_CONTAINS(?, CAST(r.job_id AS CHAR))
+                  AND JSON_CONTAINS(?, JSON_QUOTE((SELECT j.kind FROM solidq_jobs j
+                       WHERE j.id = r.job_id AND j.delivery = 'at_least_once')))";
+            format!(
+                "SELECT job_id, CAST(ord AS SIGNED) AS ord, priority FROM ({}) AS c",
+                self.candidates_in_index_order_sql("?", extra, " FOR UPDATE SKIP LOCKED")
+            )
+        })
+    }
+}
+
+/// Up to `limit` candidates in claim order, locked: any job
+/// (`ahead = None`), or only jobs that may be claimed ahead, of the fast
+/// kinds and not among the ids given.
+fn load_candidates(
+    conn: &mut MysqlConnection,
+    claim: &ClaimQuery,
+    limit: usize,
+    ahead: Option<(&[String], &[i64])>,
+) -> QueryResult<Vec<i64>> {
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    let mut query = match ahead {
+        Some(_) => sql_query(claim.mysql_candidates_ahead()),
+        None => sql_query(claim.mysql_candidates()),
+    }
+    .into_boxed::<diesel::mysql::Mysql>();
+    let filters = ahead.map(|(kinds, taken)| (json_ids(taken), json_strings(kinds)));
+    for _ in &claim.patterns {
+        if let Some((taken, kinds)) = &filters {
+            query = query
+                .bind::<Text, _>(taken.clone())
+                .bind::<Text, _>(kinds.clone());
+        }
+        query = query.bind::<BigInt, _>(limit as i64);
+    }
+    let mut rows: Vec<Candidate> = Cached(query).load(conn)?;
+    // A job can match several patterns (`mail` and `*`): keep its first.
+    rows.sort_by_key(|c| (c.job_id, c.ord));
+    rows.dedup_by_key(|c| c.job_id);
+    rows.sort_by_key(|c| (c.ord, c.priority, c.job_id));
+    rows.truncate(limit);
+    Ok(rows.into_iter().map(|c| c.job_id).collect())
+}
+
+impl Driver for MysqlConnection {
+    crate::store::batches::batch_driver_methods!(last_insert_id);
+
+    fn transaction(
+        &mut self,
+        body: &mut dyn FnMut(&mut dyn Driver) -> QueryResult<()>,
+    ) -> QueryResult<()> {
+        write_tx(self, |c| body(c))
+    }
+
+    fn jobs_insert(&mut self, jobs: &[NewJob], _notify: bool) -> QueryResult<Vec<Option<i64>>> {
+        write_tx(self, |conn| insert_jobs(conn, jobs))
+    }
+
+    fn notify_ready(&mut self, _queues: &[String]) -> QueryResult<()> {
+        // Nothing to send: workers run a change check (`listener.rs`).
+        Ok(())
+    }
+
+    fn jobs_find_by_unique_keys(&mut self, keys: &[String]) -> QueryResult<Vec<(String, i64)>> {
+        let rows: Vec<KeyRow> =
+            Cached(sql_query(FIND_BY_UNIQUE_KEYS).bind::<Text, _>(json_strings(keys)))
+                .load(self)?;
+        Ok(rows.into_iter().map(|r| (r.unique_key, r.id)).collect())
+    }
+
+    fn ready_claim(
+        &mut self,
+        claim: &ClaimQuery,
+        process_id: i64,
+        limits: &ClaimLimits,
+    ) -> QueryResult<Vec<ClaimedJob>> {
+        let picked = write_tx(self, |c| {
+            let alive: Scalar =
+                Cached(sql_query(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
+            if alive.v == 0 {
+                return Ok(Vec::new());
+            }
+            let started = load_candidates(c, claim, limits.immediate, None)?;
+            let mut picked = started.clone();
+            // Beyond the idle threads: only jobs of fast kinds, and never
+            // at-most-once ones.
+            if !limits.fast_kinds.is_empty() {
+                let ahead = Some((limits.fast_kinds.as_slice(), started.as_slice()));
+                picked.extend(load_candidates(c, claim, limits.ahead, ahead)?);
+            }
+            if picked.is_empty() {
+                return Ok(picked);
+            }
+            let ids_json = json_ids(&picked);
+            Cached(sql_query(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
+            Cached(
+                sql_query(INSERT_CLAIMED)
+                    .bind::<BigInt, _>(process_id)
+                    .bind::<Text, _>(json_ids(&started))
+                    .bind::<Text, _>(&ids_json),
+            )
+            .execute(c)?;
+            Ok(picked)
+        })?;
+        if picked.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Read after the commit: a claimed job's row changes only through
+        // its claim's holder.
+        let mut jobs: Vec<ClaimedJob> = Cached(
+            sql_query(SELECT_CLAIMED_JOBS)
+                .bind::<Text, _>(json_ids(&picked))
+                .bind::<BigInt, _>(process_id),
+        )
+        .load(self)?;
+        claim.sort(&mut jobs);
+        Ok(jobs)
+    }
+
+    fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
+        Cached(
+            sql_query(MARK_STARTED)
+                .bind::<Text, _>(json_ids(job_ids))
+                .bind::<BigInt, _>(process_id),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
+    fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>> {
+        // Look without locks first: an idle dispatcher opens no transaction.
+        let any: Vec<DueRow> = Cached(sql_query(FIND_DUE).bind::<BigInt, _>(1)).load(self)?;
+        if any.is_empty() {
+            return Ok(Vec::new());
+        }
+        write_tx(self, |c| {
+            // Several dispatchers take disjoint batches.
+            let due: Vec<DueRow> = Cached(
+                sql_query(format!("{FIND_DUE} FOR UPDATE SKIP LOCKED"))
+                    .bind::<BigInt, _>(batch as i64),
+            )
+            .load(c)?;
+            if due.is_empty() {
+                return Ok(Vec::new());
+            }
+            let ids = json_ids(&due.iter().map(|d| d.job_id).collect::<Vec<_>>());
+            Cached(sql_query(MOVE_DUE).bind::<Text, _>(&ids)).execute(c)?;
+            Cached(sql_query(DELETE_SCHEDULED).bind::<Text, _>(&ids)).execute(c)?;
+            Ok(due.into_iter().map(|d| d.queue_name).collect())
+        })
+    }
+
+    fn claimed_held(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
+        let rows: Vec<IdRow> = Cached(
+            sql_query(CLAIMS_HELD)
+                .bind::<Text, _>(json_ids(job_ids))
+                .bind::<BigInt, _>(process_id),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+
+    fn claimed_delete_fenced(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
+        write_tx(self, |c| {
+            let rows: Vec<IdRow> = Cached(
+                sql_query(CLAIMS_HELD_LOCKED)
+                    .bind::<Text, _>(json_ids(job_ids))
+                    .bind::<BigInt, _>(process_id),
+            )
+            .load(c)?;
+            let held: Vec<i64> = rows.into_iter().map(|r| r.id).collect();
+            if !held.is_empty() {
+                Cached(sql_query(DELETE_CLAIMS).bind::<Text, _>(json_ids(&held))).execute(c)?;
+            }
+            Ok(held)
+        })
+    }
+
+    fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>> {
+        write_tx(self, |c| {
+            let jobs: Vec<ReleasedJob> = Cached(
+                sql_query(format!(
+                    "{CLAIMED_JOB_FACTS} WHERE c.process_id = ? ORDER BY j.id FOR UPDATE"
+                ))
+                .bind::<BigInt, _>(process_id),
+            )
+            .load(c)?;
+            if !jobs.is_empty() {
+                let ids = json_ids(&jobs.iter().map(|j| j.id).collect::<Vec<_>>());
+                Cached(sql_query(DELETE_CLAIMS).bind::<Text, _>(ids)).execute(c)?;
+            }
+            Ok(jobs)
+        })
+    }
+
+    fn claimed_delete_orphans(&mut self, limit: usize) -> QueryResult<Vec<ReleasedJob>> {
+        write_tx(self, |c| {
+            let orphans: Vec<IdRow> = Cached(
+                sql_query(
+                    "SELECT c.job_id AS id FROM solidq_claimed_executions c
+                     WHERE NOT EXISTS (SELECT 1 FROM solidq_processes p WHERE p.id = c.process_id)
+                     ORDER BY c.job_id LIMIT ? FOR UPDATE SKIP LOCKED",
+                )
+                .bind::<BigInt, _>(limit as i64),
+            )
+            .load(c)?;
+            if orphans.is_empty() {
+                return Ok(Vec::new());
+            }
+            let ids = json_ids(&orphans.iter().map(|o| o.id).collect::<Vec<_>>());
+            let jobs: Vec<ReleasedJob> = Cached(
+                sql_query(format!(
+                    "SELECT j.id, c.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count,
+                            j.max_stalled_count, j.concurrency_key, j.options,
+                            c.started_at IS NOT NULL AS started
+                     FROM {IDS} STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value
+                     STRAIGHT_JOIN solidq_jobs j ON j.id = c.job_id ORDER BY j.id"
+                ))
+                .bind::<Text, _>(&ids),
+            )
+            .load(c)?;
+            Cached(sql_query(DELETE_CLAIMS).bind::<Text, _>(&ids)).execute(c)?;
+            Ok(jobs)
+        })
+    }
+
+    fn jobs_succeed_fenced(
+        &mut self,
+        process_id: i64,
+        rows: &[Succeeded],
+        starts: &[i64],
+    ) -> QueryResult<Vec<i64>> {
+        // Outcomes without a result and with the same keep_result (nearly
+        // all) are written by one UPDATE per group; a result row by row.
+        let mut groups: HashMap<Duration, Vec<i64>> = HashMap::new();
+        let mut with_result = Vec::new();
+        for row in rows {
+            match &row.result {
+                None => groups.entry(row.keep).or_default().push(row.id),
+                Some(_) => with_result.push(row),
+            }
+        }
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        write_tx(self, |c| {
+            if !starts.is_empty() {
+                Driver::claimed_mark_started(c, process_id, starts)?;
+            }
+            let fenced: Vec<i64> = Driver::claimed_delete_fenced(c, process_id, &ids)?;
+            if fenced.is_empty() {
+                return Ok(fenced);
+            }
+            let held: std::collections::HashSet<i64> = fenced.iter().copied().collect();
+            for (keep, group) in &groups {
+                let mut group: Vec<i64> = group
+                    .iter()
+                    .copied()
+                    .filter(|id| held.contains(id))
+                    .collect();
+                if group.is_empty() {
+                    continue;
+                }
+                group.sort_unstable();
+                Cached(
+                    sql_query(SUCCEED_GROUP)
+                        .bind::<Text, _>(json_ids(&group))
+                        .bind::<BigInt, _>(micros(*keep)),
+                )
+                .execute(c)?;
+            }
+            for row in with_result.iter().filter(|r| held.contains(&r.id)) {
+                Cached(
+                    sql_query(
+                        "UPDATE solidq_jobs SET finished_at = UTC_TIMESTAMP(6),
+                                expires_at = (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), result = ?,
+                                attempts = attempts + 1, updated_at = UTC_TIMESTAMP(6) WHERE id = ?",
+                    )
+                    .bind::<BigInt, _>(micros(row.keep))
+                    .bind::<Nullable<Text>, _>(row.result.as_deref())
+                    .bind::<BigInt, _>(row.id),
+                )
+                .execute(c)?;
+            }
+            Ok(fenced)
+        })
+    }
+
+    fn jobs_delete(&mut self, ids: &[i64]) -> QueryResult<()> {
+        Cached(
+            sql_query(format!(
+                "DELETE j FROM {IDS} STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value"
+            ))
+            .bind::<Text, _>(json_ids(ids)),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
+    fn jobs_retry(&mut self, rows: &[Retried]) -> QueryResult<()> {
+        for row in rows {
+            Cached(
+                sql_query(format!(
+                    "UPDATE solidq_jobs SET attempts = attempts + 1, errors = {APPEND_ERROR},
+                            scheduled_at = {NOW_PLUS}, updated_at = UTC_TIMESTAMP(6) WHERE id = ?"
+                ))
+                .bind::<Text, _>(&row.error)
+                .bind::<Text, _>(&row.error)
+                .bind::<BigInt, _>(micros(row.delay))
+                .bind::<BigInt, _>(row.id),
+            )
+            .execute(self)?;
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_scheduled_executions
+                         (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
+                     SELECT id, queue_name, priority, scheduled_at, UTC_TIMESTAMP(6), concurrency_key
+                     FROM solidq_jobs WHERE id = ?",
+                )
+                .bind::<BigInt, _>(row.id),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn jobs_fail(&mut self, rows: &[Failed]) -> QueryResult<()> {
+        for row in rows {
+            let updated = Cached(
+                sql_query(format!(
+                    "UPDATE solidq_jobs SET attempts = attempts + ?, stalled_count = stalled_count + ?,
+                            errors = {APPEND_ERROR}, updated_at = UTC_TIMESTAMP(6) WHERE id = ?"
+                ))
+                .bind::<Integer, _>(i32::from(row.ends_attempt))
+                .bind::<Integer, _>(i32::from(row.stalled))
+                .bind::<Text, _>(&row.error)
+                .bind::<Text, _>(&row.error)
+                .bind::<BigInt, _>(row.id),
+            )
+            .execute(self)?;
+            if updated == 0 {
+                continue;
+            }
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_failed_executions (job_id, error, created_at)
+                     VALUES (?, ?, UTC_TIMESTAMP(6))",
+                )
+                .bind::<BigInt, _>(row.id)
+                .bind::<Text, _>(&row.error),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn jobs_set_progress(&mut self, rows: &[Progress]) -> QueryResult<()> {
+        for row in rows {
+            Cached(
+                sql_query(
+                    "UPDATE solidq_jobs SET progress = coalesce(?, progress),
+                                            checkpoint = coalesce(?, checkpoint)
+                     WHERE id = ? AND EXISTS (
+                         SELECT 1 FROM solidq_claimed_executions
+                         WHERE job_id = ? AND process_id = ?)",
+                )
+                .bind::<Nullable<Text>, _>(&row.json)
+                .bind::<Nullable<Text>, _>(&row.checkpoint)
+                .bind::<BigInt, _>(row.job_id)
+                .bind::<BigInt, _>(row.job_id)
+                .bind::<BigInt, _>(row.process_id),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn jobs_snooze(&mut self, rows: &[Snoozed]) -> QueryResult<()> {
+        for row in rows {
+            Cached(
+                sql_query(format!(
+                    "UPDATE solidq_jobs SET snoozes = snoozes + 1, scheduled_at = {NOW_PLUS},
+                            updated_at = UTC_TIMESTAMP(6) WHERE id = ?"
+                ))
+                .bind::<BigInt, _>(micros(row.delay))
+                .bind::<BigInt, _>(row.id),
+            )
+            .execute(self)?;
+            // Due now and free of a concurrency slot: ready at once.
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+                     SELECT id, queue_name, priority, UTC_TIMESTAMP(6) FROM solidq_jobs
+                     WHERE id = ? AND ? AND concurrency_key IS NULL",
+                )
+                .bind::<BigInt, _>(row.id)
+                .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
+            )
+            .execute(self)?;
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_scheduled_executions
+                         (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
+                     SELECT id, queue_name, priority, scheduled_at, UTC_TIMESTAMP(6), concurrency_key
+                     FROM solidq_jobs WHERE id = ? AND NOT (? AND concurrency_key IS NULL)",
+                )
+                .bind::<BigInt, _>(row.id)
+                .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn jobs_release(&mut self, rows: &[Released]) -> QueryResult<()> {
+        for row in rows {
+            match &row.error {
+                Some(error) => Cached(
+                    sql_query(format!(
+                        "UPDATE solidq_jobs SET stalled_count = stalled_count + ?,
+                                errors = {APPEND_ERROR}, updated_at = UTC_TIMESTAMP(6) WHERE id = ?"
+                    ))
+                    .bind::<Integer, _>(i32::from(row.stalled))
+                    .bind::<Text, _>(error)
+                    .bind::<Text, _>(error)
+                    .bind::<BigInt, _>(row.id),
+                )
+                .execute(self)?,
+                None => Cached(
+                    sql_query(
+                        "UPDATE solidq_jobs SET stalled_count = stalled_count + ?,
+                                updated_at = UTC_TIMESTAMP(6) WHERE id = ?",
+                    )
+                    .bind::<Integer, _>(i32::from(row.stalled))
+                    .bind::<BigInt, _>(row.id),
+                )
+                .execute(self)?,
+            };
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+                     SELECT id, queue_name, priority, UTC_TIMESTAMP(6) FROM solidq_jobs WHERE id = ?",
+                )
+                .bind::<BigInt, _>(row.id),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn process_insert(&mut self, p: &NewProcess) -> QueryResult<i64> {
+        write_tx(self, |c| {
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_processes (kind, name, pid, hostname, supervisor_id, metadata,
+                                                   last_heartbeat_at, created_at)
+                     VALUES (?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))",
+                )
+                .bind::<Text, _>(&p.kind)
+                .bind::<Text, _>(&p.name)
+                .bind::<Integer, _>(p.pid)
+                .bind::<Text, _>(&p.hostname)
+                .bind::<Nullable<BigInt>, _>(p.supervisor_id)
+                .bind::<Text, _>(&p.metadata),
+            )
+            .execute(c)?;
+            let row: IdRow = Cached(sql_query(LAST_ID)).get_result(c)?;
+            Ok(row.id)
+        })
+    }
+
+    fn process_heartbeat(&mut self, id: i64) -> QueryResult<bool> {
+        // Rows found, not changed (diesel connects with CLIENT_FOUND_ROWS).
+        let n = Cached(sql_query(HEARTBEAT).bind::<BigInt, _>(id)).execute(self)?;
+        Ok(n > 0)
+    }
+
+    fn process_delete(&mut self, id: i64) -> QueryResult<bool> {
+        let n =
+            Cached(sql_query("DELETE FROM solidq_processes WHERE id = ?").bind::<BigInt, _>(id))
+                .execute(self)?;
+        Ok(n > 0)
+    }
+
+    fn process_find_expired(
+        &mut self,
+        threshold: Duration,
+        exclude: i64,
+        limit: usize,
+    ) -> QueryResult<Vec<ProcessRow>> {
+        Cached(
+            sql_query(format!(
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
+                 WHERE last_heartbeat_at < {NOW_MINUS} AND id <> ? ORDER BY last_heartbeat_at LIMIT ?"
+            ))
+            .bind::<BigInt, _>(micros(threshold))
+            .bind::<BigInt, _>(exclude)
+            .bind::<BigInt, _>(limit as i64),
+        )
+        .load(self)
+    }
+
+    fn process_find_by_pid(
+        &mut self,
+        hostname: &str,
+        pid: i32,
+        supervisor_id: i64,
+    ) -> QueryResult<Vec<ProcessRow>> {
+        Cached(
+            sql_query(format!(
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
+                 WHERE hostname = ? AND pid = ? AND supervisor_id = ? ORDER BY id"
+            ))
+            .bind::<Text, _>(hostname)
+            .bind::<Integer, _>(pid)
+            .bind::<BigInt, _>(supervisor_id),
+        )
+        .load(self)
+    }
+
+    fn process_lock(
+        &mut self,
+        id: i64,
+        dead_for: Option<Duration>,
+    ) -> QueryResult<Option<ProcessRow>> {
+        let rows: Vec<ProcessRow> = Cached(
+            sql_query(format!(
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
+                 WHERE id = ? AND (? < 0 OR last_heartbeat_at < {NOW_MINUS})
+                 FOR UPDATE SKIP LOCKED"
+            ))
+            .bind::<BigInt, _>(id)
+            .bind::<BigInt, _>(dead_for.map_or(-1, micros))
+            .bind::<BigInt, _>(dead_for.map_or(0, micros)),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().next())
+    }
+
+    fn pause_set(&mut self, queue: &str, paused: bool) -> QueryResult<bool> {
+        let changed = if paused {
+            // A taken key fails this statement only (not the transaction):
+            // the queue was paused already.
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_pauses (queue_name, created_at) VALUES (?, UTC_TIMESTAMP(6))",
+                )
+                .bind::<Text, _>(queue),
+            )
+            .execute(self)
+            .or_else(|e| match e {
+                diesel::result::Error::DatabaseError(
+                    diesel::result::DatabaseErrorKind::UniqueViolation,
+                    _,
+                ) => Ok(0),
+                e => Err(e),
+            })?
+        } else {
+            Cached(
+                sql_query("DELETE FROM solidq_pauses WHERE queue_name = ?").bind::<Text, _>(queue),
+            )
+            .execute(self)?
+        };
+        Ok(changed > 0)
+    }
+
+    fn failed_retry(&mut self, ids: &[i64]) -> QueryResult<usize> {
+        let ids = json_ids(ids);
+        write_tx(self, |c| {
+            let gone: Vec<IdRow> = Cached(
+                sql_query(format!(
+                    "SELECT f.job_id AS id FROM {IDS}
+                     STRAIGHT_JOIN solidq_failed_executions f ON f.job_id = ids.value
+                     ORDER BY f.job_id FOR UPDATE"
+                ))
+                .bind::<Text, _>(&ids),
+            )
+            .load(c)?;
+            if gone.is_empty() {
+                return Ok(0);
+            }
+            let gone = json_ids(&gone.iter().map(|r| r.id).collect::<Vec<_>>());
+            Cached(
+                sql_query(format!(
+                    "DELETE f FROM {IDS} STRAIGHT_JOIN solidq_failed_executions f ON f.job_id = ids.value"
+                ))
+                .bind::<Text, _>(&gone),
+            )
+            .execute(c)?;
+            Cached(
+                sql_query(format!(
+                    "UPDATE {IDS} STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
+                     SET j.max_attempts = GREATEST(j.max_attempts, j.attempts + 1),
+                         j.stalled_count = 0, j.scheduled_at = UTC_TIMESTAMP(6),
+                         j.updated_at = UTC_TIMESTAMP(6)"
+                ))
+                .bind::<Text, _>(&gone),
+            )
+            .execute(c)?;
+            let ready = Cached(
+                sql_query(format!(
+                    "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
+                     SELECT j.id, j.queue_name, j.priority, UTC_TIMESTAMP(6)
+                     FROM {IDS} STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
+                     WHERE j.concurrency_key IS NULL"
+                ))
+                .bind::<Text, _>(&gone),
+            )
+            .execute(c)?;
+            // Jobs under a concurrency limit go through the dispatcher,
+            // which takes their slot.
+            let limited = Cached(
+                sql_query(format!(
+                    "INSERT INTO solidq_scheduled_executions
+                         (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
+                     SELECT j.id, j.queue_name, j.priority, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6),
+                            j.concurrency_key
+                     FROM {IDS} STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
+                     WHERE j.concurrency_key IS NOT NULL"
+                ))
+                .bind::<Text, _>(&gone),
+            )
+            .execute(c)?;
+            Ok(ready + limited)
+        })
+    }
+
+    fn failed_discard(&mut self, ids: &[i64]) -> QueryResult<usize> {
+        Cached(
+            sql_query(format!(
+                "DELETE j FROM {IDS}
+                 STRAIGHT_JOIN solidq_failed_executions f ON f.job_id = ids.value
+                 STRAIGHT_JOIN solidq_jobs j ON j.id = f.job_id"
+            ))
+            .bind::<Text, _>(json_ids(ids)),
+        )
+        .execute(self)
+    }
+
+    fn jobs_delete_finished(
+        &mut self,
+        older_than: Option<Duration>,
+        limit: usize,
+    ) -> QueryResult<usize> {
+        // The ids first (MySQL deletes with no LIMIT in a subquery), then
+        // the rows; several cleaners skip each other's batches.
+        write_tx(self, |c| {
+            let ids: Vec<IdRow> = match older_than {
+                None => Cached(
+                    sql_query(
+                        "SELECT id FROM solidq_jobs WHERE expires_at < UTC_TIMESTAMP(6)
+                         ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED",
+                    )
+                    .bind::<BigInt, _>(limit as i64),
+                )
+                .load(c)?,
+                Some(age) => Cached(
+                    sql_query(format!(
+                        "SELECT id FROM solidq_jobs WHERE finished_at < {NOW_MINUS}
+                         LIMIT ? FOR UPDATE SKIP LOCKED"
+                    ))
+                    .bind::<BigInt, _>(micros(age))
+                    .bind::<BigInt, _>(limit as i64),
+                )
+                .load(c)?,
+            };
+            if ids.is_empty() {
+                return Ok(0);
+            }
+            let ids = json_ids(&ids.iter().map(|r| r.id).collect::<Vec<_>>());
+            Cached(
+                sql_query(format!(
+                    "DELETE j FROM {IDS} STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value"
+                ))
+                .bind::<Text, _>(ids),
+            )
+            .execute(c)
+        })
+    }
+
+    fn db_now(&mut self) -> QueryResult<NaiveDateTime> {
+        #[derive(QueryableByName)]
+        struct Now {
+            #[diesel(sql_type = Timestamp)]
+            now: NaiveDateTime,
+        }
+        let row: Now = Cached(sql_query("SELECT UTC_TIMESTAMP(6) AS now")).get_result(self)?;
+        Ok(row.now)
+    }
+
+    fn tables_tend(&mut self) -> QueryResult<Vec<String>> {
+        // InnoDB purges deleted rows itself and keeps persistent statistics
+        // current (innodb_stats_auto_recalc): nothing to do.
+        Ok(Vec::new())
+    }
+
+    super::forward_to_backend_modules!();
+}
