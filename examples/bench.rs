@@ -654,6 +654,35 @@ impl BenchDb {
         batch
     }
 
+    /// `n` no-op jobs as one workflow (one batch, added 1,000 at a time,
+    /// then closed, with a no-op `on_complete`): groups of 10, a root that
+    /// fans out to 8 jobs that fan in to a join (16 edges per group);
+    /// returns its id.
+    fn fill_workflow(&self, n: usize) -> i64 {
+        let queue = self.queue();
+        let options = solidq::BatchOptions::new()
+            .on_complete(|_| solidq::JobRequest::new(&Noop, solidq::EnqueueOptions::new()));
+        let batch = queue.open_batch(options).expect("open_batch");
+        let noop = || solidq::JobRequest::new(&Noop, solidq::EnqueueOptions::new()).unwrap();
+        let mut members = Vec::with_capacity(1_000);
+        for group in 0..100 {
+            members.push(noop().named(format!("r{group}")));
+            let mut join = noop();
+            for k in 0..8 {
+                let name = format!("m{group}.{k}");
+                members.push(noop().named(&name).after(format!("r{group}")));
+                join = join.after(name);
+            }
+            members.push(join);
+        }
+        for _ in 0..n / 1_000 {
+            queue.add_to_batch(batch, &members).expect("add_to_batch");
+        }
+        queue.close_batch(batch).expect("close_batch");
+        Raw::open(&self.url).analyze();
+        batch
+    }
+
     fn fill_with<J: Job>(&self, n: usize, job: impl Fn() -> J) {
         let queue = self.queue();
         let batch: Vec<J> = (0..1_000).map(|_| job()).collect();
@@ -1363,22 +1392,24 @@ fn bench_workdown(backend: &'static str, args: &Args, table: &mut Table) {
 
 /// Work-downs of plain no-op jobs and of jobs using a feature, one after
 /// the other in each run: the feature's cost as a ratio in the same run.
-/// `n` plain jobs and `n` jobs of each feature (one batch of `n` jobs is
-/// `n` + 1, its callback included, all checked).
+/// `n` plain jobs and `n` jobs of each feature (one batch or workflow of
+/// `n` jobs is `n` + 1, its callback included, all checked).
 fn bench_features(backend: &'static str, args: &Args, table: &mut Table) {
     #[derive(Clone, Copy, PartialEq)]
     enum Feature {
         Plain,
         Steps,
         Batch,
+        Workflow,
     }
     let n = args.jobs / 1_000 * 1_000;
-    let (mut plain, mut stepped, mut batched) = (vec![], vec![], vec![]);
+    let (mut plain, mut stepped, mut batched, mut flowed) = (vec![], vec![], vec![], vec![]);
     for _ in 0..args.repeat {
         for (rates, feature) in [
             (&mut plain, Feature::Plain),
             (&mut stepped, Feature::Steps),
             (&mut batched, Feature::Batch),
+            (&mut flowed, Feature::Workflow),
         ] {
             let db = BenchDb::new(backend, args);
             let batch = match feature {
@@ -1391,8 +1422,9 @@ fn bench_features(backend: &'static str, args: &Args, table: &mut Table) {
                     None
                 }
                 Feature::Batch => Some(db.fill_batch(n)),
+                Feature::Workflow => Some(db.fill_workflow(n)),
             };
-            let total = n + usize::from(feature == Feature::Batch);
+            let total = n + usize::from(batch.is_some());
             let mut raw = Raw::open(&db.url);
             let started = Instant::now();
             let start_us = raw.now_us();
@@ -1436,6 +1468,15 @@ fn bench_features(backend: &'static str, args: &Args, table: &mut Table) {
             args.processes, args.threads
         ),
         batched,
+        "plain no-op, same run",
+        plain.clone(),
+    );
+    table.add_vs(
+        format!(
+            "work-down {n}, one workflow of 1+8+1 fan-out/fan-in groups, {}x{} (jobs/s)",
+            args.processes, args.threads
+        ),
+        flowed,
         "plain no-op, same run",
         plain,
     );

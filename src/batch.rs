@@ -25,7 +25,7 @@
 //! # What is promised
 //!
 //! * **Atomic.** A batch and its members are written in one transaction
-//!   (on the caller's connection too, with [`Queue::batch_on`]): there is
+//!   (on the caller's connection too, with [`Queue::batch_on`](crate::Queue::batch_on)): there is
 //!   never a batch without its jobs, nor members without their batch.
 //! * **Counted where the members end.** The batch's counts (`pending`,
 //!   `succeeded`, `failed`) move in the transaction that records each
@@ -41,8 +41,8 @@
 //!   once or crash meanwhile. An operator's retry of a failed member makes
 //!   it pending again: the batch can then finish again, and `on_success`
 //!   fires then if every member succeeded at last.
-//! * **Open batches.** [`Queue::open_batch`] makes a batch that takes
-//!   members ([`Queue::add_to_batch`]) until [`Queue::close_batch`]; it
+//! * **Open batches.** [`Queue::open_batch`](crate::Queue::open_batch) makes a batch that takes
+//!   members ([`Queue::add_to_batch`](crate::Queue::add_to_batch)) until [`Queue::close_batch`](crate::Queue::close_batch); it
 //!   cannot finish while open. A closed batch still takes members until it
 //!   finishes, so a running member may add jobs to its own batch
 //!   ([`crate::JobContext::batch_id`]).
@@ -51,7 +51,8 @@
 //!   none of its members failed.
 //!
 //! A callback is an ordinary job built by the closure given the batch's
-//! id: read the batch's counts with [`Queue::batch_info`].
+//! id: read the batch's counts with [`Queue::batch_info`](crate::Queue::batch_info). Members may wait
+//! for other members: see [`crate::workflow`].
 
 use std::sync::Arc;
 
@@ -214,7 +215,7 @@ impl crate::Queue {
         })
     }
 
-    /// [`Queue::batch`] on `conn`, the caller's own connection (see
+    /// [`Queue::batch`](crate::Queue::batch) on `conn`, the caller's own connection (see
     /// [`Queue::enqueue_on`](crate::Queue::enqueue_on)): the batch and its
     /// members commit or roll back with the caller's transaction. A batch
     /// refused (a taken unique key, say) is rolled back to a savepoint and
@@ -234,8 +235,8 @@ impl crate::Queue {
         })
     }
 
-    /// Makes an open batch: it takes members with [`Queue::add_to_batch`]
-    /// and cannot finish before [`Queue::close_batch`].
+    /// Makes an open batch: it takes members with [`Queue::add_to_batch`](crate::Queue::add_to_batch)
+    /// and cannot finish before [`Queue::close_batch`](crate::Queue::close_batch).
     pub fn open_batch(&self, options: BatchOptions) -> Result<i64> {
         let store = self.store().clone();
         let made = self.batch_in(&options, &[], false, |body| {
@@ -252,14 +253,15 @@ impl crate::Queue {
     pub fn add_to_batch(&self, batch: i64, jobs: &[JobRequest]) -> Result<Vec<i64>> {
         let new = jobs
             .iter()
-            .map(|r| self.build(r))
+            .map(|r| self.build_member(r))
             .collect::<Result<Vec<_>>>()?;
+        let waits = crate::workflow::waits(jobs)?;
         let mut refused = None;
         let mut duplicate = None;
         let inserted = self.store().with_driver("add_to_batch", |d| {
             (refused, duplicate) = (None, None);
             crate::store::in_transaction(d, |d| {
-                match crate::store::batches::add_on(d, batch, &new, false)? {
+                match crate::store::batches::add_on(d, batch, &new, false, &waits)? {
                     Err(refusal) => refused = Some(refusal),
                     Ok(inserted) if inserted.outcome.iter().any(|o| o.is_err()) => {
                         duplicate = Some(crate::client::first_duplicate(&new, &inserted.outcome));
@@ -327,8 +329,9 @@ impl crate::Queue {
         }
         let new = jobs
             .iter()
-            .map(|r| self.build(r))
+            .map(|r| self.build_member(r))
             .collect::<Result<Vec<_>>>()?;
+        let waits = crate::workflow::waits(jobs)?;
         let row = NewBatch {
             parent_id: options.parent,
             description: options.description.clone(),
@@ -368,7 +371,7 @@ impl crate::Queue {
                 let json = serde_json::to_string(&callbacks).expect("callbacks serialize");
                 d.batch_set_callbacks(id, &json)?;
             }
-            let added = match batches::add_on(d, id, &new, true)? {
+            let added = match batches::add_on(d, id, &new, true, &waits)? {
                 Ok(added) => added,
                 Err(refusal) => {
                     failure = Some(refused_error(id, refusal));
@@ -410,6 +413,12 @@ fn refused_error(batch: i64, refusal: crate::store::batches::Refusal) -> crate::
         reason: match refusal {
             Refusal::Missing => "not found",
             Refusal::Finished => "finished: it takes no more members",
+            Refusal::UnknownParent(parent) => {
+                return crate::Error::Dependency {
+                    job: format!("a job added to batch {batch}"),
+                    reason: format!("job {parent} is not a member of batch {batch}"),
+                };
+            }
         },
     }
 }

@@ -418,6 +418,27 @@ impl Queue {
     /// Resolves a request's options over its type's defaults over the
     /// queue's config, checking each value.
     pub(crate) fn build(&self, request: &JobRequest) -> Result<NewJob> {
+        if let Some(parent) = request.after.first() {
+            return Err(Error::Dependency {
+                job: request.kind.to_string(),
+                reason: format!(
+                    "waits for {parent:?}: dependencies are between members of a batch (Queue::batch, Queue::add_to_batch)"
+                ),
+            });
+        }
+        if let Some(parent) = request.after_jobs.first() {
+            return Err(Error::Dependency {
+                job: request.kind.to_string(),
+                reason: format!(
+                    "waits for job {parent}: dependencies are between members of a batch (Queue::batch, Queue::add_to_batch)"
+                ),
+            });
+        }
+        self.build_member(request)
+    }
+
+    /// [`Queue::build`] for a member of a batch, which may wait for others.
+    pub(crate) fn build_member(&self, request: &JobRequest) -> Result<NewJob> {
         let config = &self.inner.config;
         check_kind(&request.kind)?;
         let defaults = &request.defaults;
@@ -534,6 +555,14 @@ pub struct JobRequest {
     options: EnqueueOptions,
     /// `group/key` when the type has a concurrency limit.
     concurrency_key: Option<String>,
+    /// Its name among the jobs of one batch call (see `crate::workflow`).
+    pub(crate) name: Option<String>,
+    /// Names of the jobs of the same call it waits for.
+    pub(crate) after: Vec<String>,
+    /// Ids of stored members of its batch it waits for.
+    pub(crate) after_jobs: Vec<i64>,
+    /// Whether it runs once its parents ended, however.
+    pub(crate) run_anyway: bool,
 }
 
 impl JobRequest {
@@ -557,7 +586,41 @@ impl JobRequest {
             defaults,
             options,
             concurrency_key,
+            name: None,
+            after: Vec::new(),
+            after_jobs: Vec::new(),
+            run_anyway: false,
         })
+    }
+
+    /// Names the job among the jobs of one [`Queue::batch`] or
+    /// [`Queue::add_to_batch`] call, for [`JobRequest::after`] (see
+    /// [`crate::workflow`]). Names are not stored.
+    pub fn named(mut self, name: impl Into<String>) -> JobRequest {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Makes the job wait for the job named `name` in the same batch call:
+    /// it becomes ready when that one succeeded (see [`crate::workflow`]).
+    /// May be given several times.
+    pub fn after(mut self, name: impl Into<String>) -> JobRequest {
+        self.after.push(name.into());
+        self
+    }
+
+    /// Makes the job wait for the stored job `id`, a member of the batch it
+    /// is added to ([`Queue::add_to_batch`]).
+    pub fn after_job(mut self, id: i64) -> JobRequest {
+        self.after_jobs.push(id);
+        self
+    }
+
+    /// Runs the job once its parents ended, however they ended, instead of
+    /// cancelling it when one fails.
+    pub fn even_if_parents_fail(mut self) -> JobRequest {
+        self.run_anyway = true;
+        self
     }
 }
 
@@ -576,6 +639,10 @@ impl JobRequest {
             defaults: JobOptions::default(),
             options,
             concurrency_key: None,
+            name: None,
+            after: Vec::new(),
+            after_jobs: Vec::new(),
+            run_anyway: false,
         }
     }
 

@@ -55,15 +55,17 @@
 //! | 4 | [`events`] | the hooks and their event types |
 //! | 5 | `process` | registration, heartbeats, signals, in-process wake-ups |
 //! | 6 | `client`, `logging` | [`Queue`]: enqueue and queries; log lines that name their process (`cli` feature) |
-//! | 7 | `maintenance` | pruning dead processes, releasing orphans, cleaning, tending |
-//! | 8 | `dispatcher` | scheduled → ready |
-//! | 9 | `scheduler` | recurring tasks |
-//! | 10 | `worker` | claiming and running jobs |
-//! | 11 | `supervisor` | worker processes, and the loops above them |
-//! | 12 | `admin` | operator queries and actions |
-//! | 13 | `testing` | helpers for testing an app's jobs |
-//! | 14 | `web` | the dashboard, HTTP API and metrics (`web` feature) |
-//! | 15 | `cli` | the `solidq` binary |
+//! | 7 | [`workflow`] | dependencies between members of a batch: checked, then stored |
+//! | 8 | [`batch`] | batches of jobs and their callbacks |
+//! | 9 | `maintenance` | pruning dead processes, releasing orphans, cleaning, tending |
+//! | 10 | `dispatcher` | scheduled → ready |
+//! | 11 | `scheduler` | recurring tasks |
+//! | 12 | `worker` | claiming and running jobs |
+//! | 13 | `supervisor` | worker processes, and the loops above them |
+//! | 14 | `admin` | operator queries and actions |
+//! | 15 | `testing` | helpers for testing an app's jobs |
+//! | 16 | `web` | the dashboard, HTTP API and metrics (`web` feature) |
+//! | 17 | `cli` | the `solidq` binary |
 //!
 //! ## Example
 //!
@@ -117,6 +119,7 @@ mod supervisor;
 pub mod testing;
 mod types;
 mod worker;
+pub mod workflow;
 
 #[cfg(feature = "cli")]
 pub mod cli;
@@ -156,6 +159,7 @@ pub use types::{
     QueuePattern, Result, Schedule, ScheduleError, SqliteSynchronous,
 };
 pub use worker::{Drained, Worker, WorkerHandle, WorkerStats};
+pub use workflow::{Dependency, DependencyOutcome};
 
 /// The migration versions embedded in this build for `backend`, oldest
 /// first; both backends carry the same versions.

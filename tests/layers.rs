@@ -16,6 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["events"],
     &["process"],
     &["client", "logging"],
+    &["workflow"],
     &["batch"],
     &["maintenance"],
     &["dispatcher"],

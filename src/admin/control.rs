@@ -1,7 +1,9 @@
 //! Job control through the library (and `solidq job cancel|run-now`,
 //! `solidq jobs cancel|run-now`): cancel a waiting job (discarded with the
 //! operator's reason), ask a running one to stop, run a scheduled or
-//! blocked one now — one job, or every job a [`JobFilter`] lists.
+//! blocked one now — one job, or every job a [`JobFilter`] lists. A job
+//! cancelled while others wait for it cancels them in turn (see
+//! [`crate::workflow`]).
 //!
 //! A running job learns of its cancellation through
 //! [`JobContext::is_cancelled`](crate::JobContext::is_cancelled): on
@@ -24,7 +26,8 @@ use crate::types::{Error, JobInfo, JobStatus, Result};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct Cancelled {
-    /// Waiting jobs (ready, scheduled, retrying, blocked) now discarded.
+    /// Waiting jobs (ready, scheduled, retrying, blocked, waiting for
+    /// parents) now discarded.
     pub discarded: u64,
     /// Claimed or running jobs asked to stop.
     pub stopping: u64,
@@ -34,7 +37,8 @@ pub struct Cancelled {
 
 impl Queue {
     /// Cancels job `id`: discarded with `reason` if it waits to run,
-    /// asked to stop if it runs (see the [module docs](self)).
+    /// asked to stop if it runs (it learns of it through
+    /// [`JobContext::is_cancelled`](crate::JobContext::is_cancelled)).
     /// `JobNotFound` if there is no such job.
     pub fn cancel_job(&self, id: i64, reason: &str) -> Result<Cancelled> {
         let info = self.job(id)?;
@@ -137,7 +141,11 @@ const BATCH: usize = 1_000;
 fn is_waiting(status: JobStatus) -> bool {
     matches!(
         status,
-        JobStatus::Ready | JobStatus::Scheduled | JobStatus::Retrying | JobStatus::Blocked
+        JobStatus::Ready
+            | JobStatus::Scheduled
+            | JobStatus::Waiting
+            | JobStatus::Retrying
+            | JobStatus::Blocked
     )
 }
 

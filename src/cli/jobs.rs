@@ -282,9 +282,11 @@ pub(super) fn list(a: JobsArgs) -> Result<()> {
 /// finished, when it failed.
 fn status_time(j: &JobInfo) -> Option<DateTime<Utc>> {
     match j.status {
-        JobStatus::Scheduled | JobStatus::Ready | JobStatus::Blocked | JobStatus::Claimed => {
-            Some(j.scheduled_at)
-        }
+        JobStatus::Scheduled
+        | JobStatus::Waiting
+        | JobStatus::Ready
+        | JobStatus::Blocked
+        | JobStatus::Claimed => Some(j.scheduled_at),
         JobStatus::Retrying => j.retry_at,
         JobStatus::Running => j.started_at,
         JobStatus::Succeeded | JobStatus::Discarded => j.finished_at,
@@ -494,40 +496,116 @@ pub(super) fn batch(queue: &crate::Queue, id: i64, o: Output) -> Result<()> {
     } else {
         "open"
     };
-    o.print_text(
-        serde_json::to_value(&b).expect("BatchInfo serializes"),
-        || {
-            output::fields(vec![
-                ("id", b.id.to_string()),
-                (
-                    "description",
-                    b.description.clone().unwrap_or_else(|| "-".into()),
-                ),
-                ("state", state.to_string()),
-                (
-                    "progress",
-                    format!("{} of {} ended", b.total - b.pending, b.total),
-                ),
-                ("pending", b.pending.to_string()),
-                ("succeeded", b.succeeded.to_string()),
-                ("failed", b.failed.to_string()),
-                (
-                    "parent",
-                    b.parent_id.map_or_else(|| "-".into(), |p| p.to_string()),
-                ),
-                ("created", time(b.created_at)),
-                ("closed", maybe_time(b.closed_at)),
-                ("finished", maybe_time(b.finished_at)),
-                (
-                    "callbacks fired",
-                    if b.fired.is_empty() {
-                        "-".into()
-                    } else {
-                        b.fired.join(", ")
-                    },
-                ),
-            ])
-        },
-    );
+    let edges = queue.batch_dependencies(id)?;
+    let mut nodes = std::collections::BTreeMap::new();
+    for edge in &edges {
+        for job in [edge.job_id, edge.parent_id] {
+            if let std::collections::btree_map::Entry::Vacant(slot) = nodes.entry(job) {
+                let label = match queue.job(job) {
+                    Ok(info) => format!("{job} {} {}", info.kind, info.status),
+                    Err(crate::Error::JobNotFound(_)) => format!("{job} (deleted)"),
+                    Err(error) => return Err(error),
+                };
+                slot.insert(label);
+            }
+        }
+    }
+    let tree = dependency_tree(&edges, &nodes);
+    let mut document = serde_json::to_value(&b).expect("BatchInfo serializes");
+    document["dependencies"] = serde_json::to_value(&edges).expect("edges serialize");
+    o.print_text(document, || {
+        let mut fields = vec![
+            ("id", b.id.to_string()),
+            (
+                "description",
+                b.description.clone().unwrap_or_else(|| "-".into()),
+            ),
+            ("state", state.to_string()),
+            (
+                "progress",
+                format!("{} of {} ended", b.total - b.pending, b.total),
+            ),
+            ("pending", b.pending.to_string()),
+            ("succeeded", b.succeeded.to_string()),
+            ("failed", b.failed.to_string()),
+            (
+                "parent",
+                b.parent_id.map_or_else(|| "-".into(), |p| p.to_string()),
+            ),
+            ("created", time(b.created_at)),
+            ("closed", maybe_time(b.closed_at)),
+            ("finished", maybe_time(b.finished_at)),
+            (
+                "callbacks fired",
+                if b.fired.is_empty() {
+                    "-".into()
+                } else {
+                    b.fired.join(", ")
+                },
+            ),
+        ];
+        if !tree.is_empty() {
+            fields.push(("dependencies", tree));
+        }
+        output::fields(fields)
+    });
     Ok(())
+}
+
+/// The members linked by `edges` drawn as a tree from the jobs that wait
+/// for none, each line `nodes`' label; a job with several parents is
+/// drawn under the first and referred to under the others.
+fn dependency_tree(
+    edges: &[crate::Dependency],
+    nodes: &std::collections::BTreeMap<i64, String>,
+) -> String {
+    use std::collections::{BTreeMap, BTreeSet};
+    struct Tree<'a> {
+        children: BTreeMap<i64, Vec<i64>>,
+        nodes: &'a BTreeMap<i64, String>,
+        drawn: BTreeSet<i64>,
+        out: String,
+    }
+    impl Tree<'_> {
+        /// `job` under `prefix`; `branch` is `None` for a root, else
+        /// whether it is its parent's last child.
+        fn draw(&mut self, job: i64, prefix: &str, branch: Option<bool>) {
+            let (mark, below) = match branch {
+                None => ("", prefix.to_string()),
+                Some(true) => ("└─ ", format!("{prefix}   ")),
+                Some(false) => ("├─ ", format!("{prefix}│  ")),
+            };
+            if !self.drawn.insert(job) {
+                self.out.push_str(&format!("{prefix}{mark}{job} (above)\n"));
+                return;
+            }
+            let label = self
+                .nodes
+                .get(&job)
+                .cloned()
+                .unwrap_or_else(|| job.to_string());
+            self.out.push_str(&format!("{prefix}{mark}{label}\n"));
+            let kids = self.children.get(&job).cloned().unwrap_or_default();
+            for (i, kid) in kids.iter().enumerate() {
+                self.draw(*kid, &below, Some(i + 1 == kids.len()));
+            }
+        }
+    }
+    let waiting: BTreeSet<i64> = edges.iter().map(|e| e.job_id).collect();
+    let mut tree = Tree {
+        children: BTreeMap::new(),
+        nodes,
+        drawn: BTreeSet::new(),
+        out: String::new(),
+    };
+    for edge in edges {
+        tree.children
+            .entry(edge.parent_id)
+            .or_default()
+            .push(edge.job_id);
+    }
+    for root in nodes.keys().filter(|j| !waiting.contains(j)) {
+        tree.draw(*root, "", None);
+    }
+    tree.out.trim_end().to_string()
 }

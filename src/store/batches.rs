@@ -45,6 +45,8 @@ pub(crate) struct BatchRow {
     pub complete_fired_at: Option<NaiveDateTime>,
     pub success_fired_at: Option<NaiveDateTime>,
     pub failure_fired_at: Option<NaiveDateTime>,
+    /// Dependency edges between its members.
+    pub edges: i64,
 }
 
 /// A change of a batch's counts.
@@ -54,6 +56,7 @@ pub(crate) struct BatchDelta {
     pub pending: i64,
     pub succeeded: i64,
     pub failed: i64,
+    pub edges: i64,
 }
 
 /// Which callback.
@@ -134,21 +137,33 @@ pub(crate) enum MemberEnd {
     Failed,
 }
 
-/// Moves the counts of the batches of members that ended (`(batch id,
-/// how)`), in batch id order, and settles each batch (see [`settle`]).
-pub(crate) fn members_ended(d: &mut dyn Driver, ended: &[(i64, MemberEnd)]) -> QueryResult<()> {
-    let mut deltas: BTreeMap<i64, BatchDelta> = BTreeMap::new();
-    for (batch, end) in ended {
-        let delta = deltas.entry(*batch).or_default();
+/// Moves the counts of the batches of members that ended (`(batch id, job
+/// id, how)`; no job id for a child batch), in batch id order, settles each batch (see [`settle`]), and
+/// resolves the dependencies on those members (see
+/// [`super::dependencies::parents_ended`]) while the batch row is locked.
+pub(crate) fn members_ended(
+    d: &mut dyn Driver,
+    ended: &[(i64, Option<i64>, MemberEnd)],
+) -> QueryResult<()> {
+    let mut deltas: BTreeMap<i64, (BatchDelta, Vec<(i64, MemberEnd)>)> = BTreeMap::new();
+    for (batch, job, end) in ended {
+        let (delta, jobs) = deltas.entry(*batch).or_default();
         delta.pending -= 1;
         match end {
             MemberEnd::Succeeded => delta.succeeded += 1,
             MemberEnd::Failed => delta.failed += 1,
         }
+        if let Some(job) = job {
+            jobs.push((*job, *end));
+        }
     }
-    for (batch, delta) in deltas {
+    for (batch, (delta, jobs)) in deltas {
         if let Some(row) = d.batch_change(batch, &delta)? {
+            let edges = row.edges;
             settle(d, row)?;
+            if edges > 0 && !jobs.is_empty() {
+                super::dependencies::parents_ended(d, batch, &jobs)?;
+            }
         }
     }
     Ok(())
@@ -158,9 +173,9 @@ pub(crate) fn members_ended(d: &mut dyn Driver, ended: &[(i64, MemberEnd)]) -> Q
 /// not know which jobs are members: a prune failing jobs, an operator's
 /// cancel, a concurrency limit's discard).
 pub(crate) fn ended_by_id(d: &mut dyn Driver, job_ids: &[i64], end: MemberEnd) -> QueryResult<()> {
-    let ended: Vec<(i64, MemberEnd)> = members_of(d, job_ids)?
+    let ended: Vec<(i64, Option<i64>, MemberEnd)> = members_of(d, job_ids)?
         .into_iter()
-        .map(|(batch, _)| (batch, end))
+        .map(|(batch, job)| (batch, Some(job), end))
         .collect();
     if ended.is_empty() {
         return Ok(());
@@ -259,7 +274,7 @@ pub(crate) fn settle(d: &mut dyn Driver, row: BatchRow) -> QueryResult<()> {
         } else {
             MemberEnd::Failed
         };
-        members_ended(d, &[(parent, end)])?;
+        members_ended(d, &[(parent, None, end)])?;
     }
     Ok(())
 }
@@ -271,6 +286,8 @@ pub(crate) enum Refusal {
     Missing,
     /// It finished: closed, and every member ended.
     Finished,
+    /// A job would wait for this one, which is not a member of the batch.
+    UnknownParent(i64),
 }
 
 /// Opens a batch (inside the caller's transaction); a child of `parent`
@@ -296,23 +313,36 @@ pub(crate) fn open_on(
 }
 
 /// Enqueues `jobs` as members of `batch` (inside the caller's
-/// transaction). A batch takes members while it is open, and after it was
-/// closed until it finished (a running member may add to its own batch).
-/// Members discarded at their concurrency limit on the way in count as
-/// failed. `Err(Refusal)`: roll back.
+/// transaction), those in `waits` waiting for their parents. A batch takes
+/// members while it is open, and after it was closed until it finished (a
+/// running member may add to its own batch). Members discarded at their
+/// concurrency limit on the way in count as failed. `Err(Refusal)`: roll
+/// back.
 pub(crate) fn add_on(
     d: &mut dyn Driver,
     batch: i64,
     jobs: &[NewJob],
     notify: bool,
+    waits: &[super::dependencies::Wait],
 ) -> QueryResult<std::result::Result<super::Inserted, Refusal>> {
-    let inserted = Store::jobs_enqueue_on(d, jobs, notify)?;
+    let held;
+    let to_insert = if waits.is_empty() {
+        jobs
+    } else {
+        held = super::dependencies::held(jobs, waits);
+        &held[..]
+    };
+    let inserted = Store::jobs_enqueue_on(d, to_insert, notify)?;
     let ids: Vec<i64> = inserted.outcome.iter().filter_map(|o| o.ok()).collect();
     let added = BatchDelta {
         total: ids.len() as i64,
         pending: ids.len() as i64,
+        edges: waits.iter().map(|w| w.parents.len() as i64).sum(),
         ..BatchDelta::default()
     };
+    // The batch row stays locked to the commit: the dependencies below are
+    // read and written as no member's completion runs (see
+    // `dependencies.rs`).
     match d.batch_change(batch, &added)? {
         None => return Ok(Err(Refusal::Missing)),
         Some(row) if row.finished_at.is_some() => return Ok(Err(Refusal::Finished)),
@@ -321,10 +351,15 @@ pub(crate) fn add_on(
     if !ids.is_empty() {
         d.batch_assign(batch, &ids)?;
     }
-    let discarded: Vec<(i64, MemberEnd)> = inserted
+    if !waits.is_empty()
+        && let Err(refusal) = super::dependencies::wait_on(d, batch, jobs, &inserted, waits)?
+    {
+        return Ok(Err(refusal));
+    }
+    let discarded: Vec<(i64, Option<i64>, MemberEnd)> = inserted
         .discarded
         .iter()
-        .map(|_| (batch, MemberEnd::Failed))
+        .map(|job| (batch, Some(job.job_id), MemberEnd::Failed))
         .collect();
     if !discarded.is_empty() {
         members_ended(d, &discarded)?;
@@ -390,6 +425,7 @@ macro_rules! batch_driver_methods {
                     b::pending.eq(b::pending + delta.pending),
                     b::succeeded.eq(b::succeeded + delta.succeeded),
                     b::failed.eq(b::failed + delta.failed),
+                    b::edges.eq(b::edges + delta.edges),
                 ))
                 .execute(self)?;
             if changed == 0 {

@@ -1,5 +1,6 @@
 //! Job control, as an operator asks it: cancel waiting jobs (discarded with
-//! the operator's reason, their concurrency slots given back), run
+//! the operator's reason, their concurrency slots given back, their
+//! dependants cancelled in turn), run
 //! scheduled or blocked jobs now, ask running jobs to stop. Each batch is
 //! one transaction.
 
@@ -10,8 +11,8 @@ use super::{Discarded, Slot, Store, StoredOptions, concurrency, in_transaction};
 use crate::types::{ErrorInfo, Result};
 
 impl Store {
-    /// Discards the waiting jobs (ready, scheduled, retrying, blocked)
-    /// among `ids`: finished now as discarded, `reason` in their error,
+    /// Discards the waiting jobs (ready, scheduled, retrying, blocked,
+    /// waiting for parents) among `ids`: finished now as discarded, `reason` in their error,
     /// kept for their `keep_result`; a ready job's concurrency slot goes
     /// to the next blocked job of its key. Returns the ids discarded.
     pub(crate) fn jobs_cancel_waiting(&self, ids: &[i64], reason: &str) -> Result<Vec<i64>> {
@@ -26,7 +27,8 @@ impl Store {
         .to_stored_json();
         self.with_driver("jobs_cancel_waiting", |d| {
             in_transaction(d, |d| {
-                let removed = d.pending_remove(ids)?;
+                let mut removed = d.pending_remove(ids)?;
+                removed.extend(super::dependencies::waiting_remove(d, ids)?);
                 let slots: Vec<Slot> = removed
                     .iter()
                     .filter(|r| r.was_ready)

@@ -275,6 +275,7 @@ macro_rules! filtered {
                 .filter(held_in("solidq_scheduled_executions"))
                 .filter(scheduled::job_id.is_not_null())
                 .filter(jobs::attempts.gt(0)),
+            Some(JobStatus::Waiting) => query.filter(held_in("solidq_waiting_executions")),
             Some(JobStatus::Blocked) => query
                 .filter(held_in("solidq_blocked_executions"))
                 .filter(blocked::job_id.is_not_null()),
@@ -408,8 +409,12 @@ fn to_info(
         JobStatus::Blocked
     } else if in_scheduled.is_some() && row.attempts > 0 {
         JobStatus::Retrying
-    } else {
+    } else if in_scheduled.is_some() {
         JobStatus::Scheduled
+    } else {
+        // In no execution table and not finished: waiting for its parents
+        // (`solidq_waiting_executions`, not joined).
+        JobStatus::Waiting
     };
     let error = failed_error
         .as_deref()

@@ -375,8 +375,9 @@ fn finish_on_driver(
     if !discarded.is_empty() {
         d.jobs_discard(&discarded)?;
     }
-    // Members that ended move their batches' counts, in this transaction.
-    let ended: Vec<(i64, MemberEnd)> = completions
+    // Members that ended move their batches' counts, and release or
+    // cancel the jobs waiting for them, in this transaction.
+    let ended: Vec<(i64, Option<i64>, MemberEnd)> = completions
         .iter()
         .filter(|c| written.contains(&c.job_id))
         .filter_map(|c| {
@@ -385,7 +386,7 @@ fn finish_on_driver(
                 Outcome::Failed { .. } | Outcome::Discarded { .. } => MemberEnd::Failed,
                 Outcome::Retry { .. } | Outcome::Snoozed { .. } => return None,
             };
-            Some((c.batch_id?, end))
+            Some((c.batch_id?, Some(c.job_id), end))
         })
         .collect();
     if !ended.is_empty() {

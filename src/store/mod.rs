@@ -26,6 +26,7 @@ pub(crate) mod batches;
 mod concurrency;
 mod connection;
 mod control;
+pub(crate) mod dependencies;
 mod health;
 mod info;
 mod jobs;
@@ -821,6 +822,44 @@ pub(crate) trait Driver {
 
     /// Makes jobs members of `batch` (just inserted, in this transaction).
     fn batch_assign(&mut self, batch: i64, job_ids: &[i64]) -> QueryResult<()>;
+
+    /// The stored jobs among `ids`, with their batch and how they ended.
+    fn dependency_parents(&mut self, ids: &[i64]) -> QueryResult<Vec<dependencies::ParentRow>>;
+
+    /// Inserts the edges `(job, parent)` of members of `batch`, unresolved.
+    fn dependencies_insert(&mut self, batch: i64, edges: &[(i64, i64)]) -> QueryResult<()>;
+
+    /// Moves just-inserted jobs from the scheduled ones to the waiting
+    /// ones, their own run time written back.
+    fn waiting_hold(&mut self, rows: &[dependencies::WaitingRow]) -> QueryResult<()>;
+
+    /// Marks the open edges to `parents` resolved with `outcome`; returns
+    /// the dependants of those edges.
+    fn dependencies_resolve(&mut self, parents: &[i64], outcome: &str) -> QueryResult<Vec<i64>>;
+
+    /// Every edge of the dependants `jobs`.
+    fn dependencies_of(&mut self, jobs: &[i64]) -> QueryResult<Vec<dependencies::Edge>>;
+
+    /// Every edge between members of `batch`.
+    fn dependencies_in_batch(&mut self, batch: i64) -> QueryResult<Vec<dependencies::Edge>>;
+
+    /// The waiting rows of those of `ids` that wait.
+    fn waiting_get(&mut self, ids: &[i64]) -> QueryResult<Vec<dependencies::WaitingRow>>;
+
+    /// Deletes the waiting rows of `ids`.
+    fn waiting_delete(&mut self, ids: &[i64]) -> QueryResult<()>;
+
+    /// `(id, options)` of jobs.
+    fn jobs_options(&mut self, ids: &[i64]) -> QueryResult<Vec<(i64, String)>>;
+
+    /// What releasing the dependants `ids` needs of their job rows.
+    fn dependants_read(&mut self, ids: &[i64]) -> QueryResult<Vec<dependencies::ReleasedJob>>;
+
+    /// Makes released dependants ready.
+    fn dependants_ready(&mut self, jobs: &[dependencies::ReleasedJob]) -> QueryResult<()>;
+
+    /// Schedules released dependants for their run time.
+    fn dependants_schedule(&mut self, jobs: &[dependencies::ReleasedJob]) -> QueryResult<()>;
 }
 
 /// The [`Driver`] methods each backend writes in its own `audit`,

@@ -174,6 +174,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     solidq_recurring_executions,
     solidq_audit_log,
     solidq_job_stats,
+    solidq_dependencies,
+    solidq_waiting_executions,
 );
 
 diesel::table! {
@@ -192,5 +194,26 @@ diesel::table! {
         complete_fired_at -> Nullable<Timestamp>,
         success_fired_at -> Nullable<Timestamp>,
         failure_fired_at -> Nullable<Timestamp>,
+        edges -> BigInt,
+    }
+}
+
+diesel::table! {
+    solidq_dependencies (job_id, parent_id) {
+        job_id -> BigInt,
+        parent_id -> BigInt,
+        batch_id -> BigInt,
+        outcome -> Nullable<Text>,
+        created_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    solidq_waiting_executions (job_id) {
+        job_id -> BigInt,
+        queue_name -> Text,
+        priority -> Integer,
+        run_anyway -> Bool,
+        created_at -> Timestamp,
     }
 }

@@ -148,6 +148,18 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// A job's dependencies cannot be met (see [`crate::workflow`]): a
+    /// parent no job of the call is named, two jobs of one name, a cycle,
+    /// a parent that is not a member of the batch, or dependencies outside
+    /// a batch. Nothing was written.
+    #[error("dependencies of {job}: {reason}")]
+    Dependency {
+        /// The job: its name, or its place and kind.
+        job: String,
+        /// What is wrong, with the offending parent.
+        reason: String,
+    },
+
     /// An operator action found nothing it applies to (jobs that exist but
     /// are not in a state it acts on).
     #[error("nothing to {action}: {reason}")]

@@ -186,6 +186,9 @@ fn without_nul(text: &str) -> String {
 pub enum JobStatus {
     /// Waiting for its run time (a delayed job).
     Scheduled,
+    /// Waiting for other members of its batch to end (see
+    /// [`crate::workflow`]).
+    Waiting,
     /// Waiting for a worker.
     Ready,
     /// Waiting for a concurrency slot.
@@ -208,8 +211,9 @@ pub enum JobStatus {
 
 impl JobStatus {
     /// Every status, in lifecycle order.
-    pub const ALL: [JobStatus; 9] = [
+    pub const ALL: [JobStatus; 10] = [
         JobStatus::Scheduled,
+        JobStatus::Waiting,
         JobStatus::Ready,
         JobStatus::Blocked,
         JobStatus::Claimed,
@@ -224,6 +228,7 @@ impl JobStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             JobStatus::Scheduled => "scheduled",
+            JobStatus::Waiting => "waiting",
             JobStatus::Ready => "ready",
             JobStatus::Blocked => "blocked",
             JobStatus::Claimed => "claimed",

@@ -15,6 +15,7 @@ pub const TABS: &[(JobStatus, &str)] = &[
     (JobStatus::Running, "Running"),
     (JobStatus::Claimed, "Claimed"),
     (JobStatus::Blocked, "Blocked"),
+    (JobStatus::Waiting, "Waiting"),
     (JobStatus::Scheduled, "Scheduled"),
     (JobStatus::Retrying, "Retrying"),
     (JobStatus::Succeeded, "Finished"),

@@ -542,6 +542,7 @@ pub fn assert_invariants(db: &TestDb) {
         "solidq_claimed_executions",
         "solidq_blocked_executions",
         "solidq_failed_executions",
+        "solidq_waiting_executions",
     ];
     let places = tables
         .iter()

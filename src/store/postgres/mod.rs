@@ -496,6 +496,7 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
 
 impl Driver for PgConnection {
     crate::store::batches::batch_driver_methods!(returning);
+    crate::store::dependencies::dependency_driver_methods!();
 
     fn transaction(
         &mut self,

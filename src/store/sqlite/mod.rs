@@ -321,6 +321,7 @@ fn in_claim_order(mut rows: Vec<Candidate>, limit: usize) -> Vec<Candidate> {
 
 impl Driver for SqliteConnection {
     crate::store::batches::batch_driver_methods!(last_insert_rowid);
+    crate::store::dependencies::dependency_driver_methods!();
 
     fn transaction(
         &mut self,

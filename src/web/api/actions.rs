@@ -132,10 +132,13 @@ fn applies(action: JobAction, status: JobStatus) -> bool {
     match action {
         JobAction::Retry => status == Failed,
         JobAction::RunNow => matches!(status, Scheduled | Retrying | Blocked),
-        JobAction::Discard => matches!(status, Failed | Scheduled | Retrying | Blocked | Ready),
+        JobAction::Discard => matches!(
+            status,
+            Failed | Scheduled | Waiting | Retrying | Blocked | Ready
+        ),
         JobAction::Cancel => matches!(
             status,
-            Scheduled | Retrying | Blocked | Ready | Claimed | Running
+            Scheduled | Waiting | Retrying | Blocked | Ready | Claimed | Running
         ),
     }
 }

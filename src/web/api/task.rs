@@ -78,6 +78,7 @@ pub struct TaskInfo {
 pub fn task_status(status: JobStatus) -> TaskStatus {
     match status {
         JobStatus::Scheduled
+        | JobStatus::Waiting
         | JobStatus::Ready
         | JobStatus::Blocked
         | JobStatus::Claimed

@@ -1,0 +1,686 @@
+//! Dependencies between members of a batch (see `src/workflow.rs` for the
+//! promises): the edges, the jobs waiting for their parents, and what
+//! happens to those when a parent ends.
+//!
+//! Every statement here runs while the batch's row is locked by the
+//! transaction (the count update of `add_on` or `members_ended` locks it,
+//! to the commit; SQLite has one writer). Dependencies never cross batches,
+//! so two transactions never resolve edges of the same dependant at once:
+//! the one that ends the second of two parents, after the other committed,
+//! reads both edges resolved (`READ COMMITTED` on PostgreSQL and MySQL
+//! reads what committed before each statement) and releases the job. A
+//! dependant added while its parent's completion waits for the lock is
+//! seen by that completion's edge update; a parent that ended before the
+//! lock was taken is read as ended, and its new edges resolved at once.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use chrono::NaiveDateTime;
+use diesel::QueryResult;
+
+use super::batches::{MemberEnd, Refusal, members_ended};
+use super::{Discarded, Driver, Inserted, NewJob, StoredOptions, concurrency};
+use crate::types::ErrorInfo;
+
+/// A run time no dependant reaches while it waits: it is inserted as a
+/// scheduled job this far off (never due, never placed under its
+/// concurrency limit), then moved to the waiting jobs in the same
+/// transaction.
+const NEVER: &str = "9999-12-31 00:00:00";
+
+/// An edge's outcome once its parent ended.
+pub(crate) const SUCCEEDED: &str = "succeeded";
+/// See [`SUCCEEDED`].
+pub(crate) const FAILED: &str = "failed";
+
+/// A parent of a job being added: a job of the same call (its index) or a
+/// member already stored (its id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum ParentRef {
+    Index(usize),
+    Id(i64),
+}
+
+/// A job of an add (its index) that waits for `parents`; with
+/// `run_anyway`, it runs once they ended, however they ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Wait {
+    pub index: usize,
+    pub parents: Vec<ParentRef>,
+    pub run_anyway: bool,
+}
+
+/// A stored parent's state, read when a job is added to wait for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ParentRow {
+    pub id: i64,
+    pub batch_id: Option<i64>,
+    /// `None` while it has not ended.
+    pub ended: Option<MemberEnd>,
+}
+
+/// A dependant's row in `solidq_waiting_executions`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WaitingRow {
+    pub job_id: i64,
+    pub run_anyway: bool,
+    /// Its own run time, when it has one (written to its job row when it
+    /// is held; not read back).
+    pub run_at: Option<NaiveDateTime>,
+}
+
+/// A released dependant, read from its job row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ReleasedJob {
+    pub id: i64,
+    pub queue_name: String,
+    pub priority: i32,
+    pub scheduled_at: NaiveDateTime,
+    pub created_at: NaiveDateTime,
+    pub concurrency_key: Option<String>,
+}
+
+/// One edge: `job_id` waits for `parent_id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Edge {
+    pub job_id: i64,
+    pub parent_id: i64,
+    pub outcome: Option<String>,
+}
+
+fn never() -> NaiveDateTime {
+    NaiveDateTime::parse_from_str(NEVER, "%Y-%m-%d %H:%M:%S").expect("a valid time")
+}
+
+/// `jobs` with the waiting ones inserted as never due.
+pub(crate) fn held(jobs: &[NewJob], waits: &[Wait]) -> Vec<NewJob> {
+    let mut jobs = jobs.to_vec();
+    for wait in waits {
+        jobs[wait.index].run_at = Some(never());
+        jobs[wait.index].delay = std::time::Duration::ZERO;
+    }
+    jobs
+}
+
+/// Writes the edges of the jobs of an add that wait (`inserted` gave their
+/// ids; `waits` name their parents), moves them to the waiting jobs with
+/// their own run time back, and resolves at once the edges to parents that
+/// already ended. Inside the add's transaction, the batch row locked.
+/// `Err(Refusal::UnknownParent)` when a parent given by id is not a member
+/// of `batch`: roll back.
+pub(crate) fn wait_on(
+    d: &mut dyn Driver,
+    batch: i64,
+    jobs: &[NewJob],
+    inserted: &Inserted,
+    waits: &[Wait],
+) -> QueryResult<std::result::Result<(), Refusal>> {
+    let stored: Vec<i64> = waits
+        .iter()
+        .flat_map(|w| &w.parents)
+        .filter_map(|p| match p {
+            ParentRef::Id(id) => Some(*id),
+            ParentRef::Index(_) => None,
+        })
+        .collect::<BTreeSet<i64>>()
+        .into_iter()
+        .collect();
+    let parents: HashMap<i64, ParentRow> = if stored.is_empty() {
+        HashMap::new()
+    } else {
+        d.dependency_parents(&stored)?
+            .into_iter()
+            .map(|p| (p.id, p))
+            .collect()
+    };
+    if let Some(unknown) = stored
+        .iter()
+        .find(|id| parents.get(id).is_none_or(|p| p.batch_id != Some(batch)))
+    {
+        return Ok(Err(Refusal::UnknownParent(*unknown)));
+    }
+    let mut edges = Vec::new();
+    let mut holds = Vec::new();
+    for wait in waits {
+        // A job whose unique key was taken was not inserted: the caller
+        // rolls the add back.
+        let Ok(job) = inserted.outcome[wait.index] else {
+            continue;
+        };
+        let own = &jobs[wait.index];
+        holds.push(WaitingRow {
+            job_id: job,
+            run_anyway: wait.run_anyway,
+            run_at: own.run_at.or_else(|| {
+                (!own.delay.is_zero()).then(|| chrono::Utc::now().naive_utc() + own.delay)
+            }),
+        });
+        for parent in &wait.parents {
+            let parent = match parent {
+                ParentRef::Id(id) => *id,
+                ParentRef::Index(i) => match inserted.outcome[*i] {
+                    Ok(id) => id,
+                    Err(_) => continue,
+                },
+            };
+            edges.push((job, parent));
+        }
+    }
+    if holds.is_empty() {
+        return Ok(Ok(()));
+    }
+    d.dependencies_insert(batch, &edges)?;
+    d.waiting_hold(&holds)?;
+    let ended: Vec<(i64, MemberEnd)> = parents
+        .values()
+        .filter_map(|p| Some((p.id, p.ended?)))
+        .collect();
+    if !ended.is_empty() {
+        parents_ended(d, batch, &ended)?;
+    }
+    Ok(Ok(()))
+}
+
+/// Resolves the edges to `ended` members of `batch` (`(job id, how)`) and
+/// settles their dependants: one whose parents all ended runs (ready, or
+/// scheduled for its own run time, or placed under its concurrency limit)
+/// if they all succeeded or it runs anyway; else it is cancelled, ended as
+/// discarded with the failed parent in its error, which ends its own
+/// dependants in turn. Inside the transaction that ended them, the batch
+/// row locked.
+pub(crate) fn parents_ended(
+    d: &mut dyn Driver,
+    batch: i64,
+    ended: &[(i64, MemberEnd)],
+) -> QueryResult<()> {
+    let pick = |which: MemberEnd| -> Vec<i64> {
+        ended
+            .iter()
+            .filter(|(_, end)| *end == which)
+            .map(|(id, _)| *id)
+            .collect()
+    };
+    let mut touched = BTreeSet::new();
+    for (parents, outcome) in [
+        (pick(MemberEnd::Succeeded), SUCCEEDED),
+        (pick(MemberEnd::Failed), FAILED),
+    ] {
+        if !parents.is_empty() {
+            touched.extend(d.dependencies_resolve(&parents, outcome)?);
+        }
+    }
+    if touched.is_empty() {
+        return Ok(());
+    }
+    let touched: Vec<i64> = touched.into_iter().collect();
+    let waiting: HashMap<i64, bool> = d
+        .waiting_get(&touched)?
+        .into_iter()
+        .map(|w| (w.job_id, w.run_anyway))
+        .collect();
+    // Per dependant: whether a parent has not ended, and the first that
+    // failed.
+    let mut state: BTreeMap<i64, (bool, Option<i64>)> = BTreeMap::new();
+    for edge in d.dependencies_of(&touched)? {
+        let entry = state.entry(edge.job_id).or_default();
+        match edge.outcome.as_deref() {
+            None => entry.0 = true,
+            Some(FAILED) => {
+                entry.1 = Some(entry.1.map_or(edge.parent_id, |p| p.min(edge.parent_id)))
+            }
+            Some(_) => {}
+        }
+    }
+    let (mut release, mut cancel) = (Vec::new(), Vec::new());
+    for (job, (pending, failed)) in state {
+        let Some(run_anyway) = waiting.get(&job) else {
+            continue;
+        };
+        match (pending, failed) {
+            (true, _) => {}
+            (false, Some(parent)) if !run_anyway => cancel.push((job, parent)),
+            (false, _) => release.push(job),
+        }
+    }
+    if !release.is_empty() {
+        self::release(d, &release)?;
+    }
+    if !cancel.is_empty() {
+        self::cancel(d, batch, &cancel)?;
+    }
+    Ok(())
+}
+
+/// Moves waiting `jobs` to run: ready when due (placed when limited),
+/// scheduled for their own run time otherwise.
+fn release(d: &mut dyn Driver, jobs: &[i64]) -> QueryResult<()> {
+    d.waiting_delete(jobs)?;
+    let rows = d.dependants_read(jobs)?;
+    let now = chrono::Utc::now().naive_utc();
+    let (due, later): (Vec<ReleasedJob>, Vec<ReleasedJob>) = rows
+        .into_iter()
+        .partition(|j| j.scheduled_at <= now.max(j.created_at));
+    let (limited, free): (Vec<ReleasedJob>, Vec<ReleasedJob>) =
+        due.into_iter().partition(|j| j.concurrency_key.is_some());
+    if !free.is_empty() {
+        d.dependants_ready(&free)?;
+        let queues: Vec<String> = free.iter().map(|j| j.queue_name.clone()).collect();
+        concurrency::notify(d, &queues)?;
+    }
+    // Limited ones go through scheduled, due now, and are placed at once
+    // as a new limited job is.
+    let scheduled: Vec<ReleasedJob> = later.into_iter().chain(limited.iter().cloned()).collect();
+    if !scheduled.is_empty() {
+        d.dependants_schedule(&scheduled)?;
+    }
+    if !limited.is_empty() {
+        let ids: Vec<i64> = limited.iter().map(|j| j.id).collect();
+        let due = d.scheduled_take_limited(Some(&ids), ids.len())?;
+        let placement = concurrency::place(d, due)?;
+        concurrency::notify(d, &placement.ready)?;
+    }
+    log::debug!("{} jobs released: their parents ended", jobs.len());
+    Ok(())
+}
+
+/// Ends waiting `jobs` (`(job, failed parent)`) as discarded, cancelled by
+/// their parent, and counts them as failed members of `batch` (which ends
+/// their own dependants).
+fn cancel(d: &mut dyn Driver, batch: i64, jobs: &[(i64, i64)]) -> QueryResult<()> {
+    let ids: Vec<i64> = jobs.iter().map(|(job, _)| *job).collect();
+    d.waiting_delete(&ids)?;
+    let options: HashMap<i64, String> = d.jobs_options(&ids)?.into_iter().collect();
+    let rows: Vec<Discarded> = jobs
+        .iter()
+        .map(|(job, parent)| Discarded {
+            id: *job,
+            keep: std::time::Duration::from_millis(
+                StoredOptions::parse(options.get(job).map_or("{}", String::as_str)).keep_result_ms,
+            ),
+            error: ErrorInfo {
+                kind: super::DISCARDED.into(),
+                message: format!("cancelled by dependency: job {parent} failed"),
+                backtrace: None,
+                attempt: None,
+                at: Some(chrono::Utc::now()),
+                retry_in_ms: None,
+            }
+            .to_stored_json(),
+        })
+        .collect();
+    d.jobs_discard(&rows)?;
+    log::info!(
+        "batch {batch}: {} waiting jobs cancelled by dependency",
+        rows.len()
+    );
+    let ended: Vec<(i64, Option<i64>, MemberEnd)> = ids
+        .iter()
+        .map(|id| (batch, Some(*id), MemberEnd::Failed))
+        .collect();
+    members_ended(d, &ended)
+}
+
+/// Removes `ids` from the waiting jobs (an operator's cancel): the ids
+/// removed, with their options and concurrency keys.
+pub(crate) fn waiting_remove(
+    d: &mut dyn Driver,
+    ids: &[i64],
+) -> QueryResult<Vec<super::RemovedPending>> {
+    let waiting: Vec<i64> = d.waiting_get(ids)?.into_iter().map(|w| w.job_id).collect();
+    if waiting.is_empty() {
+        return Ok(Vec::new());
+    }
+    d.waiting_delete(&waiting)?;
+    let options: HashMap<i64, String> = d.jobs_options(&waiting)?.into_iter().collect();
+    Ok(waiting
+        .into_iter()
+        .map(|id| super::RemovedPending {
+            id,
+            concurrency_key: None,
+            options: options.get(&id).cloned().unwrap_or_else(|| "{}".into()),
+            was_ready: false,
+        })
+        .collect())
+}
+
+/// How a stored job ended, for a dependant added to wait for it: from its
+/// finish time, its last error and whether it sits in the failed jobs.
+pub(crate) fn ended_of(finished: bool, errors: Option<&str>, in_failed: bool) -> Option<MemberEnd> {
+    if in_failed {
+        return Some(MemberEnd::Failed);
+    }
+    if !finished {
+        return None;
+    }
+    let discarded = errors
+        .and_then(|e| serde_json::from_str::<Vec<ErrorInfo>>(e).ok())
+        .and_then(|e| e.last().map(|e| e.kind == super::DISCARDED))
+        .unwrap_or(false);
+    Some(if discarded {
+        MemberEnd::Failed
+    } else {
+        MemberEnd::Succeeded
+    })
+}
+
+/// The dependency methods of [`Driver`], written once with diesel's query
+/// builder for every backend.
+macro_rules! dependency_driver_methods {
+    () => {
+        fn dependency_parents(
+            &mut self,
+            ids: &[i64],
+        ) -> QueryResult<Vec<$crate::store::dependencies::ParentRow>> {
+            use diesel::prelude::*;
+            use $crate::store::schema::solidq_failed_executions as f;
+            use $crate::store::schema::solidq_jobs as j;
+            let rows: Vec<(
+                i64,
+                Option<i64>,
+                Option<chrono::NaiveDateTime>,
+                Option<String>,
+                Option<i64>,
+            )> = j::table
+                .left_join(f::table.on(f::job_id.eq(j::id)))
+                .filter(j::id.eq_any(ids))
+                .select((
+                    j::id,
+                    j::batch_id,
+                    j::finished_at,
+                    j::errors,
+                    f::job_id.nullable(),
+                ))
+                .load(self)?;
+            Ok(rows
+                .into_iter()
+                .map(|(id, batch_id, finished_at, errors, failed)| {
+                    $crate::store::dependencies::ParentRow {
+                        id,
+                        batch_id,
+                        ended: $crate::store::dependencies::ended_of(
+                            finished_at.is_some(),
+                            errors.as_deref(),
+                            failed.is_some(),
+                        ),
+                    }
+                })
+                .collect())
+        }
+
+        fn dependencies_insert(&mut self, batch: i64, edges: &[(i64, i64)]) -> QueryResult<()> {
+            use diesel::prelude::*;
+            use $crate::store::schema::solidq_dependencies as e;
+            let now = chrono::Utc::now().naive_utc();
+            let rows: Vec<_> = edges
+                .iter()
+                .map(|(job, parent)| {
+                    (
+                        e::job_id.eq(*job),
+                        e::parent_id.eq(*parent),
+                        e::batch_id.eq(batch),
+                        e::created_at.eq(now),
+                    )
+                })
+                .collect();
+            for chunk in rows.chunks(500) {
+                diesel::insert_into(e::table).values(chunk).execute(self)?;
+            }
+            Ok(())
+        }
+
+        fn waiting_hold(
+            &mut self,
+            rows: &[$crate::store::dependencies::WaitingRow],
+        ) -> QueryResult<()> {
+            use diesel::prelude::*;
+            use $crate::store::schema::solidq_jobs as j;
+            use $crate::store::schema::solidq_scheduled_executions as s;
+            use $crate::store::schema::solidq_waiting_executions as w;
+            let ids: Vec<i64> = rows.iter().map(|r| r.job_id).collect();
+            let run_anyway: std::collections::HashMap<i64, bool> =
+                rows.iter().map(|r| (r.job_id, r.run_anyway)).collect();
+            let now = chrono::Utc::now().naive_utc();
+            let mut held = Vec::new();
+            for chunk in ids.chunks(500) {
+                diesel::delete(s::table.filter(s::job_id.eq_any(chunk))).execute(self)?;
+                // Their own run time back (a dependant with no run time of
+                // its own runs when released).
+                diesel::update(j::table.filter(j::id.eq_any(chunk)))
+                    .set(j::scheduled_at.eq(j::created_at))
+                    .execute(self)?;
+                let jobs: Vec<(i64, String, i32)> = j::table
+                    .filter(j::id.eq_any(chunk))
+                    .select((j::id, j::queue_name, j::priority))
+                    .load(self)?;
+                held.extend(jobs);
+            }
+            for row in rows {
+                if let Some(at) = row.run_at {
+                    diesel::update(j::table.find(row.job_id))
+                        .set(j::scheduled_at.eq(at))
+                        .execute(self)?;
+                }
+            }
+            let values: Vec<_> = held
+                .iter()
+                .map(|(id, queue, priority)| {
+                    (
+                        w::job_id.eq(*id),
+                        w::queue_name.eq(queue.as_str()),
+                        w::priority.eq(*priority),
+                        w::run_anyway.eq(run_anyway.get(id).copied().unwrap_or(false)),
+                        w::created_at.eq(now),
+                    )
+                })
+                .collect();
+            for chunk in values.chunks(500) {
+                diesel::insert_into(w::table).values(chunk).execute(self)?;
+            }
+            Ok(())
+        }
+
+        fn dependencies_resolve(
+            &mut self,
+            parents: &[i64],
+            outcome: &str,
+        ) -> QueryResult<Vec<i64>> {
+            use diesel::prelude::*;
+            use $crate::store::schema::solidq_dependencies as e;
+            let open = || {
+                e::table
+                    .filter(e::parent_id.eq_any(parents))
+                    .filter(e::outcome.is_null())
+            };
+            let jobs: Vec<i64> = open().select(e::job_id).load(self)?;
+            if !jobs.is_empty() {
+                diesel::update(open())
+                    .set(e::outcome.eq(Some(outcome)))
+                    .execute(self)?;
+            }
+            Ok(jobs)
+        }
+
+        fn dependencies_of(
+            &mut self,
+            jobs: &[i64],
+        ) -> QueryResult<Vec<$crate::store::dependencies::Edge>> {
+            use diesel::prelude::*;
+            use $crate::store::schema::solidq_dependencies as e;
+            let rows: Vec<(i64, i64, Option<String>)> = e::table
+                .filter(e::job_id.eq_any(jobs))
+                .select((e::job_id, e::parent_id, e::outcome))
+                .load(self)?;
+            Ok(rows
+                .into_iter()
+                .map(
+                    |(job_id, parent_id, outcome)| $crate::store::dependencies::Edge {
+                        job_id,
+                        parent_id,
+                        outcome,
+                    },
+                )
+                .collect())
+        }
+
+        fn dependencies_in_batch(
+            &mut self,
+            batch: i64,
+        ) -> QueryResult<Vec<$crate::store::dependencies::Edge>> {
+            use diesel::prelude::*;
+            use $crate::store::schema::solidq_dependencies as e;
+            let rows: Vec<(i64, i64, Option<String>)> = e::table
+                .filter(e::batch_id.eq(batch))
+                .order((e::job_id, e::parent_id))
+                .select((e::job_id, e::parent_id, e::outcome))
+                .load(self)?;
+            Ok(rows
+                .into_iter()
+                .map(
+                    |(job_id, parent_id, outcome)| $crate::store::dependencies::Edge {
+                        job_id,
+                        parent_id,
+                        outcome,
+                    },
+                )
+                .collect())
+        }
+
+        fn waiting_get(
+            &mut self,
+            ids: &[i64],
+        ) -> QueryResult<Vec<$crate::store::dependencies::WaitingRow>> {
+            use diesel::prelude::*;
+            use $crate::store::schema::solidq_waiting_executions as w;
+            let rows: Vec<(i64, bool)> = w::table
+                .filter(w::job_id.eq_any(ids))
+                .select((w::job_id, w::run_anyway))
+                .load(self)?;
+            Ok(rows
+                .into_iter()
+                .map(
+                    |(job_id, run_anyway)| $crate::store::dependencies::WaitingRow {
+                        job_id,
+                        run_anyway,
+                        run_at: None,
+                    },
+                )
+                .collect())
+        }
+
+        fn waiting_delete(&mut self, ids: &[i64]) -> QueryResult<()> {
+            use diesel::prelude::*;
+            use $crate::store::schema::solidq_waiting_executions as w;
+            diesel::delete(w::table.filter(w::job_id.eq_any(ids)))
+                .execute(self)
+                .map(drop)
+        }
+
+        fn jobs_options(&mut self, ids: &[i64]) -> QueryResult<Vec<(i64, String)>> {
+            use diesel::prelude::*;
+            use $crate::store::schema::solidq_jobs as j;
+            j::table
+                .filter(j::id.eq_any(ids))
+                .select((j::id, j::options))
+                .load(self)
+        }
+
+        fn dependants_read(
+            &mut self,
+            ids: &[i64],
+        ) -> QueryResult<Vec<$crate::store::dependencies::ReleasedJob>> {
+            use diesel::prelude::*;
+            use $crate::store::schema::solidq_jobs as j;
+            type Row = (
+                i64,
+                String,
+                i32,
+                chrono::NaiveDateTime,
+                chrono::NaiveDateTime,
+                Option<String>,
+            );
+            let rows: Vec<Row> = j::table
+                .filter(j::id.eq_any(ids))
+                .order(j::id)
+                .select((
+                    j::id,
+                    j::queue_name,
+                    j::priority,
+                    j::scheduled_at,
+                    j::created_at,
+                    j::concurrency_key,
+                ))
+                .load(self)?;
+            Ok(rows
+                .into_iter()
+                .map(
+                    |(id, queue_name, priority, scheduled_at, created_at, concurrency_key)| {
+                        $crate::store::dependencies::ReleasedJob {
+                            id,
+                            queue_name,
+                            priority,
+                            scheduled_at,
+                            created_at,
+                            concurrency_key,
+                        }
+                    },
+                )
+                .collect())
+        }
+
+        fn dependants_ready(
+            &mut self,
+            jobs: &[$crate::store::dependencies::ReleasedJob],
+        ) -> QueryResult<()> {
+            use diesel::prelude::*;
+            use $crate::store::schema::solidq_jobs as j;
+            use $crate::store::schema::solidq_ready_executions as r;
+            let now = chrono::Utc::now().naive_utc();
+            let values: Vec<_> = jobs
+                .iter()
+                .map(|job| {
+                    (
+                        r::job_id.eq(job.id),
+                        r::queue_name.eq(job.queue_name.as_str()),
+                        r::priority.eq(job.priority),
+                        r::created_at.eq(now),
+                    )
+                })
+                .collect();
+            for chunk in values.chunks(500) {
+                diesel::insert_into(r::table).values(chunk).execute(self)?;
+            }
+            let ids: Vec<i64> = jobs.iter().map(|j| j.id).collect();
+            diesel::update(j::table.filter(j::id.eq_any(&ids)))
+                .set(j::scheduled_at.eq(now))
+                .execute(self)
+                .map(drop)
+        }
+
+        fn dependants_schedule(
+            &mut self,
+            jobs: &[$crate::store::dependencies::ReleasedJob],
+        ) -> QueryResult<()> {
+            use diesel::prelude::*;
+            use $crate::store::schema::solidq_scheduled_executions as s;
+            let now = chrono::Utc::now().naive_utc();
+            let values: Vec<_> = jobs
+                .iter()
+                .map(|job| {
+                    (
+                        s::job_id.eq(job.id),
+                        s::queue_name.eq(job.queue_name.as_str()),
+                        s::priority.eq(job.priority),
+                        s::scheduled_at.eq(job.scheduled_at),
+                        s::created_at.eq(now),
+                        s::concurrency_key.eq(job.concurrency_key.as_deref()),
+                    )
+                })
+                .collect();
+            for chunk in values.chunks(500) {
+                diesel::insert_into(s::table).values(chunk).execute(self)?;
+            }
+            Ok(())
+        }
+    };
+}
+pub(crate) use dependency_driver_methods;
