@@ -107,6 +107,26 @@ impl Job for Stepped {
     }
 }
 
+/// Does nothing under a rate limit of 10,000 starts a second per key, one
+/// of 100 keys: what asking for a start costs when the limit does not bite.
+#[derive(Serialize, Deserialize)]
+struct Rated {
+    key: u32,
+}
+
+impl Job for Rated {
+    const KIND: &'static str = "rated";
+    fn perform(&self, _ctx: &JobContext) -> JobResult {
+        Ok(serde_json::Value::Null)
+    }
+    fn options() -> solidq::JobOptions {
+        solidq::JobOptions::new().rate_limit(solidq::RateLimit::new(10_000, Duration::from_secs(1)))
+    }
+    fn rate_key(&self) -> Option<String> {
+        Some(self.key.to_string())
+    }
+}
+
 /// Returns when it started, in microseconds since the epoch.
 #[derive(Serialize, Deserialize)]
 struct Stamp;
@@ -338,6 +358,7 @@ fn run_worker(url: &str, threads: usize, prefetch: usize, standalone: bool) {
         .register::<Noop>()
         .register::<Stamp>()
         .register::<Stepped>()
+        .register::<Rated>()
         .start()
         .expect("worker");
     while !solidq::signal_received() {
@@ -1401,15 +1422,18 @@ fn bench_features(backend: &'static str, args: &Args, table: &mut Table) {
         Steps,
         Batch,
         Workflow,
+        Rated,
     }
     let n = args.jobs / 1_000 * 1_000;
-    let (mut plain, mut stepped, mut batched, mut flowed) = (vec![], vec![], vec![], vec![]);
+    let (mut plain, mut stepped, mut batched, mut flowed, mut rated) =
+        (vec![], vec![], vec![], vec![], vec![]);
     for _ in 0..args.repeat {
         for (rates, feature) in [
             (&mut plain, Feature::Plain),
             (&mut stepped, Feature::Steps),
             (&mut batched, Feature::Batch),
             (&mut flowed, Feature::Workflow),
+            (&mut rated, Feature::Rated),
         ] {
             let db = BenchDb::new(backend, args);
             let batch = match feature {
@@ -1419,6 +1443,14 @@ fn bench_features(backend: &'static str, args: &Args, table: &mut Table) {
                 }
                 Feature::Steps => {
                     db.fill_with(n, || Stepped);
+                    None
+                }
+                Feature::Rated => {
+                    let key = std::cell::Cell::new(0u32);
+                    db.fill_with(n, || {
+                        key.set((key.get() + 1) % 100);
+                        Rated { key: key.get() }
+                    });
                     None
                 }
                 Feature::Batch => Some(db.fill_batch(n)),
@@ -1477,6 +1509,15 @@ fn bench_features(backend: &'static str, args: &Args, table: &mut Table) {
             args.processes, args.threads
         ),
         flowed,
+        "plain no-op, same run",
+        plain.clone(),
+    );
+    table.add_vs(
+        format!(
+            "work-down {n}, rate-limited (10,000/s per key, 100 keys), {}x{} (jobs/s)",
+            args.processes, args.threads
+        ),
+        rated,
         "plain no-op, same run",
         plain,
     );

@@ -499,12 +499,17 @@ impl Queue {
             Some(limit) => Some(check_limit(limit, request.concurrency_key.as_deref())?),
             None => None,
         };
+        let rate = match (&defaults.rate_limit, &request.rate_key) {
+            (Some(limit), Some(key)) => Some(check_rate(limit, key)?),
+            _ => None,
+        };
         let stored = StoredOptions {
             timeout_ms: timeout.map(|t| t.as_millis() as u64),
             keep_result_ms: keep_result.as_millis() as u64,
             backoff: o.backoff.or(defaults.backoff).unwrap_or(config.backoff),
             concurrency,
             max_snoozes: o.max_snoozes.or(defaults.max_snoozes),
+            rate,
         };
         Ok(NewJob {
             queue_name: queue,
@@ -555,6 +560,8 @@ pub struct JobRequest {
     options: EnqueueOptions,
     /// `group/key` when the type has a concurrency limit.
     concurrency_key: Option<String>,
+    /// `group/key` when the type has a rate limit.
+    rate_key: Option<String>,
     /// Its name among the jobs of one batch call (see `crate::workflow`).
     pub(crate) name: Option<String>,
     /// Names of the jobs of the same call it waits for.
@@ -580,12 +587,17 @@ impl JobRequest {
             .as_ref()
             .or(defaults.concurrency.as_ref())
             .map(|limit| limit.full_key(J::KIND, job.concurrency_key()));
+        let rate_key = defaults
+            .rate_limit
+            .as_ref()
+            .map(|limit| limit.full_key(J::KIND, job.rate_key()));
         Ok(JobRequest {
             kind: J::KIND.into(),
             arguments,
             defaults,
             options,
             concurrency_key,
+            rate_key,
             name: None,
             after: Vec::new(),
             after_jobs: Vec::new(),
@@ -639,6 +651,7 @@ impl JobRequest {
             defaults: JobOptions::default(),
             options,
             concurrency_key: None,
+            rate_key: None,
             name: None,
             after: Vec::new(),
             after_jobs: Vec::new(),
@@ -688,6 +701,41 @@ fn check_duration(option: &'static str, value: Duration) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// Checks a rate limit and its job's key; returns what is stored.
+fn check_rate(
+    limit: &crate::concurrency::RateLimit,
+    key: &str,
+) -> Result<crate::types::StoredRate> {
+    if limit.limit == 0 || i32::try_from(limit.limit).is_err() {
+        return Err(Error::InvalidOption {
+            option: "rate limit",
+            value: limit.limit.to_string(),
+            reason: format!("must be between 1 and {}", i32::MAX),
+        });
+    }
+    check_duration("rate limit period", limit.period)?;
+    if limit.period < Duration::from_millis(1) {
+        return Err(Error::InvalidOption {
+            option: "rate limit period",
+            value: format!("{:?}", limit.period),
+            reason: "must be at least 1 ms".into(),
+        });
+    }
+    if key.is_empty() || key.len() > MAX_UNIQUE_KEY_LEN {
+        return Err(Error::InvalidOption {
+            option: "rate_key",
+            value: key.to_string(),
+            reason: format!("must be 1 to {MAX_UNIQUE_KEY_LEN} bytes, group included"),
+        });
+    }
+    check_no_nul("rate_key", key)?;
+    Ok(crate::types::StoredRate {
+        key: key.to_string(),
+        limit: limit.limit,
+        period_ms: limit.period.as_millis() as u64,
+    })
 }
 
 /// Checks a concurrency limit and its job's key; returns what is stored.

@@ -85,6 +85,14 @@ pub trait Job: Serialize + DeserializeOwned + Send + 'static {
     fn concurrency_key(&self) -> Option<String> {
         None
     }
+
+    /// Which jobs share a rate limit, when the type sets one
+    /// ([`JobOptions::rate_limit`]): jobs whose keys are equal count
+    /// against the same limit. The default, `None`, puts every job of the
+    /// type under one limit. Computed once, at enqueue.
+    fn rate_key(&self) -> Option<String> {
+        None
+    }
 }
 
 /// What [`Job::perform`] returns: a JSON result or a [`JobError`].
@@ -104,6 +112,7 @@ pub struct JobOptions {
     pub(crate) max_stalled_count: Option<u32>,
     pub(crate) concurrency: Option<ConcurrencyLimit>,
     pub(crate) max_snoozes: Option<u32>,
+    pub(crate) rate_limit: Option<crate::concurrency::RateLimit>,
 }
 
 macro_rules! option_setters {
@@ -176,6 +185,14 @@ impl JobOptions {
     /// Defaults to no limit.
     pub fn concurrency(mut self, limit: ConcurrencyLimit) -> Self {
         self.concurrency = Some(limit);
+        self
+    }
+
+    /// Limits how many jobs of this type with the same [`Job::rate_key`]
+    /// start per period (see [`crate::concurrency::RateLimit`]). Defaults
+    /// to no limit.
+    pub fn rate_limit(mut self, limit: crate::concurrency::RateLimit) -> Self {
+        self.rate_limit = Some(limit);
         self
     }
 }

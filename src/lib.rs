@@ -137,7 +137,7 @@ pub use admin::{
 };
 pub use batch::{BatchEnqueued, BatchInfo, BatchOptions};
 pub use client::{DriverRef, EnqueueConnection, Enqueued, JobRequest, Queue};
-pub use concurrency::{ConcurrencyLimit, OnConflict};
+pub use concurrency::{ConcurrencyLimit, OnConflict, RateLimit};
 pub use config::{DispatcherConfig, QueueConfig, WorkerConfig};
 pub use dispatcher::{Dispatcher, DispatcherHandle};
 pub use events::{Events, LogEvents, NoEvents};

@@ -593,6 +593,7 @@ fn counts(queue: &Queue) -> serde_json::Map<String, Value> {
         ("running", JobStatus::Running),
         ("claimed", JobStatus::Claimed),
         ("blocked", JobStatus::Blocked),
+        ("waiting", JobStatus::Waiting),
         ("scheduled", JobStatus::Scheduled),
         ("retrying", JobStatus::Retrying),
         ("finished", JobStatus::Succeeded),

@@ -41,6 +41,7 @@ mod params;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod processes;
+pub(crate) mod rates;
 mod recurring;
 pub(crate) mod schema;
 #[cfg(feature = "sqlite")]
@@ -860,6 +861,38 @@ pub(crate) trait Driver {
 
     /// Schedules released dependants for their run time.
     fn dependants_schedule(&mut self, jobs: &[dependencies::ReleasedJob]) -> QueryResult<()>;
+
+    /// Creates a rate-limit key's row if missing and locks it to the end
+    /// of the transaction; returns the last time handed to a job sent back.
+    fn rate_key_lock(&mut self, key: &str) -> QueryResult<NaiveDateTime>;
+
+    /// The database's time now (the statement's, not the transaction's).
+    fn rate_clock(&mut self) -> QueryResult<NaiveDateTime>;
+
+    /// Stores the last time handed to a job sent back.
+    fn rate_key_set_next(&mut self, key: &str, at: NaiveDateTime) -> QueryResult<()>;
+
+    /// How many starts the key had after `since`.
+    fn rate_starts_count(&mut self, key: &str, since: NaiveDateTime) -> QueryResult<i64>;
+
+    /// The time of the key's start after `since` that `offset` others
+    /// precede.
+    fn rate_start_nth(
+        &mut self,
+        key: &str,
+        since: NaiveDateTime,
+        offset: i64,
+    ) -> QueryResult<NaiveDateTime>;
+
+    /// Deletes the key's starts at or before `since`.
+    fn rate_starts_prune(&mut self, key: &str, since: NaiveDateTime) -> QueryResult<()>;
+
+    /// Records a start granted.
+    fn rate_start_insert(&mut self, key: &str, job_id: i64, at: NaiveDateTime) -> QueryResult<()>;
+
+    /// Puts a job whose claim was just deleted back in the scheduled jobs
+    /// until `at`; returns its concurrency key.
+    fn jobs_defer(&mut self, job_id: i64, at: NaiveDateTime) -> QueryResult<Option<String>>;
 }
 
 /// The [`Driver`] methods each backend writes in its own `audit`,

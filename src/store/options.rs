@@ -28,6 +28,9 @@ pub(crate) struct StoredOptions {
     /// `None`: [`crate::config::DEFAULT_MAX_SNOOZES`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_snoozes: Option<u32>,
+    /// The rate limit its starts count against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<crate::types::StoredRate>,
 }
 
 fn default_keep_ms() -> u64 {
@@ -54,6 +57,7 @@ impl Default for StoredOptions {
             backoff: default_backoff(),
             concurrency: None,
             max_snoozes: None,
+            rate: None,
         }
     }
 }
@@ -91,6 +95,11 @@ mod tests {
             backoff: Backoff::fixed(Duration::from_secs(1)),
             concurrency: None,
             max_snoozes: Some(3),
+            rate: Some(crate::types::StoredRate {
+                key: "api/7".into(),
+                limit: 10,
+                period_ms: 1_000,
+            }),
         };
         let json = serde_json::to_string(&custom).unwrap();
         assert_eq!(StoredOptions::parse(&json), custom);

@@ -176,6 +176,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     solidq_job_stats,
     solidq_dependencies,
     solidq_waiting_executions,
+    solidq_rate_limits,
+    solidq_rate_starts,
 );
 
 diesel::table! {
@@ -215,5 +217,22 @@ diesel::table! {
         priority -> Integer,
         run_anyway -> Bool,
         created_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    solidq_rate_limits (key) {
+        key -> Text,
+        next_at -> Timestamp,
+        created_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    solidq_rate_starts (id) {
+        id -> BigInt,
+        key -> Text,
+        job_id -> BigInt,
+        started_at -> Timestamp,
     }
 }

@@ -40,3 +40,18 @@ impl StoredLimit {
         Duration::from_millis(self.duration_ms)
     }
 }
+
+/// A rate limit as stored in a job's options: its key (`group/key`, or the
+/// kind alone), at most `limit` starts per `period_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StoredRate {
+    pub key: String,
+    pub limit: u32,
+    pub period_ms: u64,
+}
+
+impl StoredRate {
+    pub(crate) fn period(&self) -> Duration {
+        Duration::from_millis(self.period_ms)
+    }
+}

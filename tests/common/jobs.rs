@@ -377,6 +377,29 @@ limited_job!(
     ConcurrencyLimit::new(1).duration(Duration::from_secs(2))
 );
 
+/// Ten starts a second per `key` (all of them share one limit without a
+/// key): records its start in the ledger, then ends.
+#[derive(Serialize, Deserialize)]
+pub struct Rated {
+    pub url: String,
+    pub n: i64,
+    pub key: Option<String>,
+}
+
+impl Job for Rated {
+    const KIND: &'static str = "rated";
+    fn perform(&self, ctx: &JobContext) -> JobResult {
+        ledger_append(&self.url, ctx.job_id(), self.n, "start");
+        Ok(serde_json::Value::Null)
+    }
+    fn options() -> JobOptions {
+        JobOptions::new().rate_limit(solidq::RateLimit::new(10, Duration::from_secs(1)))
+    }
+    fn rate_key(&self) -> Option<String> {
+        self.key.clone()
+    }
+}
+
 /// A worker knowing every test job type.
 pub fn worker(queue: Queue) -> Worker {
     register(Worker::new(queue))
@@ -401,6 +424,7 @@ pub fn register(worker: Worker) -> Worker {
         .register::<LimitedBrief>()
         .register::<FileLedger>()
         .register::<Stepper>()
+        .register::<Rated>()
 }
 
 /// A resumable job of three steps: `one`, then `two` over `items` items

@@ -38,7 +38,7 @@ const ARGS = [
 ];
 // The navigation, in the order of the header's links.
 const NAV = ['queues', 'jobs', 'processes', 'recurring', 'concurrency', 'charts', 'audit', 'database'];
-const TABS = ['failed', 'ready', 'running', 'claimed', 'blocked', 'scheduled', 'retrying', 'finished', 'discarded'];
+const TABS = ['failed', 'ready', 'running', 'claimed', 'blocked', 'waiting', 'scheduled', 'retrying', 'finished', 'discarded'];
 const TIMEOUT_MS = 15_000;
 const XSS_PROBE = '<script>alert(1)</script>';
 

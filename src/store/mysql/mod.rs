@@ -368,6 +368,7 @@ fn load_candidates(
 impl Driver for MysqlConnection {
     crate::store::batches::batch_driver_methods!(last_insert_id);
     crate::store::dependencies::dependency_driver_methods!();
+    crate::store::rates::rate_driver_methods!(mysql);
 
     fn transaction(
         &mut self,

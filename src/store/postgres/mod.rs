@@ -497,6 +497,7 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
 impl Driver for PgConnection {
     crate::store::batches::batch_driver_methods!(returning);
     crate::store::dependencies::dependency_driver_methods!();
+    crate::store::rates::rate_driver_methods!(postgres);
 
     fn transaction(
         &mut self,

@@ -322,6 +322,7 @@ fn in_claim_order(mut rows: Vec<Candidate>, limit: usize) -> Vec<Candidate> {
 impl Driver for SqliteConnection {
     crate::store::batches::batch_driver_methods!(last_insert_rowid);
     crate::store::dependencies::dependency_driver_methods!();
+    crate::store::rates::rate_driver_methods!(sqlite);
 
     fn transaction(
         &mut self,

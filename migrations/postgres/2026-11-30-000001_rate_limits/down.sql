@@ -1,0 +1,2 @@
+DROP TABLE solidq_rate_starts;
+DROP TABLE solidq_rate_limits;

@@ -1,0 +1,236 @@
+//! Rate limits (see `RateLimit` in `src/concurrency.rs` for the promises):
+//! a start granted in a short transaction on the key's row, and a claimed
+//! job sent back to the scheduled ones when none is free.
+//!
+//! The key's row is locked first (`FOR UPDATE` on PostgreSQL and MySQL;
+//! SQLite's write transaction has the file), so two workers never both
+//! read the window with room for one more start. Time is the database's
+//! (`db_now`), the same for every host.
+
+use std::time::Duration;
+
+use chrono::NaiveDateTime;
+use diesel::QueryResult;
+
+use super::{Driver, Slot, Store, StoredOptions, concurrency, in_transaction};
+use crate::types::{Result, StoredRate};
+
+/// What a worker may do with a rate-limited job it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Grant {
+    /// Start it now: its start is recorded.
+    Now,
+    /// Send it back until then (the database's time).
+    At(NaiveDateTime),
+}
+
+fn span(d: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
+}
+
+/// Grants job `job_id` a start under `rate` now, or the time it should
+/// come back: when the oldest of the last `limit` starts leaves the window,
+/// and no earlier than `period / limit` after the last job sent back.
+pub(crate) fn grant_on(d: &mut dyn Driver, rate: &StoredRate, job_id: i64) -> QueryResult<Grant> {
+    let next_at = d.rate_key_lock(&rate.key)?;
+    // Read after the lock: a grant that waited for it is timed when made.
+    let now = d.rate_clock()?;
+    let period = span(rate.period());
+    let since = now - period;
+    d.rate_starts_prune(&rate.key, since)?;
+    let recent = d.rate_starts_count(&rate.key, since)?;
+    let limit = i64::from(rate.limit.max(1));
+    if recent < limit {
+        d.rate_start_insert(&rate.key, job_id, now)?;
+        return Ok(Grant::Now);
+    }
+    // A start frees when the one `limit` from the newest leaves the window.
+    let frees_at = d.rate_start_nth(&rate.key, since, recent - limit)? + period;
+    let spread = span(rate.period() / rate.limit.max(1));
+    let at = frees_at.max(next_at + spread);
+    d.rate_key_set_next(&rate.key, at)?;
+    Ok(Grant::At(at))
+}
+
+impl Store {
+    /// [`grant_on`] in a transaction of its own.
+    pub(crate) fn rate_grant(&self, rate: &StoredRate, job_id: i64) -> Result<Grant> {
+        self.with_driver("rate_grant", |d| {
+            in_transaction(d, |d| grant_on(d, rate, job_id))
+        })
+    }
+
+    /// Sends job `job_id`, claimed by `process_id` and not run, back to the
+    /// scheduled jobs until `at`, without counting an attempt; its
+    /// concurrency slot (per `options`) goes to the next blocked job, and it
+    /// takes one again when due. Returns false if its claim was no longer
+    /// held (pruned meanwhile).
+    pub(crate) fn claimed_defer(
+        &self,
+        process_id: i64,
+        job_id: i64,
+        options: &StoredOptions,
+        at: NaiveDateTime,
+    ) -> Result<bool> {
+        self.with_driver("claimed_defer", |d| {
+            in_transaction(d, |d| {
+                let held = d.claimed_delete_fenced(process_id, &[job_id])?;
+                if held.is_empty() {
+                    return Ok(false);
+                }
+                let key = d.jobs_defer(job_id, at)?;
+                if let Some(slot) = Slot::of(key.as_deref(), options) {
+                    let ready = concurrency::release_slots(d, &[slot])?;
+                    concurrency::notify(d, &ready)?;
+                }
+                Ok(true)
+            })
+        })
+    }
+}
+
+/// The rate-limit methods of [`Driver`], written once with diesel's query
+/// builder; `$backend` picks how the key's row is created and locked.
+macro_rules! rate_driver_methods {
+    ($backend:ident) => {
+        fn rate_key_lock(&mut self, key: &str) -> QueryResult<chrono::NaiveDateTime> {
+            use $crate::store::schema::solidq_rate_limits as r;
+            use diesel::prelude::*;
+            let epoch = chrono::DateTime::UNIX_EPOCH.naive_utc();
+            let now = chrono::Utc::now().naive_utc();
+            let row = (r::key.eq(key), r::next_at.eq(epoch), r::created_at.eq(now));
+            $crate::store::rates::rate_driver_methods!(@insert $backend self, r::table, row);
+            let query = r::table.find(key).select(r::next_at);
+            $crate::store::rates::rate_driver_methods!(@lock $backend self, query)
+        }
+
+        fn rate_clock(&mut self) -> QueryResult<chrono::NaiveDateTime> {
+            $crate::store::rates::rate_driver_methods!(@clock $backend self)
+        }
+
+        fn rate_key_set_next(&mut self, key: &str, at: chrono::NaiveDateTime) -> QueryResult<()> {
+            use $crate::store::schema::solidq_rate_limits as r;
+            use diesel::prelude::*;
+            diesel::update(r::table.find(key))
+                .set(r::next_at.eq(at))
+                .execute(self)
+                .map(drop)
+        }
+
+        fn rate_starts_count(&mut self, key: &str, since: chrono::NaiveDateTime) -> QueryResult<i64> {
+            use $crate::store::schema::solidq_rate_starts as s;
+            use diesel::prelude::*;
+            s::table
+                .filter(s::key.eq(key))
+                .filter(s::started_at.gt(since))
+                .count()
+                .get_result(self)
+        }
+
+        fn rate_start_nth(
+            &mut self,
+            key: &str,
+            since: chrono::NaiveDateTime,
+            offset: i64,
+        ) -> QueryResult<chrono::NaiveDateTime> {
+            use $crate::store::schema::solidq_rate_starts as s;
+            use diesel::prelude::*;
+            s::table
+                .filter(s::key.eq(key))
+                .filter(s::started_at.gt(since))
+                .order(s::started_at)
+                .select(s::started_at)
+                .offset(offset)
+                .first(self)
+        }
+
+        fn rate_starts_prune(&mut self, key: &str, since: chrono::NaiveDateTime) -> QueryResult<()> {
+            use $crate::store::schema::solidq_rate_starts as s;
+            use diesel::prelude::*;
+            diesel::delete(
+                s::table
+                    .filter(s::key.eq(key))
+                    .filter(s::started_at.le(since)),
+            )
+            .execute(self)
+            .map(drop)
+        }
+
+        fn rate_start_insert(
+            &mut self,
+            key: &str,
+            job_id: i64,
+            at: chrono::NaiveDateTime,
+        ) -> QueryResult<()> {
+            use $crate::store::schema::solidq_rate_starts as s;
+            use diesel::prelude::*;
+            diesel::insert_into(s::table)
+                .values((s::key.eq(key), s::job_id.eq(job_id), s::started_at.eq(at)))
+                .execute(self)
+                .map(drop)
+        }
+
+        fn jobs_defer(
+            &mut self,
+            job_id: i64,
+            at: chrono::NaiveDateTime,
+        ) -> QueryResult<Option<String>> {
+            use $crate::store::schema::solidq_jobs as j;
+            use $crate::store::schema::solidq_scheduled_executions as x;
+            use diesel::prelude::*;
+            let (queue, priority, key): (String, i32, Option<String>) = j::table
+                .find(job_id)
+                .select((j::queue_name, j::priority, j::concurrency_key))
+                .first(self)?;
+            diesel::update(j::table.find(job_id))
+                .set(j::scheduled_at.eq(at))
+                .execute(self)?;
+            diesel::insert_into(x::table)
+                .values((
+                    x::job_id.eq(job_id),
+                    x::queue_name.eq(queue),
+                    x::priority.eq(priority),
+                    x::scheduled_at.eq(at),
+                    x::created_at.eq(chrono::Utc::now().naive_utc()),
+                    x::concurrency_key.eq(key.as_deref()),
+                ))
+                .execute(self)?;
+            Ok(key)
+        }
+    };
+    (@insert postgres $conn:ident, $table:expr, $row:expr) => {
+        diesel::insert_into($table)
+            .values($row)
+            .on_conflict_do_nothing()
+            .execute($conn)?;
+    };
+    (@insert sqlite $conn:ident, $table:expr, $row:expr) => {
+        diesel::insert_or_ignore_into($table).values($row).execute($conn)?;
+    };
+    (@insert mysql $conn:ident, $table:expr, $row:expr) => {
+        diesel::insert_or_ignore_into($table).values($row).execute($conn)?;
+    };
+    (@clock postgres $conn:ident) => {{
+        use diesel::prelude::*;
+        // The statement's time (`LOCALTIMESTAMP` is the transaction's).
+        diesel::select(diesel::dsl::sql::<diesel::sql_types::Timestamp>(
+            "CAST(clock_timestamp() AS timestamp)",
+        ))
+        .get_result($conn)
+    }};
+    (@clock mysql $conn:ident) => {{
+        use diesel::prelude::*;
+        diesel::select(diesel::dsl::sql::<diesel::sql_types::Timestamp>("UTC_TIMESTAMP(6)"))
+            .get_result($conn)
+    }};
+    (@clock sqlite $conn:ident) => {
+        Ok($crate::store::utc_now())
+    };
+    (@lock sqlite $conn:ident, $query:expr) => {
+        $query.first($conn)
+    };
+    (@lock $other:ident $conn:ident, $query:expr) => {
+        $query.for_update().first($conn)
+    };
+}
+pub(crate) use rate_driver_methods;
