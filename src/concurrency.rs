@@ -133,23 +133,25 @@ impl ConcurrencyLimit {
 ///
 /// ## How it works
 ///
-/// The limit holds for starts, across every process and host: a worker
-/// about to start a rate-limited job asks the database first, in one short
-/// transaction on the key's row (locked; SQLite has one writer), whether
-/// fewer than `limit` jobs of the key started within the last `period` by
-/// the database's clock, and records the start if so. Else the job goes
-/// back to the scheduled jobs, unstarted and without spending an attempt
-/// or a snooze, for the moment a start frees up; jobs sent back together
-/// are spread `period / limit` apart, so they come back one by one instead
-/// of all polling at once. The dispatcher makes them ready when due.
+/// The limit holds for starts, across every process and host. A worker
+/// grants starts to the rate-limited jobs it has just claimed, in one short
+/// transaction per claim on their keys' rows (locked, in key order; SQLite
+/// has one writer): a job is granted when fewer than `limit` jobs of its key
+/// started within the last `period` by the database's clock, and its start
+/// is recorded. The others go back to the scheduled jobs, unstarted and
+/// without spending an attempt or a snooze, for the moment a start frees
+/// up; jobs sent back are spread `period / limit` apart, so they come back
+/// one by one instead of all being claimed again at once. The dispatcher
+/// makes them ready when due. Rate-limited kinds are never claimed ahead:
+/// a worker claims one only for an idle thread, which starts it at once.
 ///
 /// Accuracy: in any window of `period`, at most `limit` starts plus those
-/// whose code began more than the grant's lag after their grant (the time
-/// from the database's answer to the job's first line: a few
-/// milliseconds, more under a stalled thread). The tests count every start
-/// of 3 processes at 10 a second for 10 s, with a 50 ms margin.
-/// Throughput stays below the limit by the dispatcher's polling interval
-/// between a deferred job's turn and its start.
+/// whose code began more than the grant's lag after their grant (from the
+/// grant's commit to the job's first line: a round trip, more under a
+/// stalled process). The tests count every start of 3 processes at 10 a
+/// second for 10 s, with a 50 ms margin. Throughput stays below the limit
+/// by the dispatcher's polling interval between a deferred job's turn and
+/// its start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RateLimit {
     pub(crate) limit: u32,

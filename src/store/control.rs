@@ -27,6 +27,17 @@ impl Store {
         .to_stored_json();
         self.with_driver("jobs_cancel_waiting", |d| {
             in_transaction(d, |d| {
+                // Their batches' rows first, in id order, as a completion
+                // locks them: a completion releasing one of these jobs
+                // (holding the batch row) never waits for us while we wait
+                // for it.
+                let batches: std::collections::BTreeSet<i64> = super::batches::members_of(d, ids)?
+                    .into_iter()
+                    .map(|(batch, _)| batch)
+                    .collect();
+                for batch in batches {
+                    d.batch_change(batch, &super::batches::BatchDelta::default())?;
+                }
                 let mut removed = d.pending_remove(ids)?;
                 removed.extend(super::dependencies::waiting_remove(d, ids)?);
                 let slots: Vec<Slot> = removed

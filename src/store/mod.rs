@@ -887,8 +887,13 @@ pub(crate) trait Driver {
     /// Deletes the key's starts at or before `since`.
     fn rate_starts_prune(&mut self, key: &str, since: NaiveDateTime) -> QueryResult<()>;
 
-    /// Records a start granted.
-    fn rate_start_insert(&mut self, key: &str, job_id: i64, at: NaiveDateTime) -> QueryResult<()>;
+    /// Records the starts granted to `job_ids` at `at`.
+    fn rate_starts_insert(
+        &mut self,
+        key: &str,
+        job_ids: &[i64],
+        at: NaiveDateTime,
+    ) -> QueryResult<()>;
 
     /// Puts a job whose claim was just deleted back in the scheduled jobs
     /// until `at`; returns its concurrency key.

@@ -1,12 +1,14 @@
 //! Rate limits (see `RateLimit` in `src/concurrency.rs` for the promises):
-//! a start granted in a short transaction on the key's row, and a claimed
-//! job sent back to the scheduled ones when none is free.
+//! the starts of a claim's rate-limited jobs granted in one short
+//! transaction on their keys' rows, and the jobs over a limit sent back to
+//! the scheduled ones.
 //!
 //! The key's row is locked first (`FOR UPDATE` on PostgreSQL and MySQL;
 //! SQLite's write transaction has the file), so two workers never both
 //! read the window with room for one more start. Time is the database's
 //! (`db_now`), the same for every host.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::NaiveDateTime;
@@ -15,75 +17,119 @@ use diesel::QueryResult;
 use super::{Driver, Slot, Store, StoredOptions, concurrency, in_transaction};
 use crate::types::{Result, StoredRate};
 
-/// What a worker may do with a rate-limited job it holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Grant {
-    /// Start it now: its start is recorded.
-    Now,
-    /// Send it back until then (the database's time).
-    At(NaiveDateTime),
+/// A claimed job under a rate limit.
+#[derive(Debug, Clone)]
+pub(crate) struct Limited {
+    pub job_id: i64,
+    pub rate: StoredRate,
+    pub options: StoredOptions,
 }
 
 fn span(d: Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
 }
 
-/// Grants job `job_id` a start under `rate` now, or the time it should
-/// come back: when the oldest of the last `limit` starts leaves the window,
-/// and no earlier than `period / limit` after the last job sent back.
-pub(crate) fn grant_on(d: &mut dyn Driver, rate: &StoredRate, job_id: i64) -> QueryResult<Grant> {
-    let next_at = d.rate_key_lock(&rate.key)?;
-    // Read after the lock: a grant that waited for it is timed when made.
-    let now = d.rate_clock()?;
-    let period = span(rate.period());
-    let since = now - period;
-    d.rate_starts_prune(&rate.key, since)?;
-    let recent = d.rate_starts_count(&rate.key, since)?;
-    let limit = i64::from(rate.limit.max(1));
-    if recent < limit {
-        d.rate_start_insert(&rate.key, job_id, now)?;
-        return Ok(Grant::Now);
+/// Grants starts to the rate-limited jobs `process_id` just claimed, key
+/// by key in key order (so two claims never wait for each other's keys in
+/// opposite orders), in claim order within a key: those within the limit
+/// have their start recorded now; the others go back to the scheduled jobs
+/// (see [`defer_on`]), the first when the oldest of the last `limit` starts
+/// leaves the window and each next one `period / limit` later, never
+/// earlier than `period / limit` after the last job the key sent back.
+/// Returns the ids sent back.
+pub(crate) fn grant_on(
+    d: &mut dyn Driver,
+    process_id: i64,
+    jobs: &[Limited],
+) -> QueryResult<Vec<i64>> {
+    let mut by_key: BTreeMap<&str, Vec<&Limited>> = BTreeMap::new();
+    for job in jobs {
+        by_key.entry(job.rate.key.as_str()).or_default().push(job);
     }
-    // A start frees when the one `limit` from the newest leaves the window.
-    let frees_at = d.rate_start_nth(&rate.key, since, recent - limit)? + period;
-    let spread = span(rate.period() / rate.limit.max(1));
-    let at = frees_at.max(next_at + spread);
-    d.rate_key_set_next(&rate.key, at)?;
-    Ok(Grant::At(at))
+    let mut deferred = Vec::new();
+    for (key, jobs) in by_key {
+        let rate = &jobs[0].rate;
+        let next_at = d.rate_key_lock(key)?;
+        // Read after the lock: a grant that waited for it is timed when made.
+        let now = d.rate_clock()?;
+        let period = span(rate.period());
+        let since = now - period;
+        d.rate_starts_prune(key, since)?;
+        let recent = d.rate_starts_count(key, since)?;
+        let limit = i64::from(rate.limit.max(1));
+        let free = (limit - recent).clamp(0, jobs.len() as i64) as usize;
+        let (granted, over) = jobs.split_at(free);
+        if !granted.is_empty() {
+            let ids: Vec<i64> = granted.iter().map(|j| j.job_id).collect();
+            d.rate_starts_insert(key, &ids, now)?;
+        }
+        if over.is_empty() {
+            continue;
+        }
+        // The first sent back may start when the oldest of the last `limit`
+        // starts (those recorded and those just granted) leaves the window.
+        let frees_at = d.rate_start_nth(key, since, recent + free as i64 - limit)? + period;
+        let spread = span(rate.period() / rate.limit.max(1));
+        let mut at = frees_at.max(next_at + spread);
+        for job in over {
+            if defer_on(d, process_id, job.job_id, &job.options, at)? {
+                deferred.push(job.job_id);
+            }
+            at += spread;
+        }
+        d.rate_key_set_next(key, at - spread)?;
+    }
+    Ok(deferred)
+}
+
+/// Sends job `job_id`, claimed by `process_id` and not run, back to the
+/// scheduled jobs until `at`, without counting an attempt; its concurrency
+/// slot (per `options`) goes to the next blocked job, and it takes one
+/// again when due. False if its claim was no longer held.
+fn defer_on(
+    d: &mut dyn Driver,
+    process_id: i64,
+    job_id: i64,
+    options: &StoredOptions,
+    at: NaiveDateTime,
+) -> QueryResult<bool> {
+    let held = d.claimed_delete_fenced(process_id, &[job_id])?;
+    if held.is_empty() {
+        return Ok(false);
+    }
+    let key = d.jobs_defer(job_id, at)?;
+    if let Some(slot) = Slot::of(key.as_deref(), options) {
+        let ready = concurrency::release_slots(d, &[slot])?;
+        concurrency::notify(d, &ready)?;
+    }
+    Ok(true)
 }
 
 impl Store {
     /// [`grant_on`] in a transaction of its own.
-    pub(crate) fn rate_grant(&self, rate: &StoredRate, job_id: i64) -> Result<Grant> {
+    pub(crate) fn rate_grant(&self, process_id: i64, jobs: &[Limited]) -> Result<Vec<i64>> {
         self.with_driver("rate_grant", |d| {
-            in_transaction(d, |d| grant_on(d, rate, job_id))
+            in_transaction(d, |d| grant_on(d, process_id, jobs))
         })
     }
 
-    /// Sends job `job_id`, claimed by `process_id` and not run, back to the
-    /// scheduled jobs until `at`, without counting an attempt; its
-    /// concurrency slot (per `options`) goes to the next blocked job, and it
-    /// takes one again when due. Returns false if its claim was no longer
-    /// held (pruned meanwhile).
+    /// Sends claimed jobs back until `at` (when their grant could not be
+    /// asked); returns those whose claim was still held.
     pub(crate) fn claimed_defer(
         &self,
         process_id: i64,
-        job_id: i64,
-        options: &StoredOptions,
+        jobs: &[Limited],
         at: NaiveDateTime,
-    ) -> Result<bool> {
+    ) -> Result<Vec<i64>> {
         self.with_driver("claimed_defer", |d| {
             in_transaction(d, |d| {
-                let held = d.claimed_delete_fenced(process_id, &[job_id])?;
-                if held.is_empty() {
-                    return Ok(false);
+                let mut deferred = Vec::new();
+                for job in jobs {
+                    if defer_on(d, process_id, job.job_id, &job.options, at)? {
+                        deferred.push(job.job_id);
+                    }
                 }
-                let key = d.jobs_defer(job_id, at)?;
-                if let Some(slot) = Slot::of(key.as_deref(), options) {
-                    let ready = concurrency::release_slots(d, &[slot])?;
-                    concurrency::notify(d, &ready)?;
-                }
-                Ok(true)
+                Ok(deferred)
             })
         })
     }
@@ -156,16 +202,20 @@ macro_rules! rate_driver_methods {
             .map(drop)
         }
 
-        fn rate_start_insert(
+        fn rate_starts_insert(
             &mut self,
             key: &str,
-            job_id: i64,
+            job_ids: &[i64],
             at: chrono::NaiveDateTime,
         ) -> QueryResult<()> {
             use $crate::store::schema::solidq_rate_starts as s;
             use diesel::prelude::*;
+            let rows: Vec<_> = job_ids
+                .iter()
+                .map(|id| (s::key.eq(key), s::job_id.eq(*id), s::started_at.eq(at)))
+                .collect();
             diesel::insert_into(s::table)
-                .values((s::key.eq(key), s::job_id.eq(job_id), s::started_at.eq(at)))
+                .values(rows)
                 .execute(self)
                 .map(drop)
         }

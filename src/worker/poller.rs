@@ -11,7 +11,7 @@
 //! failed too long: its row may be pruned) or while outcomes wait for the
 //! completer beyond its limit.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -22,7 +22,8 @@ use super::shutdown;
 use super::stats::{self, Plan};
 use crate::events::JobClaimed;
 use crate::process;
-use crate::store::ClaimLimits;
+use crate::store::rates::Limited;
+use crate::store::{ClaimLimits, ClaimedJob, StoredOptions};
 use crate::types::Result;
 
 /// How often jobs queued ahead are checked against how long their kind
@@ -81,6 +82,7 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
                         }
                         failures = 0;
                         backlog = jobs.len() == limits.total();
+                        let jobs = grant_starts(shared, process_id, jobs);
                         shared.inflight.fetch_add(jobs.len(), Ordering::SeqCst);
                         let claimed = Instant::now();
                         // Before the threads get them, so a job's claim is
@@ -119,6 +121,55 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
         let _ = parts.wake_rx.recv_timeout(wait);
     }
     shutdown::run(shared, &mut parts)
+}
+
+/// The claimed jobs that may start: all but the rate-limited ones over
+/// their limit, which go back to the scheduled jobs (one transaction for
+/// the claim's rate-limited jobs; see `store/rates.rs`). When the database
+/// cannot be asked, the rate-limited ones go back for a second (if even
+/// that fails, their claims stay until this process deregisters or is
+/// pruned, and are released then).
+fn grant_starts(shared: &Shared, process_id: i64, jobs: Vec<ClaimedJob>) -> Vec<ClaimedJob> {
+    let limited: Vec<Limited> = jobs
+        .iter()
+        .filter_map(|job| {
+            let options = StoredOptions::parse(&job.options);
+            Some(Limited {
+                job_id: job.id,
+                rate: options.rate.clone()?,
+                options,
+            })
+        })
+        .collect();
+    if limited.is_empty() {
+        return jobs;
+    }
+    let back: HashSet<i64> = match shared.store.rate_grant(process_id, &limited) {
+        Ok(back) => back.into_iter().collect(),
+        Err(error) => {
+            log::warn!(
+                "cannot grant starts to {} rate-limited jobs ({error}); sending them back for a second",
+                limited.len()
+            );
+            let at = jobs[0].claimed_at + chrono::Duration::seconds(1);
+            match shared.store.claimed_defer(process_id, &limited, at) {
+                Ok(back) => back.into_iter().collect(),
+                Err(error) => {
+                    log::warn!(
+                        "cannot send them back either ({error}); their claims are released when this worker deregisters or is pruned"
+                    );
+                    limited.iter().map(|l| l.job_id).collect()
+                }
+            }
+        }
+    };
+    if !back.is_empty() {
+        log::debug!(
+            "{} claimed jobs sent back: their rate limits are reached",
+            back.len()
+        );
+    }
+    jobs.into_iter().filter(|j| !back.contains(&j.id)).collect()
 }
 
 /// The claim-ahead plan from each kind's average run time here, raised to

@@ -30,7 +30,6 @@ use super::executor;
 use super::runtime::{Shared, lock};
 use crate::events::{JobReleased, ReleaseCause};
 use crate::job::ProgressCell;
-use crate::store::rates::Grant;
 use crate::store::{ClaimedJob, Completion, Slot, StoredOptions};
 use crate::types::{Error, Result};
 
@@ -208,11 +207,7 @@ pub(super) fn spawn_thread(
             executor::arm_panic_capture();
             while let Some(assigned) = work.pop() {
                 match verdict(&shared, &assigned) {
-                    Verdict::Start => {
-                        if rate_admits(&shared, &assigned) {
-                            run(&shared, n, assigned, &completions)
-                        }
-                    }
+                    Verdict::Start => run(&shared, n, assigned, &completions),
                     Verdict::HandBack => hand_back(&shared, vec![assigned]),
                     Verdict::Drop => {
                         log::warn!(
@@ -228,57 +223,6 @@ pub(super) fn spawn_thread(
         })
         .map(drop)
         .map_err(|source| Error::Thread { name, source })
-}
-
-/// Whether `assigned` may start under its rate limit (always, without
-/// one). When not, it goes back to the scheduled jobs until a start frees
-/// up, unstarted and without spending an attempt; when the database cannot
-/// be asked, it goes back for a second (its claim is released by this
-/// process's deregistration or prune if even that fails).
-fn rate_admits(shared: &Shared, assigned: &Assigned) -> bool {
-    let options = StoredOptions::parse(&assigned.job.options);
-    let Some(rate) = &options.rate else {
-        return true;
-    };
-    let job = &assigned.job;
-    let at = match shared.store.rate_grant(rate, job.id) {
-        Ok(Grant::Now) => return true,
-        Ok(Grant::At(at)) => at,
-        Err(error) => {
-            log::warn!(
-                "cannot ask whether job {} may start under rate limit {:?} ({error}); trying again in a second",
-                job.id,
-                rate.key
-            );
-            job.claimed_at + chrono::Duration::seconds(1)
-        }
-    };
-    match shared
-        .store
-        .claimed_defer(assigned.process_id, job.id, &options, at)
-    {
-        Ok(true) => log::debug!(
-            "job {} ({}) sent back until {at}: rate limit {:?} of {} per {:?} reached",
-            job.id,
-            job.kind,
-            rate.key,
-            rate.limit,
-            rate.period()
-        ),
-        Ok(false) => log::info!(
-            "job {} was no longer claimed by this worker when its rate limit sent it back",
-            job.id
-        ),
-        Err(error) => log::warn!(
-            "cannot send job {} back under its rate limit ({error}); deregistration will release it",
-            job.id
-        ),
-    }
-    shared.inflight.fetch_sub(1, Ordering::SeqCst);
-    if shared.wake_when_free.load(Ordering::SeqCst) {
-        let _ = shared.wake.try_send(());
-    }
-    false
 }
 
 fn run(shared: &Shared, thread: usize, assigned: Assigned, completions: &Sender<Message>) {

@@ -22,6 +22,8 @@ struct Handler {
     retry_delay: RetryDelay,
     /// Run time of its jobs in this worker (see [`RunTime`]).
     time: RunTime,
+    /// Whether its type has a rate limit (never claimed ahead).
+    rate_limited: bool,
 }
 
 /// Registered job types, by kind.
@@ -53,6 +55,7 @@ impl Registry {
             }),
             retry_delay: J::retry_delay,
             time: RunTime::default(),
+            rate_limited: J::options().rate_limit.is_some(),
         };
         if self.handlers.insert(J::KIND, handler).is_some() {
             self.duplicates.push(J::KIND);
@@ -86,10 +89,15 @@ impl Registry {
         }
     }
 
-    /// Every kind with the average run time of its jobs in microseconds
-    /// (0 before the first ends).
+    /// Every kind that may be claimed ahead with the average run time of
+    /// its jobs in microseconds (0 before the first ends). Rate-limited
+    /// kinds never are: their start is granted when they are claimed, so
+    /// they are claimed only for a thread that starts them at once.
     pub(crate) fn times(&self) -> impl Iterator<Item = (&'static str, f64)> + '_ {
-        self.handlers.iter().map(|(kind, h)| (*kind, h.time.get()))
+        self.handlers
+            .iter()
+            .filter(|(_, h)| !h.rate_limited)
+            .map(|(kind, h)| (*kind, h.time.get()))
     }
 
     pub(crate) fn is_empty(&self) -> bool {
