@@ -41,18 +41,20 @@
 //!   once or crash meanwhile. An operator's retry of a failed member makes
 //!   it pending again: the batch can then finish again, and `on_success`
 //!   fires then if every member succeeded at last.
-//! * **Open batches.** [`Queue::open_batch`](crate::Queue::open_batch) makes a batch that takes
-//!   members ([`Queue::add_to_batch`](crate::Queue::add_to_batch)) until [`Queue::close_batch`](crate::Queue::close_batch); it
-//!   cannot finish while open. A closed batch still takes members until it
-//!   finishes, so a running member may add jobs to its own batch
-//!   ([`crate::JobContext::batch_id`]).
+//! * **Open batches.** [`Queue::open_batch`](crate::Queue::open_batch) makes a
+//!   batch that takes members
+//!   ([`Queue::add_to_batch`](crate::Queue::add_to_batch)) until
+//!   [`Queue::close_batch`](crate::Queue::close_batch); it cannot finish while
+//!   open. A closed batch still takes members until it finishes, so a running
+//!   member may add jobs to its own batch ([`crate::JobContext::batch_id`]).
 //! * **Nested.** A batch opened with [`BatchOptions::parent`] is one
 //!   pending member of its parent until it finishes, counted succeeded if
 //!   none of its members failed.
 //!
-//! A callback is an ordinary job built by the closure given the batch's
-//! id: read the batch's counts with [`Queue::batch_info`](crate::Queue::batch_info). Members may wait
-//! for other members: see [`crate::workflow`].
+//! A callback is an ordinary job built by the closure given the batch's id:
+//! read the batch's counts with
+//! [`Queue::batch_info`](crate::Queue::batch_info). Members may wait for other
+//! members: see [`crate::workflow`].
 
 use std::sync::Arc;
 

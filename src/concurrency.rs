@@ -142,16 +142,15 @@ impl ConcurrencyLimit {
 /// without spending an attempt or a snooze, for the moment a start frees
 /// up; jobs sent back are spread `period / limit` apart, so they come back
 /// one by one instead of all being claimed again at once. The dispatcher
-/// makes them ready when due. Rate-limited kinds are never claimed ahead:
-/// a worker claims one only for an idle thread, which starts it at once.
+/// makes them ready when due. Rate-limited kinds are never claimed ahead: a
+/// worker claims them only for idle threads, which start them at once.
 ///
-/// Accuracy: in any window of `period`, at most `limit` starts plus those
-/// whose code began more than the grant's lag after their grant (from the
-/// grant's commit to the job's first line: a round trip, more under a
-/// stalled process). The tests count every start of 3 processes at 10 a
-/// second for 10 s, with a 50 ms margin. Throughput stays below the limit
-/// by the dispatcher's polling interval between a deferred job's turn and
-/// its start.
+/// Accuracy: in any window of `period`, at most `limit` starts plus those whose
+/// code began more than the grant's lag after their grant (from the grant's
+/// commit to the job's first line: about a round trip; more under a stalled
+/// process). The tests count every start of 3 processes at 10 a second for
+/// 10 s, with a 50 ms margin. Throughput stays below the limit by the
+/// dispatcher's polling interval between a deferred job's turn and its start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RateLimit {
     pub(crate) limit: u32,

@@ -23,12 +23,13 @@
 //!
 //! # What is promised
 //!
-//! * **Within a batch.** A job waits for members of its own batch: named
-//!   jobs of the same call ([`JobRequest::named`](crate::JobRequest::named), [`JobRequest::after`](crate::JobRequest::after)),
-//!   or members already stored, by id ([`JobRequest::after_job`](crate::JobRequest::after_job), with
-//!   [`Queue::add_to_batch`](crate::Queue::add_to_batch), so a running
-//!   member may add a job that waits for itself or others). The batch is
-//!   the workflow: its counts, callbacks and progress cover every member.
+//! * **Within a batch.** A job waits for members of its own batch: named jobs
+//!   of the same call ([`JobRequest::named`](crate::JobRequest::named),
+//!   [`JobRequest::after`](crate::JobRequest::after)), or members already
+//!   stored, by id ([`JobRequest::after_job`](crate::JobRequest::after_job),
+//!   with [`Queue::add_to_batch`](crate::Queue::add_to_batch), so a running
+//!   member may add a job that waits for itself or others). The batch is the
+//!   workflow: its counts, callbacks and progress cover every member.
 //! * **Checked before anything is written.** A name no job of the call
 //!   has, two jobs of one name, a cycle, a parent id that is not a member
 //!   of the batch, or dependencies given to an enqueue outside a batch:
@@ -41,19 +42,20 @@
 //!   its own run time (counted from its enqueue), or places it under its
 //!   concurrency limit; nothing polls the parents.
 //! * **Cancelled by a failed parent.** When a parent fails for good, is
-//!   discarded or cancelled, the job is ended as discarded with
-//!   `cancelled by dependency: job N failed` in its error, in that same
-//!   transaction, and its own dependants after it. With
-//!   [`JobRequest::even_if_parents_fail`](crate::JobRequest::even_if_parents_fail) it runs instead once every parent
-//!   ended, however.
+//!   discarded or cancelled, the job is ended as discarded with `cancelled by
+//!   dependency: job N failed` in its error, in that same transaction, and its
+//!   own dependants after it. With
+//!   [`JobRequest::even_if_parents_fail`](crate::JobRequest::even_if_parents_fail)
+//!   it runs instead once every parent ended, however.
 //! * **Once.** Each edge resolves once (a parent's second ending, after an
-//!   operator's retry of a failed parent, finds it resolved): a dependant
-//!   is released or cancelled once. A retried parent does not bring back
-//!   the dependants it cancelled.
+//!   operator's retry of a failed parent, finds it resolved): a dependant is
+//!   released or cancelled once. A retried parent does not bring back the
+//!   dependants it cancelled.
 //!
-//! The edges stay stored with their outcome: [`Queue::batch_dependencies`](crate::Queue::batch_dependencies)
-//! reads them, and `solidq batch ID` draws the members as a tree. Like
-//! batch rows, edges are not deleted with their jobs.
+//! The edges stay stored with their outcome:
+//! [`Queue::batch_dependencies`](crate::Queue::batch_dependencies) reads them,
+//! and `solidq batch ID` draws the members as a tree. Like batch rows, edges
+//! are not deleted with their jobs.
 
 use std::collections::{HashMap, VecDeque};
 

@@ -24,6 +24,7 @@ backend_tests!(
     cycles_unknown_parents_and_dependencies_outside_a_batch_write_nothing,
     a_job_added_later_waits_for_a_stored_member_however_it_is,
     a_fan_in_of_300_parents_ended_by_three_processes_releases_the_join_once,
+    a_frozen_worker_whose_parent_was_rerun_releases_nothing_when_thawed,
 );
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -480,5 +481,48 @@ fn a_fan_in_of_300_parents_ended_by_three_processes_releases_the_join_once(db: &
     assert_eq!(started_early(db, made.id), 0);
     let pids = db.scalar("SELECT count(DISTINCT pid) AS v FROM test_ledger");
     assert!(pids >= 2, "the parents ran in {pids} processes");
+    assert_invariants(db);
+}
+
+/// A worker frozen (SIGSTOP) while it runs a parent is pruned; a peer
+/// reruns the parent and its dependant is released once. Thawed, the old
+/// worker finishes its copy of the parent: its outcome is fenced by the
+/// claim it lost, so it releases nothing and the dependant runs once.
+fn a_frozen_worker_whose_parent_was_rerun_releases_nothing_when_thawed(db: &TestDb) {
+    db.create_ledger();
+    let queue = db.queue();
+    let victim = Child::worker(&db.url, &[("SOLIDQ_TEST_THREADS", "1")]);
+    let made = queue
+        .batch(
+            BatchOptions::new(),
+            &[
+                node(db, 1, 2_000).named("parent"),
+                node(db, 2, 0).after("parent"),
+            ],
+        )
+        .unwrap();
+    let (parent, child) = (made.jobs[0], made.jobs[1]);
+    wait_for("the parent to start", WAIT, || starts(db, parent) == 1);
+    victim.signal(libc::SIGSTOP);
+    let peer = Child::worker(&db.url, &[("SOLIDQ_TEST_ALIVE_MS", "1000")]);
+    let info = wait_finished(&queue, made.id, WAIT);
+    assert_eq!((info.succeeded, info.failed), (2, 0));
+    victim.signal(libc::SIGCONT);
+    wait_for("the thawed worker to find its claim lost", WAIT, || {
+        victim
+            .logs()
+            .contains(&format!("claim on job {parent} was lost"))
+    });
+    drop(peer);
+    assert_eq!(starts(db, parent), 2, "the frozen copy and the peer's");
+    assert_eq!(starts(db, child), 1, "the dependant ran once");
+    assert_eq!(queue.job(parent).unwrap().stalled_count, 1);
+    assert_eq!(status(&queue, child), JobStatus::Succeeded);
+    let info = queue.batch_info(made.id).unwrap().unwrap();
+    assert_eq!(
+        (info.total, info.pending, info.succeeded, info.failed),
+        (2, 0, 2, 0),
+        "the late outcome moved no count"
+    );
     assert_invariants(db);
 }

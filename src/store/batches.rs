@@ -137,9 +137,9 @@ pub(crate) enum MemberEnd {
     Failed,
 }
 
-/// Moves the counts of the batches of members that ended (`(batch id, job
-/// id, how)`; no job id for a child batch), in batch id order, settles each batch (see [`settle`]), and
-/// resolves the dependencies on those members (see
+/// Moves the counts of the batches of members that ended (`(batch id, job id,
+/// how)`; no job id for a child batch), in batch id order, settles each batch
+/// (see [`settle`]), and resolves the dependencies on those members (see
 /// [`super::dependencies::parents_ended`]) while the batch row is locked.
 pub(crate) fn members_ended(
     d: &mut dyn Driver,

@@ -209,19 +209,27 @@ pub(crate) fn parents_ended(
             touched.extend(d.dependencies_resolve(&parents, outcome)?);
         }
     }
-    if touched.is_empty() {
-        return Ok(());
-    }
     let touched: Vec<i64> = touched.into_iter().collect();
+    // A wide fan-out is settled a thousand dependants at a time (bind
+    // limits: PostgreSQL's 65,535 per statement).
+    for chunk in touched.chunks(1_000) {
+        settle_dependants(d, batch, chunk)?;
+    }
+    Ok(())
+}
+
+/// Releases or cancels those of `touched` (dependants whose edges just
+/// resolved) that still wait and whose parents all ended.
+fn settle_dependants(d: &mut dyn Driver, batch: i64, touched: &[i64]) -> QueryResult<()> {
     let waiting: HashMap<i64, bool> = d
-        .waiting_get(&touched)?
+        .waiting_get(touched)?
         .into_iter()
         .map(|w| (w.job_id, w.run_anyway))
         .collect();
     // Per dependant: whether a parent has not ended, and the first that
     // failed.
     let mut state: BTreeMap<i64, (bool, Option<i64>)> = BTreeMap::new();
-    for edge in d.dependencies_of(&touched)? {
+    for edge in d.dependencies_of(touched)? {
         let entry = state.entry(edge.job_id).or_default();
         match edge.outcome.as_deref() {
             None => entry.0 = true,

@@ -178,6 +178,11 @@ impl Store {
         self.with_driver("claimed_release", |d| {
             in_transaction(d, |d| {
                 let held = d.claimed_delete_fenced(process_id, job_ids)?;
+                // A start granted under a rate limit was not used: give it
+                // back to the key's window.
+                if !held.is_empty() {
+                    d.rate_starts_forget(&held)?;
+                }
                 let rows: Vec<Released> = held
                     .iter()
                     .map(|&id| Released {

@@ -862,9 +862,10 @@ pub(crate) trait Driver {
     /// Schedules released dependants for their run time.
     fn dependants_schedule(&mut self, jobs: &[dependencies::ReleasedJob]) -> QueryResult<()>;
 
-    /// Creates a rate-limit key's row if missing and locks it to the end
-    /// of the transaction; returns the last time handed to a job sent back.
-    fn rate_key_lock(&mut self, key: &str) -> QueryResult<NaiveDateTime>;
+    /// Creates the rate-limit keys' rows that are missing and locks them
+    /// (in key order) to the end of the transaction; returns each key's
+    /// last time handed to a job sent back.
+    fn rate_keys_lock(&mut self, keys: &[String]) -> QueryResult<Vec<(String, NaiveDateTime)>>;
 
     /// The database's time now (the statement's, not the transaction's).
     fn rate_clock(&mut self) -> QueryResult<NaiveDateTime>;
@@ -872,8 +873,13 @@ pub(crate) trait Driver {
     /// Stores the last time handed to a job sent back.
     fn rate_key_set_next(&mut self, key: &str, at: NaiveDateTime) -> QueryResult<()>;
 
-    /// How many starts the key had after `since`.
-    fn rate_starts_count(&mut self, key: &str, since: NaiveDateTime) -> QueryResult<i64>;
+    /// How many starts each of `keys` had after `since` (keys without any
+    /// are missing).
+    fn rate_starts_counts(
+        &mut self,
+        keys: &[String],
+        since: NaiveDateTime,
+    ) -> QueryResult<Vec<(String, i64)>>;
 
     /// The time of the key's start after `since` that `offset` others
     /// precede.
@@ -884,14 +890,16 @@ pub(crate) trait Driver {
         offset: i64,
     ) -> QueryResult<NaiveDateTime>;
 
-    /// Deletes the key's starts at or before `since`.
-    fn rate_starts_prune(&mut self, key: &str, since: NaiveDateTime) -> QueryResult<()>;
+    /// Deletes the starts of `keys` at or before `since`.
+    fn rate_starts_prune(&mut self, keys: &[String], since: NaiveDateTime) -> QueryResult<()>;
 
-    /// Records the starts granted to `job_ids` at `at`.
+    /// Deletes the starts granted to `job_ids` (handed back unstarted).
+    fn rate_starts_forget(&mut self, job_ids: &[i64]) -> QueryResult<()>;
+
+    /// Records the starts granted, `(key, job id)`, at `at`.
     fn rate_starts_insert(
         &mut self,
-        key: &str,
-        job_ids: &[i64],
+        starts: &[(String, i64)],
         at: NaiveDateTime,
     ) -> QueryResult<()>;
 

@@ -8,7 +8,7 @@
 //! read the window with room for one more start. Time is the database's
 //! (`db_now`), the same for every host.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use chrono::NaiveDateTime;
@@ -29,14 +29,16 @@ fn span(d: Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
 }
 
-/// Grants starts to the rate-limited jobs `process_id` just claimed, key
-/// by key in key order (so two claims never wait for each other's keys in
-/// opposite orders), in claim order within a key: those within the limit
-/// have their start recorded now; the others go back to the scheduled jobs
-/// (see [`defer_on`]), the first when the oldest of the last `limit` starts
+/// Grants starts to the rate-limited jobs `process_id` just claimed, in
+/// claim order within each key: those within their key's limit have their
+/// start recorded now; the others go back to the scheduled jobs (see
+/// [`defer_on`]), the first when the oldest of the last `limit` starts
 /// leaves the window and each next one `period / limit` later, never
 /// earlier than `period / limit` after the last job the key sent back.
-/// Returns the ids sent back.
+/// The keys' rows are locked at once, in key order (two claims never wait
+/// for each other's keys in opposite orders), and every key is read and
+/// written by the same few statements, whatever their number. Returns the
+/// ids sent back.
 pub(crate) fn grant_on(
     d: &mut dyn Driver,
     process_id: i64,
@@ -46,32 +48,53 @@ pub(crate) fn grant_on(
     for job in jobs {
         by_key.entry(job.rate.key.as_str()).or_default().push(job);
     }
+    let keys: Vec<String> = by_key.keys().map(|k| k.to_string()).collect();
+    let next: HashMap<String, NaiveDateTime> = d.rate_keys_lock(&keys)?.into_iter().collect();
+    // Read after the lock: a grant that waited for it is timed when made.
+    let now = d.rate_clock()?;
+    // The starts within each key's period (a kind's keys share one).
+    let mut by_period: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for (key, jobs) in &by_key {
+        by_period
+            .entry(jobs[0].rate.period_ms)
+            .or_default()
+            .push(key.to_string());
+    }
+    let mut recent: HashMap<String, i64> = HashMap::new();
+    for (period_ms, keys) in &by_period {
+        let since = now - span(Duration::from_millis(*period_ms));
+        d.rate_starts_prune(keys, since)?;
+        recent.extend(d.rate_starts_counts(keys, since)?);
+    }
+    let mut granted: Vec<(String, i64)> = Vec::new();
+    let mut over: Vec<(&str, usize)> = Vec::new();
+    for (key, jobs) in &by_key {
+        let limit = i64::from(jobs[0].rate.limit.max(1));
+        let started = recent.get(*key).copied().unwrap_or(0);
+        let free = (limit - started).clamp(0, jobs.len() as i64) as usize;
+        granted.extend(jobs[..free].iter().map(|j| (key.to_string(), j.job_id)));
+        if free < jobs.len() {
+            over.push((key, free));
+        }
+    }
+    if !granted.is_empty() {
+        d.rate_starts_insert(&granted, now)?;
+    }
     let mut deferred = Vec::new();
-    for (key, jobs) in by_key {
+    for (key, free) in over {
+        let jobs = &by_key[key];
         let rate = &jobs[0].rate;
-        let next_at = d.rate_key_lock(key)?;
-        // Read after the lock: a grant that waited for it is timed when made.
-        let now = d.rate_clock()?;
         let period = span(rate.period());
         let since = now - period;
-        d.rate_starts_prune(key, since)?;
-        let recent = d.rate_starts_count(key, since)?;
         let limit = i64::from(rate.limit.max(1));
-        let free = (limit - recent).clamp(0, jobs.len() as i64) as usize;
-        let (granted, over) = jobs.split_at(free);
-        if !granted.is_empty() {
-            let ids: Vec<i64> = granted.iter().map(|j| j.job_id).collect();
-            d.rate_starts_insert(key, &ids, now)?;
-        }
-        if over.is_empty() {
-            continue;
-        }
+        let started = recent.get(key).copied().unwrap_or(0);
         // The first sent back may start when the oldest of the last `limit`
         // starts (those recorded and those just granted) leaves the window.
-        let frees_at = d.rate_start_nth(key, since, recent + free as i64 - limit)? + period;
+        let frees_at = d.rate_start_nth(key, since, started + free as i64 - limit)? + period;
         let spread = span(rate.period() / rate.limit.max(1));
-        let mut at = frees_at.max(next_at + spread);
-        for job in over {
+        let last = next.get(key).copied().unwrap_or(now);
+        let mut at = frees_at.max(last + spread);
+        for job in &jobs[free..] {
             if defer_on(d, process_id, job.job_id, &job.options, at)? {
                 deferred.push(job.job_id);
             }
@@ -139,14 +162,25 @@ impl Store {
 /// builder; `$backend` picks how the key's row is created and locked.
 macro_rules! rate_driver_methods {
     ($backend:ident) => {
-        fn rate_key_lock(&mut self, key: &str) -> QueryResult<chrono::NaiveDateTime> {
+        fn rate_keys_lock(
+            &mut self,
+            keys: &[String],
+        ) -> QueryResult<Vec<(String, chrono::NaiveDateTime)>> {
             use $crate::store::schema::solidq_rate_limits as r;
             use diesel::prelude::*;
             let epoch = chrono::DateTime::UNIX_EPOCH.naive_utc();
             let now = chrono::Utc::now().naive_utc();
-            let row = (r::key.eq(key), r::next_at.eq(epoch), r::created_at.eq(now));
-            $crate::store::rates::rate_driver_methods!(@insert $backend self, r::table, row);
-            let query = r::table.find(key).select(r::next_at);
+            let rows: Vec<_> = keys
+                .iter()
+                .map(|key| (r::key.eq(key.as_str()), r::next_at.eq(epoch), r::created_at.eq(now)))
+                .collect();
+            for chunk in rows.chunks(500) {
+                $crate::store::rates::rate_driver_methods!(@insert $backend self, r::table, chunk);
+            }
+            let query = r::table
+                .filter(r::key.eq_any(keys))
+                .order(r::key)
+                .select((r::key, r::next_at));
             $crate::store::rates::rate_driver_methods!(@lock $backend self, query)
         }
 
@@ -163,14 +197,19 @@ macro_rules! rate_driver_methods {
                 .map(drop)
         }
 
-        fn rate_starts_count(&mut self, key: &str, since: chrono::NaiveDateTime) -> QueryResult<i64> {
+        fn rate_starts_counts(
+            &mut self,
+            keys: &[String],
+            since: chrono::NaiveDateTime,
+        ) -> QueryResult<Vec<(String, i64)>> {
             use $crate::store::schema::solidq_rate_starts as s;
             use diesel::prelude::*;
             s::table
-                .filter(s::key.eq(key))
+                .filter(s::key.eq_any(keys))
                 .filter(s::started_at.gt(since))
-                .count()
-                .get_result(self)
+                .group_by(s::key)
+                .select((s::key, diesel::dsl::count(s::id)))
+                .load(self)
         }
 
         fn rate_start_nth(
@@ -190,34 +229,45 @@ macro_rules! rate_driver_methods {
                 .first(self)
         }
 
-        fn rate_starts_prune(&mut self, key: &str, since: chrono::NaiveDateTime) -> QueryResult<()> {
+        fn rate_starts_prune(
+            &mut self,
+            keys: &[String],
+            since: chrono::NaiveDateTime,
+        ) -> QueryResult<()> {
             use $crate::store::schema::solidq_rate_starts as s;
             use diesel::prelude::*;
             diesel::delete(
                 s::table
-                    .filter(s::key.eq(key))
+                    .filter(s::key.eq_any(keys))
                     .filter(s::started_at.le(since)),
             )
             .execute(self)
             .map(drop)
         }
 
+        fn rate_starts_forget(&mut self, job_ids: &[i64]) -> QueryResult<()> {
+            use $crate::store::schema::solidq_rate_starts as s;
+            use diesel::prelude::*;
+            diesel::delete(s::table.filter(s::job_id.eq_any(job_ids)))
+                .execute(self)
+                .map(drop)
+        }
+
         fn rate_starts_insert(
             &mut self,
-            key: &str,
-            job_ids: &[i64],
+            starts: &[(String, i64)],
             at: chrono::NaiveDateTime,
         ) -> QueryResult<()> {
             use $crate::store::schema::solidq_rate_starts as s;
             use diesel::prelude::*;
-            let rows: Vec<_> = job_ids
+            let rows: Vec<_> = starts
                 .iter()
-                .map(|id| (s::key.eq(key), s::job_id.eq(*id), s::started_at.eq(at)))
+                .map(|(key, id)| (s::key.eq(key.as_str()), s::job_id.eq(*id), s::started_at.eq(at)))
                 .collect();
-            diesel::insert_into(s::table)
-                .values(rows)
-                .execute(self)
-                .map(drop)
+            for chunk in rows.chunks(500) {
+                diesel::insert_into(s::table).values(chunk).execute(self)?;
+            }
+            Ok(())
         }
 
         fn jobs_defer(
@@ -277,10 +327,10 @@ macro_rules! rate_driver_methods {
         Ok($crate::store::utc_now())
     };
     (@lock sqlite $conn:ident, $query:expr) => {
-        $query.first($conn)
+        $query.load($conn)
     };
     (@lock $other:ident $conn:ident, $query:expr) => {
-        $query.for_update().first($conn)
+        $query.for_update().load($conn)
     };
 }
 pub(crate) use rate_driver_methods;

@@ -91,8 +91,8 @@ impl Registry {
 
     /// Every kind that may be claimed ahead with the average run time of
     /// its jobs in microseconds (0 before the first ends). Rate-limited
-    /// kinds never are: their start is granted when they are claimed, so
-    /// they are claimed only for a thread that starts them at once.
+    /// kinds never are: their starts are granted when they are claimed, so
+    /// they are claimed only for threads that start them at once.
     pub(crate) fn times(&self) -> impl Iterator<Item = (&'static str, f64)> + '_ {
         self.handlers
             .iter()
