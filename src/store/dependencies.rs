@@ -88,6 +88,17 @@ pub(crate) struct Edge {
     pub outcome: Option<String>,
 }
 
+/// Edges from `(job_id, parent_id, outcome)` rows.
+pub(crate) fn edges(rows: Vec<(i64, i64, Option<String>)>) -> Vec<Edge> {
+    rows.into_iter()
+        .map(|(job_id, parent_id, outcome)| Edge {
+            job_id,
+            parent_id,
+            outcome,
+        })
+        .collect()
+}
+
 fn never() -> NaiveDateTime {
     NaiveDateTime::parse_from_str(NEVER, "%Y-%m-%d %H:%M:%S").expect("a valid time")
 }
@@ -514,20 +525,11 @@ macro_rules! dependency_driver_methods {
         ) -> QueryResult<Vec<$crate::store::dependencies::Edge>> {
             use diesel::prelude::*;
             use $crate::store::schema::solidq_dependencies as e;
-            let rows: Vec<(i64, i64, Option<String>)> = e::table
+            e::table
                 .filter(e::job_id.eq_any(jobs))
                 .select((e::job_id, e::parent_id, e::outcome))
-                .load(self)?;
-            Ok(rows
-                .into_iter()
-                .map(
-                    |(job_id, parent_id, outcome)| $crate::store::dependencies::Edge {
-                        job_id,
-                        parent_id,
-                        outcome,
-                    },
-                )
-                .collect())
+                .load(self)
+                .map($crate::store::dependencies::edges)
         }
 
         fn dependencies_in_batch(
@@ -536,21 +538,12 @@ macro_rules! dependency_driver_methods {
         ) -> QueryResult<Vec<$crate::store::dependencies::Edge>> {
             use diesel::prelude::*;
             use $crate::store::schema::solidq_dependencies as e;
-            let rows: Vec<(i64, i64, Option<String>)> = e::table
+            e::table
                 .filter(e::batch_id.eq(batch))
                 .order((e::job_id, e::parent_id))
                 .select((e::job_id, e::parent_id, e::outcome))
-                .load(self)?;
-            Ok(rows
-                .into_iter()
-                .map(
-                    |(job_id, parent_id, outcome)| $crate::store::dependencies::Edge {
-                        job_id,
-                        parent_id,
-                        outcome,
-                    },
-                )
-                .collect())
+                .load(self)
+                .map($crate::store::dependencies::edges)
         }
 
         fn waiting_get(
