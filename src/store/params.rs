@@ -73,12 +73,14 @@ impl ClaimQuery {
     /// (`FOR UPDATE SKIP LOCKED` on PostgreSQL). Queue names are validated
     /// (letters, digits, `_-.:`) so inlining them is safe, and inlining makes
     /// the statement text fixed per worker: prepared once, planned per queue.
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub(crate) fn candidates_sql(&self, limit: &str, lock: &str) -> String {
         self.candidates_where_sql(limit, "", lock)
     }
 
     /// [`ClaimQuery::candidates_sql`] with `extra` conditions (starting
     /// with `AND`) on each ready row `r`.
+    #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub(crate) fn candidates_where_sql(&self, limit: &str, extra: &str, lock: &str) -> String {
         self.candidates_in_order_sql(limit, extra, lock, false)
     }
