@@ -162,7 +162,7 @@ pub use worker::{Drained, Worker, WorkerHandle, WorkerStats};
 pub use workflow::{Dependency, DependencyOutcome};
 
 /// The migration versions embedded in this build for `backend`, oldest
-/// first; both backends carry the same versions.
+/// first; every backend carries the same versions.
 pub fn embedded_migrations(backend: Backend) -> Vec<String> {
     store::Store::embedded_migrations(backend)
 }
