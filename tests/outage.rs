@@ -65,6 +65,12 @@ mod sqlite {
         let db = super::TestDb::sqlite();
         super::services_stop(&db.url, &super::Outage::SqliteLock(db.url.clone()));
     }
+
+    #[test]
+    fn rate_limited_jobs_keep_their_limit_and_run_once_through_outages() {
+        let db = super::TestDb::sqlite();
+        super::rate_limited(&db.url, &super::Outage::SqliteLock(db.url.clone()));
+    }
 }
 
 #[cfg(feature = "postgres")]
@@ -92,6 +98,15 @@ mod postgres {
         };
         let url = cluster.url();
         super::services_stop(&url, &super::Outage::Server(cluster));
+    }
+
+    #[test]
+    fn rate_limited_jobs_keep_their_limit_and_run_once_through_outages() {
+        let Some(cluster) = super::PrivateCluster::start() else {
+            return;
+        };
+        let url = cluster.url();
+        super::rate_limited(&url, &super::Outage::Server(cluster));
     }
 }
 
@@ -356,4 +371,89 @@ fn unwritten_at_most_once_outcome(db: &TestDb) {
     let info = queue.job(once).unwrap();
     assert_eq!(info.status, JobStatus::Failed, "{info:?}");
     assert_eq!(queue.job(least).unwrap().status, JobStatus::Ready);
+}
+
+/// Rate-limited jobs (10 starts a second) worked by two workers while the
+/// database goes away twice: a grant, a send-back or a claim may fail at
+/// any point, yet no second holds more than 10 starts (50 ms margin), every
+/// job starts once, and none spends an attempt or a snooze.
+fn rate_limited(url: &str, outage: &Outage) {
+    let queue = Queue::connect(url).expect("connect");
+    queue.migrate().expect("migrate");
+    let dir = tempfile::tempdir().expect("ledger directory");
+    let ledger = dir.path().join("starts");
+    let jobs: Vec<common::jobs::RatedFile> = (0..60)
+        .map(|_| common::jobs::RatedFile {
+            path: ledger.display().to_string(),
+        })
+        .collect();
+    let ids = queue.enqueue_all(&jobs).expect("enqueue");
+    let mut workers: Vec<Child> = (0..2).map(|_| worker(url)).collect();
+    let mut retired = Vec::new();
+    for round in 0..2 {
+        std::thread::sleep(Duration::from_millis(1500));
+        let cut = Instant::now();
+        outage.happen();
+        eprintln!("round {round}: database away for {:?}", cut.elapsed());
+        let until = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < until {
+            for slot in workers.iter_mut() {
+                if slot.wait_timeout(Duration::ZERO).is_some() {
+                    retired.push(std::mem::replace(slot, worker(url)));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    wait_for("every job to succeed", WAIT, || {
+        for slot in workers.iter_mut() {
+            if slot.wait_timeout(Duration::ZERO).is_some() {
+                retired.push(std::mem::replace(slot, worker(url)));
+            }
+        }
+        ids.iter()
+            .all(|&id| queue.job(id).unwrap().status == JobStatus::Succeeded)
+    });
+    drop(workers);
+    let lines = std::fs::read_to_string(&ledger).expect("the ledger");
+    let mut starts: Vec<(i64, i64)> = lines
+        .lines()
+        .filter_map(|l| {
+            let words: Vec<&str> = l.split(' ').collect();
+            Some((words.get(1)?.parse().ok()?, words.get(3)?.parse().ok()?))
+        })
+        .collect();
+    starts.sort_by_key(|&(_, at)| at);
+    let mut per_job: HashMap<i64, usize> = HashMap::new();
+    for (id, _) in &starts {
+        *per_job.entry(*id).or_default() += 1;
+    }
+    let busiest = starts
+        .iter()
+        .enumerate()
+        .map(|(i, &(_, t))| {
+            starts[i..]
+                .iter()
+                .take_while(|&&(_, u)| u < t + 950_000)
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    let mut conn = TestConn::open(url);
+    let spent =
+        conn.scalar("SELECT COUNT(*) AS v FROM solidq_jobs WHERE attempts > 1 OR snoozes > 0");
+    eprintln!(
+        "{} starts of {} jobs, at most {busiest} in a second, {} workers restarted",
+        starts.len(),
+        ids.len(),
+        retired.len()
+    );
+    assert!(busiest <= 10, "{busiest} starts within a second");
+    assert_eq!(per_job.len(), ids.len(), "every job started");
+    assert!(
+        per_job.values().all(|&n| n == 1),
+        "jobs started twice: {:?}",
+        per_job.iter().filter(|&(_, &n)| n > 1).collect::<Vec<_>>()
+    );
+    assert_eq!(spent, 0, "jobs spent attempts or snoozes");
 }

@@ -400,6 +400,35 @@ impl Job for Rated {
     }
 }
 
+/// Ten starts a second: appends `start <job id> <pid> <µs>` to the file at
+/// `path` (one `O_APPEND` write), which needs no database (for outages).
+#[derive(Serialize, Deserialize)]
+pub struct RatedFile {
+    pub path: String,
+}
+
+impl Job for RatedFile {
+    const KIND: &'static str = "rated_file";
+    fn perform(&self, ctx: &JobContext) -> JobResult {
+        use std::io::Write;
+        let line = format!(
+            "start {} {} {}\n",
+            ctx.job_id(),
+            std::process::id(),
+            super::now_us()
+        );
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&self.path)
+            .and_then(|mut file| file.write_all(line.as_bytes()))?;
+        Ok(serde_json::Value::Null)
+    }
+    fn options() -> JobOptions {
+        JobOptions::new().rate_limit(solidq::RateLimit::new(10, Duration::from_secs(1)))
+    }
+}
+
 /// A worker knowing every test job type.
 pub fn worker(queue: Queue) -> Worker {
     register(Worker::new(queue))
@@ -425,6 +454,7 @@ pub fn register(worker: Worker) -> Worker {
         .register::<FileLedger>()
         .register::<Stepper>()
         .register::<Rated>()
+        .register::<RatedFile>()
 }
 
 /// A resumable job of three steps: `one`, then `two` over `items` items
