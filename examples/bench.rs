@@ -71,7 +71,9 @@ cargo run --release --example bench -- [flags]
                     throughput and worker RSS per tenth
   --only a,b        run only these sections: enqueue, workdown, mixed,
                     latency, idle, features (work-down of jobs using
-                    resumable steps, as a ratio of plain no-op jobs)
+                    steps, batches, workflows, rate limits or fairness keys,
+                    as a ratio of plain no-op jobs), fairness (one tenant's
+                    job after another's burst)
   --sqlite-synchronous normal|full   SQLite's synchronous setting for every
                     connection, solidq's and the raw baseline's (solidq's default)
 ";
@@ -124,6 +126,23 @@ impl Job for Rated {
     }
     fn rate_key(&self) -> Option<String> {
         Some(self.key.to_string())
+    }
+}
+
+/// Returns when it started (as [`Stamp`]), as the job of tenant `key`
+/// (its fairness key).
+#[derive(Serialize, Deserialize)]
+struct Tenant {
+    key: u32,
+}
+
+impl Job for Tenant {
+    const KIND: &'static str = "tenant";
+    fn perform(&self, _ctx: &JobContext) -> JobResult {
+        Ok(serde_json::json!(now_us()))
+    }
+    fn fairness_key(&self) -> Option<String> {
+        Some(format!("tenant-{}", self.key))
     }
 }
 
@@ -260,8 +279,8 @@ fn parse_args() -> Args {
 }
 
 /// What `--only` can name.
-const SECTIONS: [&str; 6] = [
-    "enqueue", "workdown", "mixed", "latency", "idle", "features",
+const SECTIONS: [&str; 7] = [
+    "enqueue", "workdown", "mixed", "latency", "idle", "features", "fairness",
 ];
 
 /// Prints `message` and the flags, and exits with status 2.
@@ -330,6 +349,9 @@ fn main() {
         if args.runs("features") {
             bench_features(backend, &args, &mut table);
         }
+        if args.runs("fairness") {
+            bench_fairness(backend, &args, &mut table);
+        }
         table.print(backend);
     }
 }
@@ -359,6 +381,7 @@ fn run_worker(url: &str, threads: usize, prefetch: usize, standalone: bool) {
         .register::<Stamp>()
         .register::<Stepped>()
         .register::<Rated>()
+        .register::<Tenant>()
         .start()
         .expect("worker");
     while !solidq::signal_received() {
@@ -1423,10 +1446,11 @@ fn bench_features(backend: &'static str, args: &Args, table: &mut Table) {
         Batch,
         Workflow,
         Rated,
+        Fair,
     }
     let n = args.jobs / 1_000 * 1_000;
-    let (mut plain, mut stepped, mut batched, mut flowed, mut rated) =
-        (vec![], vec![], vec![], vec![], vec![]);
+    let (mut plain, mut stepped, mut batched, mut flowed, mut rated, mut fair) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
     for _ in 0..args.repeat {
         for (rates, feature) in [
             (&mut plain, Feature::Plain),
@@ -1434,6 +1458,7 @@ fn bench_features(backend: &'static str, args: &Args, table: &mut Table) {
             (&mut batched, Feature::Batch),
             (&mut flowed, Feature::Workflow),
             (&mut rated, Feature::Rated),
+            (&mut fair, Feature::Fair),
         ] {
             let db = BenchDb::new(backend, args);
             let batch = match feature {
@@ -1450,6 +1475,14 @@ fn bench_features(backend: &'static str, args: &Args, table: &mut Table) {
                     db.fill_with(n, || {
                         key.set((key.get() + 1) % 100);
                         Rated { key: key.get() }
+                    });
+                    None
+                }
+                Feature::Fair => {
+                    let key = std::cell::Cell::new(0u32);
+                    db.fill_with(n, || {
+                        key.set((key.get() + 1) % 100);
+                        Tenant { key: key.get() }
                     });
                     None
                 }
@@ -1519,7 +1552,106 @@ fn bench_features(backend: &'static str, args: &Args, table: &mut Table) {
         ),
         rated,
         "plain no-op, same run",
+        plain.clone(),
+    );
+    table.add_vs(
+        format!(
+            "work-down {n}, fairness keys (100 tenants), {}x{} (jobs/s)",
+            args.processes, args.threads
+        ),
+        fair,
+        "plain no-op, same run",
         plain,
+    );
+}
+
+/// Fair share (`store::fair`): tenant 0 enqueues `--jobs` jobs (1,000 per
+/// call), workers start on them, then tenant 1 enqueues one job. Measured:
+/// how long tenant 1's job waited, and how many of tenant 0's jobs started
+/// after its enqueue returned and before it started (the bound the README
+/// documents: each worker's threads plus its prefetch, plus one); against
+/// the same run without fairness keys, where the single job waits for the
+/// rest of the burst. Also the burst's enqueue rate with and without a key.
+fn bench_fairness(backend: &'static str, args: &Args, table: &mut Table) {
+    let n = args.jobs / 1_000 * 1_000;
+    let mut waits = [vec![], vec![]];
+    let mut ahead = [vec![], vec![]];
+    let mut enqueue = [vec![], vec![]];
+    for _ in 0..args.repeat {
+        for (k, keyed) in [true, false].into_iter().enumerate() {
+            let db = BenchDb::new(backend, args);
+            let queue = db.queue();
+            let started = Instant::now();
+            for _ in 0..n / 1_000 {
+                if keyed {
+                    let burst: Vec<Tenant> = (0..1_000).map(|_| Tenant { key: 0 }).collect();
+                    queue.enqueue_all(&burst).expect("enqueue_all");
+                } else {
+                    let burst: Vec<Stamp> = (0..1_000).map(|_| Stamp).collect();
+                    queue.enqueue_all(&burst).expect("enqueue_all");
+                }
+            }
+            enqueue[k].push(rate(n, started.elapsed()));
+            let mut raw = Raw::open(&db.url);
+            raw.analyze();
+            let workers = Workers::spawn(&db.url, args.processes, args.threads, args.prefetch);
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while raw.scalar("SELECT count(*) AS v FROM solidq_jobs WHERE finished_at IS NOT NULL")
+                < (n / 100) as i64
+            {
+                assert!(Instant::now() < deadline, "the burst did not start in 60 s");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let before = now_us();
+            let single = if keyed {
+                queue.enqueue(&Tenant { key: 1 })
+            } else {
+                queue.enqueue(&Stamp)
+            }
+            .expect("enqueue");
+            let enqueued = now_us();
+            let started_at = wait_done(&queue, single);
+            waits[k].push((started_at - before) as f64 / 1000.0);
+            let cast = if backend == "mysql" {
+                "SIGNED"
+            } else {
+                "BIGINT"
+            };
+            ahead[k].push(raw.scalar(&format!(
+                "SELECT count(*) AS v FROM solidq_jobs WHERE id <> {single} AND result IS NOT NULL
+                 AND CAST(result AS {cast}) > {enqueued} AND CAST(result AS {cast}) < {started_at}"
+            )) as f64);
+            let now = raw.now_us();
+            wait_drained(&db, &mut raw, n + 1, Instant::now(), now);
+            workers.stop();
+        }
+    }
+    let [fair_wait, plain_wait] = waits;
+    let [fair_ahead, plain_ahead] = ahead;
+    let [fair_enqueue, plain_enqueue] = enqueue;
+    table.add_vs(
+        format!("enqueue bulk {n}, one fairness key, 1,000 per call (jobs/s)"),
+        fair_enqueue,
+        "no key, same run",
+        plain_enqueue,
+    );
+    table.add_vs(
+        format!(
+            "tenant b's one job after a's {n}: wait, {}x{} (ms)",
+            args.processes, args.threads
+        ),
+        fair_wait,
+        "no keys, same run",
+        plain_wait,
+    );
+    table.add_vs(
+        format!(
+            "  a's jobs started between b's enqueue and start, bound {}",
+            args.processes * (args.threads + args.prefetch) + 1
+        ),
+        fair_ahead,
+        "no keys, same run",
+        plain_ahead,
     );
 }
 

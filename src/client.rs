@@ -486,14 +486,10 @@ impl Queue {
             check_duration("delay", delay)?;
         }
         if let Some(key) = &options.unique_key {
-            if key.is_empty() || key.len() > MAX_UNIQUE_KEY_LEN {
-                return Err(Error::InvalidOption {
-                    option: "unique_key",
-                    value: key.clone(),
-                    reason: format!("must be 1 to {MAX_UNIQUE_KEY_LEN} bytes"),
-                });
-            }
-            check_no_nul("unique_key", key)?;
+            check_key("unique_key", key)?;
+        }
+        if let Some(key) = &request.fairness_key {
+            check_key("fairness_key", key)?;
         }
         let concurrency = match o.concurrency.as_ref().or(defaults.concurrency.as_ref()) {
             Some(limit) => Some(check_limit(limit, request.concurrency_key.as_deref())?),
@@ -518,6 +514,7 @@ impl Queue {
             priority: o.priority.or(defaults.priority).unwrap_or(0),
             unique_key: options.unique_key.clone(),
             concurrency_key: concurrency.and(request.concurrency_key.clone()),
+            fairness_key: request.fairness_key.clone(),
             options: serde_json::to_string(&stored).expect("options serialize"),
             delivery: o.delivery.or(defaults.delivery).unwrap_or(config.delivery),
             max_attempts,
@@ -562,6 +559,8 @@ pub struct JobRequest {
     concurrency_key: Option<String>,
     /// `group/key` when the type has a rate limit.
     rate_key: Option<String>,
+    /// Its tenant for fair share: the options' key, else the job's.
+    fairness_key: Option<String>,
     /// Its name among the jobs of one batch call (see `crate::workflow`).
     pub(crate) name: Option<String>,
     /// Names of the jobs of the same call it waits for.
@@ -591,6 +590,7 @@ impl JobRequest {
             .rate_limit
             .as_ref()
             .map(|limit| limit.full_key(J::KIND, job.rate_key()));
+        let fairness_key = options.fairness_key.clone().or_else(|| job.fairness_key());
         Ok(JobRequest {
             kind: J::KIND.into(),
             arguments,
@@ -598,6 +598,7 @@ impl JobRequest {
             options,
             concurrency_key,
             rate_key,
+            fairness_key,
             name: None,
             after: Vec::new(),
             after_jobs: Vec::new(),
@@ -645,6 +646,7 @@ impl JobRequest {
         arguments: &serde_json::Value,
         options: EnqueueOptions,
     ) -> JobRequest {
+        let fairness_key = options.fairness_key.clone();
         JobRequest {
             kind: kind.into(),
             arguments: arguments.to_string(),
@@ -652,6 +654,7 @@ impl JobRequest {
             options,
             concurrency_key: None,
             rate_key: None,
+            fairness_key,
             name: None,
             after: Vec::new(),
             after_jobs: Vec::new(),
@@ -783,6 +786,18 @@ fn check_kind(kind: &str) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// A key stored in an indexed column: 1 to 255 bytes, no NUL.
+fn check_key(option: &'static str, key: &str) -> Result<()> {
+    if key.is_empty() || key.len() > MAX_UNIQUE_KEY_LEN {
+        return Err(Error::InvalidOption {
+            option,
+            value: key.to_string(),
+            reason: format!("must be 1 to {MAX_UNIQUE_KEY_LEN} bytes"),
+        });
+    }
+    check_no_nul(option, key)
 }
 
 /// Text stored as is (a key) cannot hold NUL: PostgreSQL refuses it.

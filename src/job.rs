@@ -93,6 +93,16 @@ pub trait Job: Serialize + DeserializeOwned + Send + 'static {
     fn rate_key(&self) -> Option<String> {
         None
     }
+
+    /// The tenant the job belongs to, for fair share: when several keys
+    /// have jobs ready in one queue and priority, claims take them in
+    /// turns, so one key's burst does not hold back another key's job (see
+    /// the README's "Fair share across tenants"). The default, `None`,
+    /// keeps the job in plain enqueue order. [`EnqueueOptions::fairness_key`]
+    /// overrides it. Computed once, at enqueue; 1 to 255 bytes.
+    fn fairness_key(&self) -> Option<String> {
+        None
+    }
 }
 
 /// What [`Job::perform`] returns: a JSON result or a [`JobError`].
@@ -206,6 +216,7 @@ pub struct EnqueueOptions {
     pub(crate) delay: Option<Duration>,
     pub(crate) run_at: Option<DateTime<Utc>>,
     pub(crate) unique_key: Option<String>,
+    pub(crate) fairness_key: Option<String>,
 }
 
 impl EnqueueOptions {
@@ -233,6 +244,14 @@ impl EnqueueOptions {
     /// running, or finished and kept), another enqueue with it is refused.
     pub fn unique_key(mut self, key: impl Into<String>) -> Self {
         self.unique_key = Some(key.into());
+        self
+    }
+
+    /// The job's tenant for fair share, over [`Job::fairness_key`]: jobs
+    /// of different keys ready in one queue and priority are claimed in
+    /// turns (see [`Job::fairness_key`]).
+    pub fn fairness_key(mut self, key: impl Into<String>) -> Self {
+        self.fairness_key = Some(key.into());
         self
     }
 }

@@ -41,6 +41,17 @@ const EXPECTED: &[(&str, &[&str], &[&str])] = &[
         &["solidq_ready_poll_by_queue"],
     ),
     ("dispatch due jobs", &["solidq_scheduled_dispatch"], &[]),
+    // A keyed job's place: its key's last ready row, by the partial index.
+    (
+        "enqueue many jobs with fairness keys",
+        &["solidq_ready_fair"],
+        &[],
+    ),
+    (
+        "enqueue: keyed jobs' ready rows",
+        &[],
+        &["solidq_ready_fair"],
+    ),
     (
         "dispatch: find due jobs",
         &[],
@@ -96,6 +107,13 @@ const MYSQL_EXPECTED: &[(&str, &[&str])] = &[
     ("dispatch: find due jobs", &["solidq_scheduled_dispatch"]),
     ("dispatch limited jobs", &["solidq_scheduled_dispatch"]),
     ("dispatch: move them", &["x: eq_ref USING PRIMARY"]),
+    // Jobs by id; a keyed job's place by its key's last ready row (the
+    // plan of a single job's ready row is MariaDB's constant lookup).
+    ("dispatch: make them ready", &["j: eq_ref USING PRIMARY"]),
+    (
+        "dispatch: make them ready",
+        &["f: ref USING solidq_ready_fair"],
+    ),
     (
         "claim: lock the picked rows",
         &["solidq_ready_executions: eq_ref USING PRIMARY"],

@@ -374,6 +374,10 @@ fn job_fields(j: &JobInfo, full: bool) -> Vec<(&'static str, String)> {
             "concurrency key",
             j.concurrency_key.clone().unwrap_or_else(|| "-".into()),
         ),
+        (
+            "fairness key",
+            j.fairness_key.clone().unwrap_or_else(|| "-".into()),
+        ),
         ("created", time(j.created_at)),
         ("scheduled", time(j.scheduled_at)),
         ("started", maybe_time(j.started_at)),

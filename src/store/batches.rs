@@ -108,6 +108,7 @@ impl StoredCallback {
             priority: self.priority,
             unique_key: None,
             concurrency_key: None,
+            fairness_key: None,
             options: self.options.clone(),
             delivery: self.delivery,
             max_attempts: self.max_attempts,

@@ -634,23 +634,9 @@ macro_rules! dependency_driver_methods {
         ) -> QueryResult<()> {
             use diesel::prelude::*;
             use $crate::store::schema::solidq_jobs as j;
-            use $crate::store::schema::solidq_ready_executions as r;
             let now = chrono::Utc::now().naive_utc();
-            let values: Vec<_> = jobs
-                .iter()
-                .map(|job| {
-                    (
-                        r::job_id.eq(job.id),
-                        r::queue_name.eq(job.queue_name.as_str()),
-                        r::priority.eq(job.priority),
-                        r::created_at.eq(now),
-                    )
-                })
-                .collect();
-            for chunk in values.chunks(500) {
-                diesel::insert_into(r::table).values(chunk).execute(self)?;
-            }
             let ids: Vec<i64> = jobs.iter().map(|j| j.id).collect();
+            $crate::store::fair::insert_ready_by_id!(self, &ids)?;
             diesel::update(j::table.filter(j::id.eq_any(&ids)))
                 .set(j::scheduled_at.eq(now))
                 .execute(self)

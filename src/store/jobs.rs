@@ -446,6 +446,7 @@ mod tests {
             priority: 0,
             unique_key: None,
             concurrency_key: None,
+            fairness_key: None,
             options: "{}".into(),
             delivery: Delivery::AtLeastOnce,
             max_attempts: 1,

@@ -385,7 +385,7 @@ fn read_signature(conn: &mut diesel::MysqlConnection) -> Result<Signature> {
     super::Cached(diesel::sql_query(
         "SELECT CAST(COALESCE((SELECT MAX(job_id) FROM solidq_ready_executions), 0) AS SIGNED) AS last,
                 CAST(COALESCE((SELECT job_id FROM solidq_ready_executions
-                               ORDER BY priority, job_id LIMIT 1), 0) AS SIGNED) AS first,
+                               ORDER BY priority, position LIMIT 1), 0) AS SIGNED) AS first,
                 CAST((SELECT COUNT(*) FROM solidq_pauses) AS SIGNED) AS paused",
     ))
     .get_result(conn)

@@ -27,6 +27,7 @@ mod concurrency;
 mod connection;
 mod control;
 pub(crate) mod dependencies;
+pub(crate) mod fair;
 mod health;
 mod info;
 mod jobs;
@@ -953,7 +954,8 @@ macro_rules! forward_to_backend_modules {
         }
 
         fn ready_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
-            concurrency::ready_insert(self, jobs)
+            let ids: Vec<i64> = jobs.iter().map(|j| j.job_id).collect();
+            $crate::store::fair::insert_ready_by_id!(self, &ids)
         }
 
         fn blocked_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {

@@ -19,6 +19,8 @@ pub(crate) struct NewJob {
     pub priority: i32,
     pub unique_key: Option<String>,
     pub concurrency_key: Option<String>,
+    /// Its tenant for fair share (see `store::fair`).
+    pub fairness_key: Option<String>,
     pub options: String,
     pub delivery: Delivery,
     pub max_attempts: i32,
@@ -67,8 +69,9 @@ impl ClaimQuery {
         self.postgres_sql.get_or_init(|| postgres::claim_sql(self))
     }
 
-    /// `SELECT job_id, ord, priority` of up to `limit` candidates per
-    /// pattern, each pattern's candidates in priority and id order, paused
+    /// `SELECT job_id, ord, priority, position` of up to `limit` candidates
+    /// per pattern, each pattern's candidates in priority and position order
+    /// (see `store::fair`), paused
     /// queues excluded. `lock` is appended to each pattern's subquery
     /// (`FOR UPDATE SKIP LOCKED` on PostgreSQL). Queue names are validated
     /// (letters, digits, `_-.:`) so inlining them is safe, and inlining makes
@@ -131,17 +134,18 @@ impl ClaimQuery {
                 String::new()
             };
             parts.push(format!(
-                "SELECT job_id, {ord} AS ord, priority FROM (SELECT job_id, priority \
+                "SELECT job_id, {ord} AS ord, priority, position FROM (SELECT job_id, priority, position \
                  FROM solidq_ready_executions r{hint} WHERE {condition} \
                  AND queue_name NOT IN (SELECT queue_name FROM solidq_pauses){extra} \
-                 ORDER BY priority, job_id LIMIT {limit}{lock}) AS c{ord}"
+                 ORDER BY priority, position LIMIT {limit}{lock}) AS c{ord}"
             ));
         }
         parts.join(" UNION ALL ")
     }
 
     /// Puts claimed jobs in claim order: by the first pattern of the queue
-    /// list that names their queue, then priority, then id.
+    /// list that names their queue, then priority, then their ready rows'
+    /// places (`store::fair`), then id.
     pub(crate) fn sort(&self, jobs: &mut [ClaimedJob]) {
         for job in jobs.iter_mut() {
             job.ord = self
@@ -150,7 +154,7 @@ impl ClaimQuery {
                 .position(|p| p.matches(&job.queue_name))
                 .unwrap_or(self.patterns.len()) as i64;
         }
-        jobs.sort_unstable_by_key(|j| (j.ord, j.priority, j.id));
+        jobs.sort_unstable_by_key(|j| (j.ord, j.priority, j.position, j.id));
     }
 }
 
@@ -200,9 +204,13 @@ pub(crate) struct ClaimedJob {
     /// When the claim was made (the database's clock).
     #[diesel(sql_type = diesel::sql_types::Timestamp)]
     pub claimed_at: NaiveDateTime,
-    /// The position in the claim order (queue list, then priority, then id).
+    /// The position in the claim order (queue list, then priority, then
+    /// `position`).
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub ord: i64,
+    /// Its ready row's place in claim order (`store::fair`).
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub position: i64,
     /// Whether the claim recorded it as started (it goes to an idle thread
     /// at once); the others were claimed ahead and are marked as they start.
     #[diesel(sql_type = diesel::sql_types::Bool)]

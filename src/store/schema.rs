@@ -30,6 +30,7 @@ diesel::table! {
         expires_at -> Nullable<Timestamp>,
         created_at -> Timestamp,
         updated_at -> Timestamp,
+        fairness_key -> Nullable<Text>,
     }
 }
 
@@ -39,6 +40,8 @@ diesel::table! {
         queue_name -> Text,
         priority -> Integer,
         created_at -> Timestamp,
+        fairness_key -> Nullable<Text>,
+        position -> BigInt,
     }
 }
 

@@ -79,7 +79,8 @@ pub struct EnqueueStatement {
 impl NewJob {
     /// The values of the job's own columns, in the order every backend's
     /// insert binds them first: queue, kind, arguments, priority, unique
-    /// key, concurrency key, options, delivery, max attempts, max stalls.
+    /// key, concurrency key, options, delivery, max attempts, max stalls,
+    /// fairness key.
     pub(super) fn column_values(&self) -> Vec<SqlValue> {
         let text = |value: &str| SqlValue::Text(Some(value.to_string()));
         vec![
@@ -93,6 +94,7 @@ impl NewJob {
             text(self.delivery.as_str()),
             SqlValue::Integer(Some(self.max_attempts)),
             SqlValue::Integer(self.max_stalled_count),
+            SqlValue::Text(self.fairness_key.clone()),
         ]
     }
 }

@@ -274,6 +274,8 @@ pub struct JobInfo {
     pub unique_key: Option<String>,
     /// The key of its concurrency limit (`group/key`), if its type has one.
     pub concurrency_key: Option<String>,
+    /// Its tenant for fair share (`Job::fairness_key`), if any.
+    pub fairness_key: Option<String>,
     /// When it was enqueued.
     pub created_at: DateTime<Utc>,
     /// When it was (or will be) due.

@@ -84,6 +84,7 @@ fn run_worker() {
         process_alive_threshold: Duration::from_millis(var("SOLIDQ_TEST_ALIVE_MS", 5000)),
         shutdown_timeout: Duration::from_millis(var("SOLIDQ_TEST_SHUTDOWN_MS", 2000)),
         standalone: var("SOLIDQ_TEST_STANDALONE", true),
+        prefetch: var("SOLIDQ_TEST_PREFETCH", solidq::config::DEFAULT_PREFETCH),
         ..WorkerConfig::default()
     };
     jobs::worker(queue)

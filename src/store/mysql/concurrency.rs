@@ -219,35 +219,6 @@ pub(super) fn semaphore_signal(
     Ok(given > 0)
 }
 
-/// The jobs as one JSON array of `[id, queue, priority]`, in id order.
-fn ready_insert_sql() -> String {
-    format!(
-        "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-         SELECT u.id, u.queue_name, u.priority, {NOW}
-         FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$[0]',
-                                            queue_name VARCHAR(255) PATH '$[1]',
-                                            priority INT PATH '$[2]')) AS u
-         ORDER BY u.id"
-    )
-}
-
-/// One statement: the jobs travel as a JSON array through `JSON_TABLE`.
-pub(super) fn ready_insert(conn: &mut MysqlConnection, jobs: &[LimitedJob]) -> QueryResult<()> {
-    if jobs.is_empty() {
-        return Ok(());
-    }
-    let rows: Vec<(i64, &str, i32)> = jobs
-        .iter()
-        .map(|j| (j.job_id, j.queue_name.as_str(), j.priority))
-        .collect();
-    Cached(
-        sql_query(ready_insert_sql())
-            .bind::<Text, _>(serde_json::to_string(&rows).expect("rows serialize")),
-    )
-    .execute(conn)
-    .map(drop)
-}
-
 /// The jobs as one JSON array of `[id, queue, priority, key, duration in
 /// microseconds]`.
 fn blocked_insert_sql() -> String {
@@ -265,7 +236,8 @@ fn blocked_insert_sql() -> String {
     )
 }
 
-/// One statement, as [`ready_insert`]; each row expires its limit's
+/// One statement: the jobs travel as a JSON array through `JSON_TABLE`;
+/// each row expires its limit's
 /// duration from the database's now.
 pub(super) fn blocked_insert(conn: &mut MysqlConnection, jobs: &[LimitedJob]) -> QueryResult<()> {
     if jobs.is_empty() {

@@ -123,9 +123,13 @@ fn unlimit_jobs_sql() -> String {
 
 fn ready_from_jobs_sql() -> String {
     format!(
-        "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-         SELECT j.id, j.queue_name, j.priority, j.scheduled_at
-         FROM {IDS} STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value ORDER BY j.id"
+        "INSERT INTO solidq_ready_executions ({}) {} ORDER BY id",
+        crate::store::fair::READY_COLUMNS,
+        crate::store::fair::ready_rows_sql(
+            "j",
+            "j.scheduled_at",
+            &format!("FROM {IDS} STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value")
+        )
     )
 }
 

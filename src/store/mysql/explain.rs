@@ -12,7 +12,7 @@ use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl, sql_que
 use serde_json::Value;
 
 use super::statement::{READY_AFTER_INSERT, insert_job_now_sql};
-use super::{IDS, STRINGS};
+use super::{IDS, MOVE_DUE, STRINGS};
 use crate::store::ClaimQuery;
 
 #[derive(QueryableByName)]
@@ -66,10 +66,15 @@ pub(in crate::store) fn explain(conn: &mut MysqlConnection) -> QueryResult<Vec<(
                     "'at_least_once'",
                     "1",
                     "NULL",
+                    "NULL",
                 ],
             ),
         ),
-        ("enqueue: its ready row", READY_AFTER_INSERT.into()),
+        ("enqueue: its ready row", READY_AFTER_INSERT.to_string()),
+        (
+            "dispatch: make them ready",
+            with_literals(&MOVE_DUE, &[ids]),
+        ),
         ("claim from *", candidates(vec![All])),
         (
             "claim from one queue",

@@ -20,6 +20,7 @@
 //! row up by its primary key.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use chrono::NaiveDateTime;
@@ -43,6 +44,7 @@ use super::{
     NewProcess, ProcessRow, Progress, RecurringTaskRow, Released, ReleasedJob, Retried, Snoozed,
     Succeeded, micros,
 };
+use crate::store::fair::{READY_COLUMNS, ready_rows_sql, ready_values_of};
 use crate::types::StoredLimit;
 
 /// A JSON array of ids bound as one `?`, as a table of one column,
@@ -112,6 +114,8 @@ struct Candidate {
     ord: i64,
     #[diesel(sql_type = Integer)]
     priority: i32,
+    #[diesel(sql_type = BigInt)]
+    position: i64,
 }
 
 #[derive(QueryableByName)]
@@ -124,8 +128,9 @@ struct DueRow {
 
 pub(super) const INSERT_JOB: &str = "\
 INSERT INTO solidq_jobs (queue_name, kind, arguments, priority, unique_key, concurrency_key, options,
-                         delivery, max_attempts, max_stalled_count, scheduled_at, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, COALESCE(?, (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)),
+                         delivery, max_attempts, max_stalled_count, fairness_key, scheduled_at, created_at,
+                         updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, COALESCE(?, (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)),
         UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))
 ON DUPLICATE KEY UPDATE id = id + LAST_INSERT_ID(0)";
 
@@ -136,19 +141,27 @@ ON DUPLICATE KEY UPDATE id = id + LAST_INSERT_ID(0)";
 /// insert does.)
 const LAST_ID: &str = "SELECT LAST_INSERT_ID() AS id";
 
+/// The ready row of a job without a fairness key: its place is its id.
 const INSERT_READY_BY_ID: &str = "\
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-VALUES (?, ?, ?, UTC_TIMESTAMP(6))";
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position)
+VALUES (?, ?, ?, UTC_TIMESTAMP(6), NULL, ?)";
 
 /// A job not immediately ready: ready when its time has come and it has
 /// no concurrency key, scheduled otherwise. The second statement asks
 /// whether the first inserted, not the clock again: `UTC_TIMESTAMP(6)`
 /// moves between two statements, and a job falling due in between would
 /// otherwise land in neither table.
-const INSERT_READY_IF_DUE: &str = "\
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-SELECT id, queue_name, priority, UTC_TIMESTAMP(6) FROM solidq_jobs
-WHERE id = ? AND scheduled_at <= UTC_TIMESTAMP(6) AND concurrency_key IS NULL";
+///
+/// A job with a fairness key due now takes this statement too: its place
+/// is computed from the ready rows (`store::fair`).
+static INSERT_READY_IF_DUE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO solidq_ready_executions ({READY_COLUMNS})
+         SELECT {} FROM solidq_jobs
+         WHERE id = ? AND scheduled_at <= UTC_TIMESTAMP(6) AND concurrency_key IS NULL",
+        ready_values_of("solidq_jobs", "UTC_TIMESTAMP(6)")
+    )
+});
 
 const INSERT_SCHEDULED_UNLESS_DUE: &str = "\
 INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at, created_at,
@@ -161,11 +174,19 @@ SELECT job_id, queue_name FROM solidq_scheduled_executions
 WHERE scheduled_at <= UTC_TIMESTAMP(6) AND concurrency_key IS NULL
 ORDER BY scheduled_at, priority, job_id LIMIT ?";
 
-const MOVE_DUE: &str = "\
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-SELECT x.job_id, x.queue_name, x.priority, UTC_TIMESTAMP(6)
-FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
-STRAIGHT_JOIN solidq_scheduled_executions x ON x.job_id = ids.value";
+/// The ready rows of the jobs of a JSON array of ids, placed by
+/// `store::fair`: due jobs, and ready jobs with a fairness key.
+static MOVE_DUE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {}",
+        ready_rows_sql(
+            "j",
+            "UTC_TIMESTAMP(6)",
+            "FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
+             STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value"
+        )
+    )
+});
 
 const DELETE_SCHEDULED: &str = "\
 DELETE x FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
@@ -178,7 +199,7 @@ SELECT j.id, j.queue_name, j.kind, j.arguments, j.concurrency_key, j.priority, j
        j.max_attempts, j.attempts, j.stalled_count, j.snoozes, j.checkpoint, j.batch_id,
        j.cancel_requested_at IS NOT NULL AS cancel_requested, j.created_at,
        GREATEST(j.scheduled_at, j.updated_at) AS due_at, c.created_at AS claimed_at,
-       CAST(0 AS SIGNED) AS ord, c.started_at IS NOT NULL AS started
+       CAST(0 AS SIGNED) AS ord, CAST(0 AS SIGNED) AS position, c.started_at IS NOT NULL AS started
 FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
 STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
 STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = j.id
@@ -249,6 +270,9 @@ const PROCESS_COLUMNS: &str = "id, kind, name, pid, hostname, supervisor_id, las
 
 fn insert_jobs(conn: &mut MysqlConnection, jobs: &[NewJob]) -> QueryResult<Vec<Option<i64>>> {
     let mut ids = Vec::with_capacity(jobs.len());
+    // Ready jobs with a fairness key: placed together at the end, each
+    // key's places looked up once (`store::fair`).
+    let mut fair = Vec::new();
     for job in jobs {
         Cached(
             sql_query(INSERT_JOB)
@@ -262,6 +286,7 @@ fn insert_jobs(conn: &mut MysqlConnection, jobs: &[NewJob]) -> QueryResult<Vec<O
                 .bind::<Text, _>(job.delivery.as_str())
                 .bind::<Integer, _>(job.max_attempts)
                 .bind::<Nullable<Integer>, _>(job.max_stalled_count)
+                .bind::<Nullable<Text>, _>(job.fairness_key.as_deref())
                 .bind::<Nullable<Timestamp>, _>(job.run_at)
                 .bind::<BigInt, _>(micros(job.delay)),
         )
@@ -273,16 +298,20 @@ fn insert_jobs(conn: &mut MysqlConnection, jobs: &[NewJob]) -> QueryResult<Vec<O
         }
         // Jobs under a concurrency limit go to scheduled even when due now:
         // the caller places them (a slot, blocked or discarded).
-        if job.run_at.is_none() && job.delay.is_zero() && job.concurrency_key.is_none() {
+        let now = job.run_at.is_none() && job.delay.is_zero();
+        if now && job.concurrency_key.is_none() && job.fairness_key.is_none() {
             Cached(
                 sql_query(INSERT_READY_BY_ID)
                     .bind::<BigInt, _>(id)
                     .bind::<Text, _>(&job.queue_name)
-                    .bind::<Integer, _>(job.priority),
+                    .bind::<Integer, _>(job.priority)
+                    .bind::<BigInt, _>(id),
             )
             .execute(conn)?;
+        } else if now && job.concurrency_key.is_none() {
+            fair.push(id);
         } else {
-            Cached(sql_query(INSERT_READY_IF_DUE).bind::<BigInt, _>(id)).execute(conn)?;
+            Cached(sql_query(INSERT_READY_IF_DUE.as_str()).bind::<BigInt, _>(id)).execute(conn)?;
             Cached(
                 sql_query(INSERT_SCHEDULED_UNLESS_DUE)
                     .bind::<BigInt, _>(id)
@@ -291,6 +320,9 @@ fn insert_jobs(conn: &mut MysqlConnection, jobs: &[NewJob]) -> QueryResult<Vec<O
             .execute(conn)?;
         }
         ids.push(Some(id));
+    }
+    if !fair.is_empty() {
+        Cached(sql_query(MOVE_DUE.as_str()).bind::<Text, _>(json_ids(&fair))).execute(conn)?;
     }
     Ok(ids)
 }
@@ -301,7 +333,7 @@ impl ClaimQuery {
     pub(super) fn mysql_candidates(&self) -> &str {
         self.mysql_sql.get_or_init(|| {
             format!(
-                "SELECT job_id, CAST(ord AS SIGNED) AS ord, priority FROM ({}) AS c",
+                "SELECT job_id, CAST(ord AS SIGNED) AS ord, priority, position FROM ({}) AS c",
                 self.candidates_in_index_order_sql("?", "", " FOR UPDATE SKIP LOCKED")
             )
         })
@@ -323,7 +355,7 @@ impl ClaimQuery {
                   AND JSON_CONTAINS(?, JSON_QUOTE((SELECT j.kind FROM solidq_jobs j
                        WHERE j.id = r.job_id AND j.delivery = 'at_least_once')))";
             format!(
-                "SELECT job_id, CAST(ord AS SIGNED) AS ord, priority FROM ({}) AS c",
+                "SELECT job_id, CAST(ord AS SIGNED) AS ord, priority, position FROM ({}) AS c",
                 self.candidates_in_index_order_sql("?", extra, " FOR UPDATE SKIP LOCKED")
             )
         })
@@ -338,7 +370,7 @@ fn load_candidates(
     claim: &ClaimQuery,
     limit: usize,
     ahead: Option<(&[String], &[i64])>,
-) -> QueryResult<Vec<i64>> {
+) -> QueryResult<Vec<(i64, i64)>> {
     if limit == 0 {
         return Ok(Vec::new());
     }
@@ -360,9 +392,9 @@ fn load_candidates(
     // A job can match several patterns (`mail` and `*`): keep its first.
     rows.sort_by_key(|c| (c.job_id, c.ord));
     rows.dedup_by_key(|c| c.job_id);
-    rows.sort_by_key(|c| (c.ord, c.priority, c.job_id));
+    rows.sort_by_key(|c| (c.ord, c.priority, c.position, c.job_id));
     rows.truncate(limit);
-    Ok(rows.into_iter().map(|c| c.job_id).collect())
+    Ok(rows.into_iter().map(|c| (c.job_id, c.position)).collect())
 }
 
 impl Driver for MysqlConnection {
@@ -399,23 +431,24 @@ impl Driver for MysqlConnection {
         process_id: i64,
         limits: &ClaimLimits,
     ) -> QueryResult<Vec<ClaimedJob>> {
-        let picked = write_tx(self, |c| {
+        let positions = write_tx(self, |c| {
             let alive: Scalar =
                 Cached(sql_query(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
             if alive.v == 0 {
-                return Ok(Vec::new());
+                return Ok(HashMap::new());
             }
-            let started = load_candidates(c, claim, limits.immediate, None)?;
-            let mut picked = started.clone();
+            let mut placed = load_candidates(c, claim, limits.immediate, None)?;
+            let started: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
             // Beyond the idle threads: only jobs of fast kinds, and never
             // at-most-once ones.
             if !limits.fast_kinds.is_empty() {
                 let ahead = Some((limits.fast_kinds.as_slice(), started.as_slice()));
-                picked.extend(load_candidates(c, claim, limits.ahead, ahead)?);
+                placed.extend(load_candidates(c, claim, limits.ahead, ahead)?);
             }
-            if picked.is_empty() {
-                return Ok(picked);
+            if placed.is_empty() {
+                return Ok(HashMap::new());
             }
+            let picked: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
             let ids_json = json_ids(&picked);
             Cached(sql_query(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
             Cached(
@@ -425,11 +458,12 @@ impl Driver for MysqlConnection {
                     .bind::<Text, _>(&ids_json),
             )
             .execute(c)?;
-            Ok(picked)
+            Ok(placed.into_iter().collect::<HashMap<i64, i64>>())
         })?;
-        if picked.is_empty() {
+        if positions.is_empty() {
             return Ok(Vec::new());
         }
+        let picked: Vec<i64> = positions.keys().copied().collect();
         // Read after the commit: a claimed job's row changes only through
         // its claim's holder.
         let mut jobs: Vec<ClaimedJob> = Cached(
@@ -438,6 +472,9 @@ impl Driver for MysqlConnection {
                 .bind::<BigInt, _>(process_id),
         )
         .load(self)?;
+        for job in &mut jobs {
+            job.position = positions.get(&job.id).copied().unwrap_or(job.id);
+        }
         claim.sort(&mut jobs);
         Ok(jobs)
     }
@@ -469,7 +506,7 @@ impl Driver for MysqlConnection {
                 return Ok(Vec::new());
             }
             let ids = json_ids(&due.iter().map(|d| d.job_id).collect::<Vec<_>>());
-            Cached(sql_query(MOVE_DUE).bind::<Text, _>(&ids)).execute(c)?;
+            Cached(sql_query(MOVE_DUE.as_str()).bind::<Text, _>(&ids)).execute(c)?;
             Cached(sql_query(DELETE_SCHEDULED).bind::<Text, _>(&ids)).execute(c)?;
             Ok(due.into_iter().map(|d| d.queue_name).collect())
         })
@@ -710,14 +747,17 @@ impl Driver for MysqlConnection {
             )
             .execute(self)?;
             // Due now and free of a concurrency slot: ready at once.
-            Cached(
-                sql_query(
-                    "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-                     SELECT id, queue_name, priority, UTC_TIMESTAMP(6) FROM solidq_jobs
-                     WHERE id = ? AND ? AND concurrency_key IS NULL",
+            static READY: LazyLock<String> = LazyLock::new(|| {
+                format!(
+                    "INSERT INTO solidq_ready_executions ({READY_COLUMNS})
+                     SELECT {} FROM solidq_jobs WHERE id = ? AND ? AND concurrency_key IS NULL",
+                    ready_values_of("solidq_jobs", "UTC_TIMESTAMP(6)")
                 )
-                .bind::<BigInt, _>(row.id)
-                .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
+            });
+            Cached(
+                sql_query(READY.as_str())
+                    .bind::<BigInt, _>(row.id)
+                    .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
             )
             .execute(self)?;
             Cached(
@@ -759,14 +799,14 @@ impl Driver for MysqlConnection {
                 )
                 .execute(self)?,
             };
-            Cached(
-                sql_query(
-                    "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-                     SELECT id, queue_name, priority, UTC_TIMESTAMP(6) FROM solidq_jobs WHERE id = ?",
+            static READY: LazyLock<String> = LazyLock::new(|| {
+                format!(
+                    "INSERT INTO solidq_ready_executions ({READY_COLUMNS})
+                     SELECT {} FROM solidq_jobs WHERE id = ?",
+                    ready_values_of("solidq_jobs", "UTC_TIMESTAMP(6)")
                 )
-                .bind::<BigInt, _>(row.id),
-            )
-            .execute(self)?;
+            });
+            Cached(sql_query(READY.as_str()).bind::<BigInt, _>(row.id)).execute(self)?;
         }
         Ok(())
     }
@@ -922,10 +962,15 @@ impl Driver for MysqlConnection {
             .execute(c)?;
             let ready = Cached(
                 sql_query(format!(
-                    "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-                     SELECT j.id, j.queue_name, j.priority, UTC_TIMESTAMP(6)
-                     FROM {IDS} STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
-                     WHERE j.concurrency_key IS NULL"
+                    "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {}",
+                    ready_rows_sql(
+                        "j",
+                        "UTC_TIMESTAMP(6)",
+                        &format!(
+                            "FROM {IDS} STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
+                             WHERE j.concurrency_key IS NULL"
+                        )
+                    )
                 ))
                 .bind::<Text, _>(&gone),
             )

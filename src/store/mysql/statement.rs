@@ -26,15 +26,16 @@ use super::NOW;
 use crate::store::{NewJob, SqlValue, Statement, micros, utc_now};
 
 const JOB_COLUMNS: &str = "queue_name, kind, arguments, priority, unique_key, concurrency_key, \
-     options, delivery, max_attempts, max_stalled_count, scheduled_at, created_at, updated_at";
+     options, delivery, max_attempts, max_stalled_count, fairness_key, scheduled_at, created_at, \
+     updated_at";
 
-/// The job, due now: ten values bound.
+/// The job, due now: eleven values bound.
 pub(super) fn insert_job_now_sql() -> String {
     insert_job_sql(NOW)
 }
 
 /// The job, due at `?` (its run time, a `DATETIME` or `NULL`) or else
-/// now plus `?` microseconds: twelve values bound.
+/// now plus `?` microseconds: thirteen values bound.
 pub(super) fn insert_job_at_sql() -> String {
     insert_job_sql(&format!("COALESCE(?, {NOW} + INTERVAL ? MICROSECOND)"))
 }
@@ -42,7 +43,7 @@ pub(super) fn insert_job_at_sql() -> String {
 fn insert_job_sql(scheduled_at: &str) -> String {
     format!(
         "INSERT INTO solidq_jobs ({JOB_COLUMNS})
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {scheduled_at}, {NOW}, {NOW})
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {scheduled_at}, {NOW}, {NOW})
          ON DUPLICATE KEY UPDATE id = id + LAST_INSERT_ID(0)"
     )
 }
@@ -50,9 +51,15 @@ fn insert_job_sql(scheduled_at: &str) -> String {
 /// The ready row of the job statement 1 inserted (none if it inserted
 /// nothing). `LAST_INSERT_ID()` is a constant of the statement: a primary
 /// key lookup.
-pub(super) const READY_AFTER_INSERT: &str = "\
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-SELECT id, queue_name, priority, created_at FROM solidq_jobs WHERE id = LAST_INSERT_ID()";
+pub(super) static READY_AFTER_INSERT: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| {
+        format!(
+            "INSERT INTO solidq_ready_executions ({})
+         SELECT {} FROM solidq_jobs WHERE id = LAST_INSERT_ID()",
+            crate::store::fair::READY_COLUMNS,
+            crate::store::fair::ready_values_of("solidq_jobs", "solidq_jobs.created_at")
+        )
+    });
 
 /// The scheduled row of the job statement 1 inserted (none if it inserted
 /// nothing).
@@ -78,7 +85,7 @@ pub(in crate::store) fn enqueue_statements(job: &NewJob) -> Vec<Statement> {
         None => job.delay.is_zero(),
     };
     let execution = if due && job.concurrency_key.is_none() {
-        READY_AFTER_INSERT
+        READY_AFTER_INSERT.as_str()
     } else {
         SCHEDULED_AFTER_INSERT
     };

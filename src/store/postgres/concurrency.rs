@@ -122,26 +122,6 @@ pub(super) fn semaphore_signal(
     semaphore(conn, SIGNAL, key, limit)
 }
 
-const READY_INSERT: &str = "\
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-SELECT id, queue_name, priority, LOCALTIMESTAMP
-FROM unnest($1::bigint[], $2::text[], $3::int[]) AS u(id, queue_name, priority)";
-
-pub(super) fn ready_insert(conn: &mut PgConnection, jobs: &[LimitedJob]) -> QueryResult<()> {
-    Cached(
-        sql_query(READY_INSERT)
-            .bind::<Array<BigInt>, _>(jobs.iter().map(|j| j.job_id).collect::<Vec<_>>())
-            .bind::<Array<Text>, _>(
-                jobs.iter()
-                    .map(|j| j.queue_name.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .bind::<Array<Integer>, _>(jobs.iter().map(|j| j.priority).collect::<Vec<_>>()),
-    )
-    .execute(conn)
-    .map(drop)
-}
-
 const BLOCKED_INSERT: &str = "\
 INSERT INTO solidq_blocked_executions (job_id, queue_name, priority, concurrency_key, expires_at, created_at)
 SELECT id, queue_name, priority, key, LOCALTIMESTAMP + duration_us * INTERVAL '1 microsecond', LOCALTIMESTAMP

@@ -55,17 +55,18 @@ pub(super) fn blocked_run_now(conn: &mut PgConnection, ids: &[i64]) -> QueryResu
         queue_name: String,
     }
     let rows: Vec<Queue> = Cached(
-        sql_query(
+        sql_query(format!(
             "WITH gone AS (DELETE FROM solidq_blocked_executions WHERE job_id = ANY ($1)
                            RETURNING job_id),
                   upd AS (UPDATE solidq_jobs SET concurrency_key = NULL,
                                  scheduled_at = LOCALTIMESTAMP, updated_at = LOCALTIMESTAMP
                           WHERE id IN (SELECT job_id FROM gone)
-                          RETURNING id, queue_name, priority)
-             INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-             SELECT id, queue_name, priority, LOCALTIMESTAMP FROM upd
+                          RETURNING id, queue_name, priority, fairness_key)
+             INSERT INTO solidq_ready_executions ({}) {}
              RETURNING queue_name",
-        )
+            crate::store::fair::READY_COLUMNS,
+            crate::store::fair::ready_rows_sql("upd", "LOCALTIMESTAMP", "FROM upd")
+        ))
         .bind::<Array<BigInt>, _>(ids),
     )
     .load(conn)?;

@@ -20,10 +20,15 @@ pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(Str
         notify: false,
         keyed: false,
         immediate: true,
+        fair: false,
     };
     let many_jobs = InsertShape {
         many: true,
         ..one_job
+    };
+    let many_fair_jobs = InsertShape {
+        fair: true,
+        ..many_jobs
     };
     // 16 jobs for idle threads, 84 ahead if they are `noop`.
     const CLAIM_ARGS: &str = "(16, 1, 84, ARRAY['noop'])";
@@ -31,13 +36,19 @@ pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(Str
         (
             "enqueue one job",
             one_job.sql(),
-            "('default', 'noop', 'null', 0, NULL, NULL, '{}', 'at_least_once', 1, NULL)",
+            "('default', 'noop', 'null', 0, NULL, NULL, '{}', 'at_least_once', 1, NULL, NULL)",
         ),
         (
             "enqueue many jobs",
             many_jobs.sql(),
             "(ARRAY['default'], ARRAY['noop'], ARRAY['null'], ARRAY[0], ARRAY[NULL::text], ARRAY[NULL::text], \
-              ARRAY['{}'], ARRAY['at_least_once'], ARRAY[1], ARRAY[NULL::int])",
+              ARRAY['{}'], ARRAY['at_least_once'], ARRAY[1], ARRAY[NULL::int], ARRAY[NULL::text])",
+        ),
+        (
+            "enqueue many jobs with fairness keys",
+            many_fair_jobs.sql(),
+            "(ARRAY['default'], ARRAY['noop'], ARRAY['null'], ARRAY[0], ARRAY[NULL::text], ARRAY[NULL::text], \
+              ARRAY['{}'], ARRAY['at_least_once'], ARRAY[1], ARRAY[NULL::int], ARRAY['tenant-1'])",
         ),
         ("claim from *", claim(vec![All]), CLAIM_ARGS),
         (
@@ -55,7 +66,7 @@ pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(Str
             claim(vec![Exact("critical".into()), Prefix("mail".into()), All]),
             CLAIM_ARGS,
         ),
-        ("dispatch due jobs", DISPATCH_SCHEDULED.into(), "(500)"),
+        ("dispatch due jobs", DISPATCH_SCHEDULED.to_string(), "(500)"),
         (
             "finish (fence and succeed)",
             SUCCEED_FENCED.into(),

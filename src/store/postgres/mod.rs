@@ -8,6 +8,7 @@ use diesel::connection::SimpleConnection;
 use diesel::sql_types::{Array, BigInt, Integer, Nullable, Text, Timestamp};
 use diesel::{Connection, PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 mod audit;
@@ -27,6 +28,7 @@ use super::{
     NewProcess, ProcessRow, Progress, RecurringTaskRow, Released, ReleasedJob, Retried, Snoozed,
     Succeeded, micros,
 };
+use crate::store::fair::{READY_COLUMNS, ready_rows_sql, ready_values_of};
 use crate::types::StoredLimit;
 
 #[derive(QueryableByName)]
@@ -73,6 +75,8 @@ struct InsertShape {
     notify: bool,
     keyed: bool,
     immediate: bool,
+    /// Some job has a fairness key: ready rows are placed by `store::fair`.
+    fair: bool,
 }
 
 impl InsertShape {
@@ -86,11 +90,13 @@ impl InsertShape {
             immediate: jobs
                 .iter()
                 .all(|j| j.run_at.is_none() && j.delay.is_zero() && j.concurrency_key.is_none()),
+            fair: jobs.iter().any(|j| j.fairness_key.is_some()),
         }
     }
 
     fn index(self) -> usize {
-        usize::from(self.many) * 8
+        usize::from(self.fair) * 16
+            + usize::from(self.many) * 8
             + usize::from(self.notify) * 4
             + usize::from(self.keyed) * 2
             + usize::from(self.immediate)
@@ -107,26 +113,27 @@ impl InsertShape {
             "COALESCE(run_at, LOCALTIMESTAMP + delay_us * INTERVAL '1 microsecond')"
         };
         let rows = match (self.many, self.immediate) {
-            (false, true) => "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, LOCALTIMESTAMP, LOCALTIMESTAMP, LOCALTIMESTAMP)".to_string(),
-            (false, false) => "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-                 COALESCE($11::timestamp, LOCALTIMESTAMP + $12::bigint * INTERVAL '1 microsecond'), LOCALTIMESTAMP, LOCALTIMESTAMP)"
+            (false, true) => "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, LOCALTIMESTAMP, LOCALTIMESTAMP, LOCALTIMESTAMP)".to_string(),
+            (false, false) => "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,
+                 COALESCE($12::timestamp, LOCALTIMESTAMP + $13::bigint * INTERVAL '1 microsecond'), LOCALTIMESTAMP, LOCALTIMESTAMP)"
                 .to_string(),
             (true, immediate) => {
                 let (run_arrays, run_columns) = if immediate {
                     ("", "")
                 } else {
-                    (", $11::timestamp[], $12::bigint[]", ", run_at, delay_us")
+                    (", $12::timestamp[], $13::bigint[]", ", run_at, delay_us")
                 };
                 // A lone function scan feeding an INSERT yields, inserts and
                 // returns its rows in array order, which `align_inserted`
                 // relies on: no sort is needed.
                 format!(
                     "SELECT queue_name, kind, arguments, priority, unique_key, concurrency_key, options,
-                            delivery, max_attempts, max_stalled_count, {run_time}, LOCALTIMESTAMP, LOCALTIMESTAMP
+                            delivery, max_attempts, max_stalled_count, fairness_key, {run_time},
+                            LOCALTIMESTAMP, LOCALTIMESTAMP
                      FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[],
-                                 $7::text[], $8::text[], $9::int[], $10::int[]{run_arrays})
+                                 $7::text[], $8::text[], $9::int[], $10::int[], $11::text[]{run_arrays})
                          AS i(queue_name, kind, arguments, priority, unique_key, concurrency_key,
-                              options, delivery, max_attempts, max_stalled_count{run_columns})"
+                              options, delivery, max_attempts, max_stalled_count, fairness_key{run_columns})"
                 )
             }
         };
@@ -158,17 +165,32 @@ impl InsertShape {
         } else {
             " SELECT id, unique_key FROM inserted".to_string()
         };
+        let ready_rows = match (self.fair, self.many) {
+            (false, _) => format!(
+                "SELECT id, queue_name, priority, LOCALTIMESTAMP, NULL, id FROM inserted {ready_filter}"
+            ),
+            (true, false) => format!(
+                "SELECT {} FROM inserted {ready_filter}",
+                ready_values_of("inserted", "LOCALTIMESTAMP")
+            ),
+            (true, true) => ready_rows_sql(
+                "inserted",
+                "LOCALTIMESTAMP",
+                &format!("FROM inserted {ready_filter}"),
+            ),
+        };
+        let ready_columns = crate::store::fair::READY_COLUMNS;
         format!(
             "WITH inserted AS (
                  INSERT INTO solidq_jobs (queue_name, kind, arguments, priority, unique_key, concurrency_key,
-                                          options, delivery, max_attempts, max_stalled_count, scheduled_at,
-                                          created_at, updated_at)
+                                          options, delivery, max_attempts, max_stalled_count, fairness_key,
+                                          scheduled_at, created_at, updated_at)
                  {rows}
                  {on_conflict}
-                 RETURNING id, queue_name, priority, scheduled_at, unique_key, concurrency_key
+                 RETURNING id, queue_name, priority, scheduled_at, unique_key, concurrency_key, fairness_key
              ), ready AS (
-                 INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-                 SELECT id, queue_name, priority, LOCALTIMESTAMP FROM inserted {ready_filter}
+                 INSERT INTO solidq_ready_executions ({ready_columns})
+                 {ready_rows}
              ){scheduled}{result}"
         )
     }
@@ -177,9 +199,10 @@ impl InsertShape {
     fn statement(self) -> &'static str {
         static STATEMENTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
         let all = STATEMENTS.get_or_init(|| {
-            (0..16)
+            (0..32)
                 .map(|i| {
                     InsertShape {
+                        fair: i & 16 != 0,
                         many: i & 8 != 0,
                         notify: i & 4 != 0,
                         keyed: i & 2 != 0,
@@ -193,7 +216,9 @@ impl InsertShape {
     }
 }
 
-const DISPATCH_SCHEDULED: &str = "\
+static DISPATCH_SCHEDULED: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "\
 WITH due AS (
     SELECT job_id FROM solidq_scheduled_executions
     WHERE scheduled_at <= LOCALTIMESTAMP AND concurrency_key IS NULL
@@ -204,14 +229,20 @@ WITH due AS (
     DELETE FROM solidq_scheduled_executions WHERE job_id = ANY (ARRAY(SELECT job_id FROM due))
     RETURNING job_id, queue_name, priority
 ), ready AS (
-    INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-    SELECT job_id, queue_name, priority, LOCALTIMESTAMP FROM moved
+    INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {rows}
     RETURNING queue_name
 ), notified AS (
     SELECT count(pg_notify('solidq', current_schema() || ':' || q.queue_name)) AS n
     FROM (SELECT DISTINCT queue_name FROM ready) q
 )
-SELECT queue_name, (SELECT n FROM notified) AS notified FROM ready";
+SELECT queue_name, (SELECT n FROM notified) AS notified FROM ready",
+        rows = ready_rows_sql(
+            "j",
+            "LOCALTIMESTAMP",
+            "FROM solidq_jobs j WHERE j.id = ANY (ARRAY(SELECT job_id FROM moved))"
+        )
+    )
+});
 
 /// Records that claimed jobs held ahead have started.
 const MARK_STARTED: &str = "\
@@ -352,18 +383,19 @@ fn fail_sql() -> String {
 /// Jobs handed back without an attempt spent: due again after their delay,
 /// straight to ready (and notified) when it is zero and no concurrency slot
 /// must be taken again.
-const SNOOZE: &str = "\
+static SNOOZE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "\
 WITH u AS (SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS u(id, delay_us)),
 upd AS (
     UPDATE solidq_jobs j SET snoozes = j.snoozes + 1,
            scheduled_at = LOCALTIMESTAMP + u.delay_us * INTERVAL '1 microsecond',
            updated_at = LOCALTIMESTAMP
     FROM u WHERE j.id = u.id
-    RETURNING j.id, j.queue_name, j.priority, j.scheduled_at, j.concurrency_key,
+    RETURNING j.id, j.queue_name, j.priority, j.scheduled_at, j.concurrency_key, j.fairness_key,
               u.delay_us = 0 AND j.concurrency_key IS NULL AS now),
 ready AS (
-    INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-    SELECT id, queue_name, priority, LOCALTIMESTAMP FROM upd WHERE now RETURNING queue_name),
+    INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {rows} RETURNING queue_name),
 later AS (
     INSERT INTO solidq_scheduled_executions
         (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
@@ -373,7 +405,10 @@ notified AS (
     SELECT count(pg_notify('solidq', current_schema() || ':' || q.queue_name)) AS n
     FROM (SELECT DISTINCT queue_name FROM ready) q)
 SELECT (SELECT count(*) FROM ready) + (SELECT count(*) FROM later) AS moved,
-       (SELECT n FROM notified) AS notified";
+       (SELECT n FROM notified) AS notified",
+        rows = ready_rows_sql("upd", "LOCALTIMESTAMP", "FROM upd WHERE now")
+    )
+});
 
 fn release_sql() -> String {
     format!(
@@ -384,29 +419,31 @@ upd AS (
     UPDATE solidq_jobs j SET stalled_count = j.stalled_count + u.stall_inc,
            errors = CASE WHEN u.error IS NULL THEN j.errors ELSE {APPEND_ERROR} END,
            updated_at = LOCALTIMESTAMP
-    FROM u WHERE j.id = u.id RETURNING j.id, j.queue_name, j.priority),
+    FROM u WHERE j.id = u.id RETURNING j.id, j.queue_name, j.priority, j.fairness_key),
 ready AS (
-    INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-    SELECT id, queue_name, priority, LOCALTIMESTAMP FROM upd RETURNING queue_name),
+    INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {rows} RETURNING queue_name),
 notified AS (
     SELECT count(pg_notify('solidq', current_schema() || ':' || q.queue_name)) AS n
     FROM (SELECT DISTINCT queue_name FROM ready) q)
 SELECT (SELECT count(*) FROM ready) AS moved, (SELECT n FROM notified) AS notified",
-        error = stamped("r.error")
+        error = stamped("r.error"),
+        rows = ready_rows_sql("upd", "LOCALTIMESTAMP", "FROM upd")
     )
 }
 
 /// Failed jobs back to ready: one more attempt if they had none left, and a
 /// fresh stall budget (an operator decided to try again).
-const RETRY_FAILED: &str = "\
+static RETRY_FAILED: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "\
 WITH gone AS (DELETE FROM solidq_failed_executions WHERE job_id = ANY($1) RETURNING job_id),
 upd AS (
     UPDATE solidq_jobs j SET max_attempts = GREATEST(j.max_attempts, j.attempts + 1), stalled_count = 0,
            scheduled_at = LOCALTIMESTAMP, updated_at = LOCALTIMESTAMP
-    FROM gone WHERE j.id = gone.job_id RETURNING j.id, j.queue_name, j.priority, j.concurrency_key),
+    FROM gone WHERE j.id = gone.job_id
+    RETURNING j.id, j.queue_name, j.priority, j.concurrency_key, j.fairness_key),
 ready AS (
-    INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-    SELECT id, queue_name, priority, LOCALTIMESTAMP FROM upd WHERE concurrency_key IS NULL
+    INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {rows}
     RETURNING queue_name),
 -- Jobs under a concurrency limit go through the dispatcher, which takes
 -- their slot.
@@ -420,7 +457,10 @@ notified AS (
     SELECT count(pg_notify('solidq', current_schema() || ':' || q.queue_name)) AS n
     FROM (SELECT DISTINCT queue_name FROM ready) q)
 SELECT (SELECT count(*) FROM ready) + (SELECT count(*) FROM limited) AS moved,
-       (SELECT n FROM notified) AS notified";
+       (SELECT n FROM notified) AS notified",
+        rows = ready_rows_sql("upd", "LOCALTIMESTAMP", "FROM upd WHERE concurrency_key IS NULL")
+    )
+});
 
 const INSERT_PROCESS: &str = "\
 INSERT INTO solidq_processes (kind, name, pid, hostname, supervisor_id, metadata, last_heartbeat_at, created_at)
@@ -460,7 +500,7 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
         } else {
             format!(
                 "SELECT job_id FROM {from} WHERE EXISTS (SELECT 1 FROM alive) \
-                 GROUP BY job_id ORDER BY min(ord), min(priority), job_id LIMIT {limit}"
+                 GROUP BY job_id ORDER BY min(ord), min(priority), min(position), job_id LIMIT {limit}"
             )
         }
     };
@@ -478,7 +518,7 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
          ahead AS ({ahead}),
          picked AS (SELECT unnest(ids) AS job_id FROM started UNION ALL ({pick_ahead})),
          deleted AS (DELETE FROM solidq_ready_executions
-                     WHERE job_id = ANY (ARRAY(SELECT job_id FROM picked)) RETURNING job_id),
+                     WHERE job_id = ANY (ARRAY(SELECT job_id FROM picked)) RETURNING job_id, position),
          claimed AS (INSERT INTO solidq_claimed_executions (job_id, process_id, created_at, started_at)
                      SELECT job_id, $2, LOCALTIMESTAMP,
                             CASE WHEN job_id = ANY ((SELECT ids FROM started)::bigint[])
@@ -488,7 +528,8 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
                 j.max_attempts, j.attempts, j.stalled_count, j.snoozes, j.checkpoint, j.batch_id,
                 j.cancel_requested_at IS NOT NULL AS cancel_requested, j.created_at,
                 GREATEST(j.scheduled_at, j.updated_at) AS due_at, LOCALTIMESTAMP AS claimed_at,
-                0::bigint AS ord, j.id = ANY ((SELECT ids FROM started)::bigint[]) AS started
+                0::bigint AS ord, (SELECT d.position FROM deleted d WHERE d.job_id = j.id) AS position,
+                j.id = ANY ((SELECT ids FROM started)::bigint[]) AS started
          FROM solidq_jobs j
          WHERE j.id = ANY (ARRAY(SELECT job_id FROM claimed))"
     )
@@ -520,7 +561,8 @@ impl Driver for PgConnection {
                 .bind::<Text, _>(&job.options)
                 .bind::<Text, _>(job.delivery.as_str())
                 .bind::<Integer, _>(job.max_attempts)
-                .bind::<Nullable<Integer>, _>(job.max_stalled_count);
+                .bind::<Nullable<Integer>, _>(job.max_stalled_count)
+                .bind::<Nullable<Text>, _>(job.fairness_key.as_deref());
             if shape.immediate {
                 Cached(query).load(self)?
             } else {
@@ -553,6 +595,11 @@ impl Driver for PgConnection {
                 .bind::<Array<Integer>, _>(jobs.iter().map(|j| j.max_attempts).collect::<Vec<_>>())
                 .bind::<Array<Nullable<Integer>>, _>(
                     jobs.iter().map(|j| j.max_stalled_count).collect::<Vec<_>>(),
+                )
+                .bind::<Array<Nullable<Text>>, _>(
+                    jobs.iter()
+                        .map(|j| j.fairness_key.as_deref())
+                        .collect::<Vec<_>>(),
                 );
             if shape.immediate {
                 Cached(query).load(self)?
@@ -613,7 +660,8 @@ impl Driver for PgConnection {
 
     fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>> {
         let rows: Vec<QueueRow> =
-            Cached(sql_query(DISPATCH_SCHEDULED).bind::<BigInt, _>(batch as i64)).load(self)?;
+            Cached(sql_query(DISPATCH_SCHEDULED.as_str()).bind::<BigInt, _>(batch as i64))
+                .load(self)?;
         Ok(rows.into_iter().map(|r| r.queue_name).collect())
     }
 
@@ -743,7 +791,7 @@ impl Driver for PgConnection {
 
     fn jobs_snooze(&mut self, rows: &[Snoozed]) -> QueryResult<()> {
         Cached(
-            sql_query(SNOOZE)
+            sql_query(SNOOZE.as_str())
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.delay)).collect::<Vec<_>>()),
         )
@@ -866,8 +914,8 @@ impl Driver for PgConnection {
     }
 
     fn failed_retry(&mut self, ids: &[i64]) -> QueryResult<usize> {
-        let row: MovedRow =
-            Cached(sql_query(RETRY_FAILED).bind::<Array<BigInt>, _>(ids)).get_result(self)?;
+        let row: MovedRow = Cached(sql_query(RETRY_FAILED.as_str()).bind::<Array<BigInt>, _>(ids))
+            .get_result(self)?;
         Ok(row.moved as usize)
     }
 

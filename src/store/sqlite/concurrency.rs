@@ -135,21 +135,6 @@ pub(super) fn semaphore_signal(
     semaphore(conn, SIGNAL, key, limit)
 }
 
-pub(super) fn ready_insert(conn: &mut SqliteConnection, jobs: &[LimitedJob]) -> QueryResult<()> {
-    let now = utc_now();
-    for job in jobs {
-        Cached(
-            sql_query(super::INSERT_READY)
-                .bind::<BigInt, _>(job.job_id)
-                .bind::<Text, _>(&job.queue_name)
-                .bind::<Integer, _>(job.priority)
-                .bind::<Timestamp, _>(now),
-        )
-        .execute(conn)?;
-    }
-    Ok(())
-}
-
 pub(super) fn blocked_insert(conn: &mut SqliteConnection, jobs: &[LimitedJob]) -> QueryResult<()> {
     let now = utc_now();
     for job in jobs {

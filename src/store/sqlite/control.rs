@@ -104,14 +104,21 @@ pub(super) fn blocked_run_now(
         .bind::<Timestamp, _>(now),
     )
     .execute(conn)?;
-    Cached(
-        sql_query(
-            "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-             SELECT id, queue_name, priority, ?2 FROM solidq_jobs
-             WHERE id IN (SELECT value FROM json_each(?1))",
+    static READY: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
+            "INSERT INTO solidq_ready_executions ({}) {}",
+            crate::store::fair::READY_COLUMNS,
+            crate::store::fair::ready_rows_sql(
+                "j",
+                "?2",
+                "FROM solidq_jobs j WHERE j.id IN (SELECT value FROM json_each(?1))"
+            )
         )
-        .bind::<Text, _>(&moved_ids)
-        .bind::<Timestamp, _>(now),
+    });
+    Cached(
+        sql_query(READY.as_str())
+            .bind::<Text, _>(&moved_ids)
+            .bind::<Timestamp, _>(now),
     )
     .execute(conn)?;
     Ok(moved.into_iter().map(|m| m.queue_name).collect())

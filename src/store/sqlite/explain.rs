@@ -16,6 +16,7 @@ pub(in crate::store) fn explain(conn: &mut SqliteConnection) -> QueryResult<Vec<
     let statements: Vec<(&str, String)> = vec![
         ("enqueue one job", INSERT_JOB.into()),
         ("enqueue: its ready row", INSERT_READY.into()),
+        ("enqueue: keyed jobs' ready rows", MOVE_DUE.to_string()),
         ("claim from *", candidates(vec![All])),
         (
             "claim from one queue",
@@ -34,7 +35,7 @@ pub(in crate::store) fn explain(conn: &mut SqliteConnection) -> QueryResult<Vec<
         ("claim: into claimed", INSERT_CLAIMED.into()),
         ("claim: read the jobs", SELECT_CLAIMED_JOBS.into()),
         ("dispatch: find due jobs", FIND_DUE.into()),
-        ("dispatch: move them", MOVE_DUE.into()),
+        ("dispatch: move them", MOVE_DUE.to_string()),
         ("finish: fence", DELETE_CLAIMS_FENCED.into()),
         ("finish: succeed", SUCCEED_GROUP.into()),
         ("heartbeat", HEARTBEAT.into()),

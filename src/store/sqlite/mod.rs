@@ -16,7 +16,10 @@ use diesel::connection::{AnsiTransactionManager, SimpleConnection, TransactionMa
 use diesel::sql_types::{BigInt, Integer, Nullable, Text, Timestamp};
 use diesel::{Connection, QueryResult, QueryableByName, RunQueryDsl, SqliteConnection, sql_query};
 
+use std::sync::LazyLock;
 use std::time::Duration;
+
+use crate::store::fair::{READY_COLUMNS, ready_rows_sql, ready_values_of};
 
 mod audit;
 mod concurrency;
@@ -59,6 +62,9 @@ struct Candidate {
     ord: i64,
     #[diesel(sql_type = Integer)]
     priority: i32,
+    /// Its place in claim order (`store::fair`).
+    #[diesel(sql_type = BigInt)]
+    position: i64,
     /// May be claimed ahead (absent from the plain query: false).
     #[diesel(sql_type = diesel::sql_types::Bool)]
     #[diesel(column_name = eligible)]
@@ -75,13 +81,16 @@ struct DueRow {
 
 pub(super) const INSERT_JOB: &str = "\
 INSERT INTO solidq_jobs (queue_name, kind, arguments, priority, unique_key, concurrency_key, options,
-                         delivery, max_attempts, max_stalled_count, scheduled_at, created_at, updated_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)
+                         delivery, max_attempts, max_stalled_count, fairness_key, scheduled_at, created_at,
+                         updated_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13)
 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
 RETURNING id";
 
+/// The ready row of a job without a fairness key: its place is its id.
 pub(super) const INSERT_READY: &str = "\
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at) VALUES (?1, ?2, ?3, ?4)";
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position)
+VALUES (?1, ?2, ?3, ?4, NULL, ?1)";
 
 const INSERT_SCHEDULED: &str = "\
 INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at, created_at,
@@ -92,10 +101,18 @@ const FIND_DUE: &str = "\
 SELECT job_id, queue_name FROM solidq_scheduled_executions
 WHERE scheduled_at <= ?1 AND concurrency_key IS NULL ORDER BY scheduled_at, priority, job_id LIMIT ?2";
 
-const MOVE_DUE: &str = "\
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-SELECT job_id, queue_name, priority, ?2 FROM solidq_scheduled_executions
-WHERE job_id IN (SELECT value FROM json_each(?1))";
+/// The ready rows of the jobs `?1` (a JSON array of ids) at `?2`, placed
+/// by `store::fair`: due jobs, and ready jobs with a fairness key.
+pub(super) static MOVE_DUE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {}",
+        ready_rows_sql(
+            "j",
+            "?2",
+            "FROM solidq_jobs j WHERE j.id IN (SELECT value FROM json_each(?1))"
+        )
+    )
+});
 
 const DELETE_SCHEDULED: &str = "\
 DELETE FROM solidq_scheduled_executions WHERE job_id IN (SELECT value FROM json_each(?1))";
@@ -107,7 +124,7 @@ DELETE FROM solidq_scheduled_executions WHERE job_id IN (SELECT value FROM json_
 const SELECT_CLAIMED_JOBS: &str = "\
 SELECT id, queue_name, kind, arguments, concurrency_key, priority, options, delivery, max_attempts, attempts,
        stalled_count, snoozes, checkpoint, batch_id, cancel_requested_at IS NOT NULL AS cancel_requested, created_at,
-       max(scheduled_at, updated_at) AS due_at, ?2 AS claimed_at, 0 AS ord,
+       max(scheduled_at, updated_at) AS due_at, ?2 AS claimed_at, 0 AS ord, 0 AS position,
        id IN (SELECT value FROM json_each(?3)) AS started
 FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1))";
 
@@ -180,6 +197,9 @@ pub(super) fn json_ids(ids: &[i64]) -> String {
 fn insert_jobs(conn: &mut SqliteConnection, jobs: &[NewJob]) -> QueryResult<Vec<Option<i64>>> {
     let now = utc_now();
     let mut ids = Vec::with_capacity(jobs.len());
+    // Ready jobs with a fairness key: placed together at the end, each
+    // key's places looked up once (`store::fair`).
+    let mut fair = Vec::new();
     for job in jobs {
         let scheduled_at = job.run_at.unwrap_or_else(|| plus(now, job.delay));
         let row: Option<IdRow> = Cached(
@@ -194,6 +214,7 @@ fn insert_jobs(conn: &mut SqliteConnection, jobs: &[NewJob]) -> QueryResult<Vec<
                 .bind::<Text, _>(job.delivery.as_str())
                 .bind::<Integer, _>(job.max_attempts)
                 .bind::<Nullable<Integer>, _>(job.max_stalled_count)
+                .bind::<Nullable<Text>, _>(job.fairness_key.as_deref())
                 .bind::<Timestamp, _>(scheduled_at)
                 .bind::<Timestamp, _>(now),
         )
@@ -209,7 +230,9 @@ fn insert_jobs(conn: &mut SqliteConnection, jobs: &[NewJob]) -> QueryResult<Vec<
         };
         // Jobs under a concurrency limit go to scheduled even when due now:
         // the caller places them (a slot, blocked or discarded).
-        if scheduled_at <= now && job.concurrency_key.is_none() {
+        if scheduled_at <= now && job.concurrency_key.is_none() && job.fairness_key.is_some() {
+            fair.push(id);
+        } else if scheduled_at <= now && job.concurrency_key.is_none() {
             Cached(
                 sql_query(INSERT_READY)
                     .bind::<BigInt, _>(id)
@@ -231,6 +254,14 @@ fn insert_jobs(conn: &mut SqliteConnection, jobs: &[NewJob]) -> QueryResult<Vec<
             .execute(conn)?;
         }
         ids.push(Some(id));
+    }
+    if !fair.is_empty() {
+        Cached(
+            sql_query(MOVE_DUE.as_str())
+                .bind::<Text, _>(json_ids(&fair))
+                .bind::<Timestamp, _>(now),
+        )
+        .execute(conn)?;
     }
     Ok(ids)
 }
@@ -260,7 +291,7 @@ impl ClaimQuery {
     fn sqlite_candidates(&self) -> &str {
         self.sqlite_sql.get_or_init(|| {
             format!(
-                "SELECT job_id, ord, priority, 0 AS eligible FROM ({}) AS c",
+                "SELECT job_id, ord, priority, position, 0 AS eligible FROM ({}) AS c",
                 self.candidates_sql("?1", "")
             )
         })
@@ -272,7 +303,7 @@ impl ClaimQuery {
     fn sqlite_candidates_ahead(&self) -> &str {
         self.sqlite_ahead_sql.get_or_init(|| {
             format!(
-                "SELECT c.job_id, c.ord, c.priority,
+                "SELECT c.job_id, c.ord, c.priority, c.position,
                         EXISTS (SELECT 1 FROM solidq_jobs j WHERE j.id = c.job_id
                                 AND j.delivery = 'at_least_once'
                                 AND j.kind IN (SELECT value FROM json_each(?2))) AS eligible
@@ -314,7 +345,7 @@ fn in_claim_order(mut rows: Vec<Candidate>, limit: usize) -> Vec<Candidate> {
     // A job can match several patterns (`mail` and `*`): keep its first.
     rows.sort_by_key(|c| (c.job_id, c.ord));
     rows.dedup_by_key(|c| c.job_id);
-    rows.sort_by_key(|c| (c.ord, c.priority, c.job_id));
+    rows.sort_by_key(|c| (c.ord, c.priority, c.position, c.job_id));
     rows.truncate(limit);
     rows
 }
@@ -360,43 +391,47 @@ impl Driver for SqliteConnection {
             return Ok(Vec::new());
         }
         let claimed_at = utc_now();
-        let (picked, started) = self.immediate_transaction::<_, diesel::result::Error, _>(|c| {
-            // No claims for a process whose row is gone (it was pruned):
-            // they would be orphans.
-            let alive: Scalar =
-                Cached(sql_query(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
-            if alive.v == 0 {
-                return Ok((Vec::new(), Vec::new()));
-            }
-            // Beyond the idle threads: only jobs of fast kinds, and never
-            // at-most-once ones.
-            let candidates = if limits.ahead > 0 && !limits.fast_kinds.is_empty() {
-                claim_candidates_ahead(c, claim, limits.total(), &limits.fast_kinds)?
-            } else {
-                claim_candidates(c, claim, limits.immediate)?
-            };
-            let picked: Vec<i64> = candidates
-                .iter()
-                .enumerate()
-                .filter(|(n, candidate)| *n < limits.immediate || candidate.eligible)
-                .map(|(_, candidate)| candidate.job_id)
-                .collect();
-            let started: Vec<i64> = picked.iter().copied().take(limits.immediate).collect();
-            if picked.is_empty() {
-                return Ok((picked, started));
-            }
-            let ids_json = json_ids(&picked);
-            Cached(sql_query(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
-            Cached(
-                sql_query(INSERT_CLAIMED)
-                    .bind::<Text, _>(&ids_json)
-                    .bind::<BigInt, _>(process_id)
-                    .bind::<Timestamp, _>(claimed_at)
-                    .bind::<Text, _>(json_ids(&started)),
-            )
-            .execute(c)?;
-            Ok((picked, started))
-        })?;
+        let (picked, started, positions) = self
+            .immediate_transaction::<_, diesel::result::Error, _>(|c| {
+                // No claims for a process whose row is gone (it was pruned):
+                // they would be orphans.
+                let alive: Scalar =
+                    Cached(sql_query(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
+                if alive.v == 0 {
+                    return Ok((Vec::new(), Vec::new(), HashMap::new()));
+                }
+                // Beyond the idle threads: only jobs of fast kinds, and never
+                // at-most-once ones.
+                let candidates = if limits.ahead > 0 && !limits.fast_kinds.is_empty() {
+                    claim_candidates_ahead(c, claim, limits.total(), &limits.fast_kinds)?
+                } else {
+                    claim_candidates(c, claim, limits.immediate)?
+                };
+                let picked: Vec<&Candidate> = candidates
+                    .iter()
+                    .enumerate()
+                    .filter(|(n, candidate)| *n < limits.immediate || candidate.eligible)
+                    .map(|(_, candidate)| candidate)
+                    .collect();
+                let positions: HashMap<i64, i64> =
+                    picked.iter().map(|c| (c.job_id, c.position)).collect();
+                let picked: Vec<i64> = picked.iter().map(|c| c.job_id).collect();
+                let started: Vec<i64> = picked.iter().copied().take(limits.immediate).collect();
+                if picked.is_empty() {
+                    return Ok((picked, started, positions));
+                }
+                let ids_json = json_ids(&picked);
+                Cached(sql_query(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
+                Cached(
+                    sql_query(INSERT_CLAIMED)
+                        .bind::<Text, _>(&ids_json)
+                        .bind::<BigInt, _>(process_id)
+                        .bind::<Timestamp, _>(claimed_at)
+                        .bind::<Text, _>(json_ids(&started)),
+                )
+                .execute(c)?;
+                Ok((picked, started, positions))
+            })?;
         if picked.is_empty() {
             return Ok(Vec::new());
         }
@@ -409,6 +444,9 @@ impl Driver for SqliteConnection {
                 .bind::<Text, _>(json_ids(&started)),
         )
         .load(self)?;
+        for job in &mut jobs {
+            job.position = positions.get(&job.id).copied().unwrap_or(job.id);
+        }
         claim.sort(&mut jobs);
         Ok(jobs)
     }
@@ -445,7 +483,7 @@ impl Driver for SqliteConnection {
             }
             let ids = json_ids(&due.iter().map(|d| d.job_id).collect::<Vec<_>>());
             Cached(
-                sql_query(MOVE_DUE)
+                sql_query(MOVE_DUE.as_str())
                     .bind::<Text, _>(&ids)
                     .bind::<Timestamp, _>(utc_now()),
             )
@@ -680,15 +718,18 @@ impl Driver for SqliteConnection {
             )
             .execute(self)?;
             // Due now and free of a concurrency slot: ready at once.
-            Cached(
-                sql_query(
-                    "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-                     SELECT id, queue_name, priority, ?2 FROM solidq_jobs
-                     WHERE id = ?1 AND ?3 AND concurrency_key IS NULL",
+            static READY: LazyLock<String> = LazyLock::new(|| {
+                format!(
+                    "INSERT INTO solidq_ready_executions ({READY_COLUMNS})
+                     SELECT {} FROM solidq_jobs WHERE id = ?1 AND ?3 AND concurrency_key IS NULL",
+                    ready_values_of("solidq_jobs", "?2")
                 )
-                .bind::<BigInt, _>(row.id)
-                .bind::<Timestamp, _>(now)
-                .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
+            });
+            Cached(
+                sql_query(READY.as_str())
+                    .bind::<BigInt, _>(row.id)
+                    .bind::<Timestamp, _>(now)
+                    .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
             )
             .execute(self)?;
             Cached(
@@ -729,13 +770,17 @@ impl Driver for SqliteConnection {
                 )
                 .execute(self)?;
             }
-            Cached(
-                sql_query(
-                    "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-                     SELECT id, queue_name, priority, ?2 FROM solidq_jobs WHERE id = ?1",
+            static READY: LazyLock<String> = LazyLock::new(|| {
+                format!(
+                    "INSERT INTO solidq_ready_executions ({READY_COLUMNS})
+                     SELECT {} FROM solidq_jobs WHERE id = ?1",
+                    ready_values_of("solidq_jobs", "?2")
                 )
-                .bind::<BigInt, _>(row.id)
-                .bind::<Timestamp, _>(now),
+            });
+            Cached(
+                sql_query(READY.as_str())
+                    .bind::<BigInt, _>(row.id)
+                    .bind::<Timestamp, _>(now),
             )
             .execute(self)?;
         }
@@ -880,14 +925,21 @@ impl Driver for SqliteConnection {
                 .bind::<Timestamp, _>(now),
             )
             .execute(c)?;
-            let ready = Cached(
-                sql_query(
-                    "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-                     SELECT id, queue_name, priority, ?2 FROM solidq_jobs
-                     WHERE id IN (SELECT value FROM json_each(?1)) AND concurrency_key IS NULL",
+            static READY: LazyLock<String> = LazyLock::new(|| {
+                format!(
+                    "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {}",
+                    ready_rows_sql(
+                        "j",
+                        "?2",
+                        "FROM solidq_jobs j
+                         WHERE j.id IN (SELECT value FROM json_each(?1)) AND j.concurrency_key IS NULL"
+                    )
                 )
-                .bind::<Text, _>(&gone)
-                .bind::<Timestamp, _>(now),
+            });
+            let ready = Cached(
+                sql_query(READY.as_str())
+                    .bind::<Text, _>(&gone)
+                    .bind::<Timestamp, _>(now),
             )
             .execute(c)?;
             // Jobs under a concurrency limit go through the dispatcher,

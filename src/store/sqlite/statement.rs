@@ -10,9 +10,14 @@ use chrono::NaiveDateTime;
 use super::{INSERT_JOB, plus};
 use crate::store::{NewJob, SqlValue, Statement, utc_now};
 
-const READY_AFTER_INSERT: &str = "\
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at)
-SELECT id, queue_name, priority, ?1 FROM solidq_jobs WHERE id = last_insert_rowid() AND changes() = 1";
+static READY_AFTER_INSERT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "INSERT INTO solidq_ready_executions ({})
+         SELECT {} FROM solidq_jobs WHERE id = last_insert_rowid() AND changes() = 1",
+        crate::store::fair::READY_COLUMNS,
+        crate::store::fair::ready_values_of("solidq_jobs", "?1")
+    )
+});
 
 const SCHEDULED_AFTER_INSERT: &str = "\
 INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at, created_at,
@@ -36,7 +41,7 @@ pub(in crate::store) fn enqueue_statements(job: &NewJob) -> Vec<Statement> {
         params,
     };
     let execution = if scheduled_at <= now && job.concurrency_key.is_none() {
-        READY_AFTER_INSERT
+        READY_AFTER_INSERT.as_str()
     } else {
         SCHEDULED_AFTER_INSERT
     };

@@ -41,6 +41,8 @@ pub struct JobSchema {
     unique_key: Option<String>,
     /// The key of its concurrency limit.
     concurrency_key: Option<String>,
+    /// Its tenant for fair share.
+    fairness_key: Option<String>,
     /// When it was enqueued.
     created_at: DateTime<Utc>,
     /// When it was (or will be) due.
@@ -233,6 +235,7 @@ mod tests {
             delivery: Delivery::AtLeastOnce,
             unique_key: None,
             concurrency_key: None,
+            fairness_key: None,
             created_at: now,
             scheduled_at: now,
             started_at: None,
