@@ -70,12 +70,26 @@ fn a_frozen_worker_starts_none_of_the_jobs_it_claimed_ahead(db: &TestDb) {
         .into_iter()
         .map(|e| e.id())
         .collect();
-    let (long, ahead) = (ids[0], &ids[1..]);
-    wait_for("the victim to claim the batch", WAIT, || {
-        db.scalar(&format!(
-            "SELECT count(*) AS v FROM solidq_claimed_executions WHERE job_id >= {long}"
-        )) == ids.len() as i64
-    });
+    let long = ids[0];
+    // How many it claims ahead follows its measures of claim and job times
+    // (up to all of them): wait for the long job and some behind it, then
+    // freeze it and take what it holds.
+    let claimed = || {
+        db.column_of(&format!(
+            "SELECT job_id AS v FROM solidq_claimed_executions WHERE job_id >= {long} ORDER BY job_id"
+        ))
+    };
+    wait_for(
+        "the victim to claim the long job and jobs ahead",
+        WAIT,
+        || {
+            let claimed = claimed();
+            claimed.first() == Some(&long) && claimed.len() > 1
+        },
+    );
+    victim.signal(libc::SIGSTOP);
+    let held = claimed();
+    let ahead = &held[1..];
     assert_eq!(queue.job(long).unwrap().status, JobStatus::Running);
     for id in ahead {
         assert_eq!(
@@ -86,7 +100,6 @@ fn a_frozen_worker_starts_none_of_the_jobs_it_claimed_ahead(db: &TestDb) {
     }
     let victim_row = queue.job(long).unwrap().process_id.unwrap();
 
-    victim.signal(libc::SIGSTOP);
     // A standalone peer prunes the frozen worker (no supervisor runs) and
     // runs its jobs.
     let peer = Child::worker(&db.url, &[("SOLIDQ_TEST_ALIVE_MS", ALIVE_MS)]);
