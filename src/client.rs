@@ -10,7 +10,7 @@ use diesel::PgConnection;
 #[cfg(feature = "sqlite")]
 use diesel::SqliteConnection;
 
-use crate::concurrency::ConcurrencyLimit;
+use crate::concurrency::{ConcurrencyLimit, check_duration};
 use crate::config::{MAX_KIND_LEN, MAX_UNIQUE_KEY_LEN, QueueConfig};
 use crate::events::{Events, JobDiscarded, JobEnqueued, default_events};
 use crate::job::{EnqueueOptions, Job, JobOptions};
@@ -22,6 +22,11 @@ use crate::store::{
 use crate::types::{
     Backend, DatabaseUrl, Error, JobInfo, Result, StoredLimit, validate_queue_name,
 };
+
+/// How often a process waiting for migrations says so again.
+pub const SCHEMA_WAIT_SAY_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+/// How often it looks.
+const SCHEMA_WAIT_POLL: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// A handle on a solidq database: cheap to clone, safe to share between
 /// threads. Everything a producer needs.
@@ -118,6 +123,54 @@ impl Queue {
         self.inner.store.migrate()
     }
 
+    /// Checks that the database has every migration of this build (one
+    /// read): [`Error::SchemaBehind`], naming the missing versions, when it
+    /// has not been migrated since solidq was upgraded. A database ahead of
+    /// this build (a newer one migrated it) is fine: migrations are
+    /// additive. Workers, dispatchers and schedulers check at their start;
+    /// any operation that meets a missing table or column says the same.
+    pub fn check_schema(&self) -> Result<()> {
+        self.inner.store.check_schema()
+    }
+
+    /// Applies this build's migrations up to and including `version` and no
+    /// further: where an older release left the schema (for upgrade tests).
+    #[doc(hidden)]
+    pub fn migrate_through(&self, version: &str) -> Result<Vec<String>> {
+        self.inner.store.migrate_through(version)
+    }
+
+    /// Waits until the database has every migration of this build, saying
+    /// so when it starts waiting and every [`SCHEMA_WAIT_SAY_EVERY`]; true
+    /// once it has them, false if `stop` fired first. Other errors (the
+    /// database away) are waited through too.
+    pub(crate) fn wait_for_schema(
+        &self,
+        who: &str,
+        stop: &crossbeam_channel::Receiver<()>,
+    ) -> bool {
+        let mut said: Option<std::time::Instant> = None;
+        loop {
+            match self.check_schema() {
+                Ok(()) => {
+                    if said.is_some() {
+                        log::info!("{who}: the database has every migration now; starting");
+                    }
+                    return true;
+                }
+                Err(error) => {
+                    if said.is_none_or(|at| at.elapsed() >= SCHEMA_WAIT_SAY_EVERY) {
+                        log::warn!("{who} waits for migrations (wait_for_migrations): {error}");
+                        said = Some(std::time::Instant::now());
+                    }
+                }
+            }
+            if stop.recv_timeout(SCHEMA_WAIT_POLL).is_ok() {
+                return false;
+            }
+        }
+    }
+
     /// The database's backend.
     pub fn backend(&self) -> Backend {
         self.inner.store.backend()
@@ -136,6 +189,34 @@ impl Queue {
     /// The connection pool's size.
     pub fn pool_size(&self) -> u32 {
         self.inner.config.pool_size
+    }
+
+    /// The largest JSON text of a job's arguments (or result) this queue
+    /// takes, in bytes: [`QueueConfig::max_payload_bytes`], or on MySQL
+    /// less when the server's `max_allowed_packet` (read at connect, less
+    /// 64 KiB for the rest of the statement) is smaller.
+    pub fn max_payload_bytes(&self) -> usize {
+        self.payload_limit().bytes
+    }
+
+    /// [`Queue::max_payload_bytes`] with where it comes from.
+    pub(crate) fn payload_limit(&self) -> PayloadLimit {
+        let configured = self.inner.config.max_payload_bytes;
+        match self.inner.store.max_packet() {
+            Some(packet) if packet.saturating_sub(PACKET_MARGIN) < configured => PayloadLimit {
+                bytes: packet.saturating_sub(PACKET_MARGIN),
+                setting: format!(
+                    "the MySQL server's max_allowed_packet of {packet} bytes, less 64 KiB for \
+                     the rest of the statement: raise max_allowed_packet on the server, or \
+                     keep the job's data elsewhere"
+                ),
+            },
+            _ => PayloadLimit {
+                bytes: configured,
+                setting: "max_payload_bytes: QueueConfig, SOLIDQ_MAX_PAYLOAD_BYTES, solidq.toml"
+                    .into(),
+            },
+        }
     }
 
     pub(crate) fn store(&self) -> &Store {
@@ -441,6 +522,8 @@ impl Queue {
     pub(crate) fn build_member(&self, request: &JobRequest) -> Result<NewJob> {
         let config = &self.inner.config;
         check_kind(&request.kind)?;
+        self.payload_limit()
+            .check("arguments", &request.kind, request.arguments.len())?;
         let defaults = &request.defaults;
         let options = &request.options;
         let o = &options.job;
@@ -454,14 +537,7 @@ impl Queue {
             .max_attempts
             .or(defaults.max_attempts)
             .unwrap_or(config.max_attempts);
-        let max_attempts = i32::try_from(max_attempts)
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or_else(|| Error::InvalidOption {
-                option: "max_attempts",
-                value: max_attempts.to_string(),
-                reason: format!("must be between 1 and {}", i32::MAX),
-            })?;
+        let max_attempts = crate::job::check_max_attempts(max_attempts)?;
         let max_stalled_count = o
             .max_stalled_count
             .or(defaults.max_stalled_count)
@@ -473,14 +549,7 @@ impl Queue {
         check_duration("keep_result", keep_result)?;
         let timeout = o.timeout.or(defaults.timeout).or(config.timeout);
         if let Some(timeout) = timeout {
-            check_duration("timeout", timeout)?;
-            if timeout.is_zero() {
-                return Err(Error::InvalidOption {
-                    option: "timeout",
-                    value: "0s".into(),
-                    reason: "must be longer than zero (leave it unset for none)".into(),
-                });
-            }
+            crate::job::check_timeout(timeout)?;
         }
         if let Some(delay) = options.delay {
             check_duration("delay", delay)?;
@@ -691,19 +760,41 @@ impl Enqueued {
     }
 }
 
-/// Longest delay, timeout or retention solidq accepts: 100 years, so
-/// timestamps never overflow.
-const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+/// MySQL: room kept in a packet for the rest of a statement that carries
+/// arguments or a result (its other columns, the protocol's framing).
+const PACKET_MARGIN: usize = 64 * 1024;
 
-fn check_duration(option: &'static str, value: Duration) -> Result<()> {
-    if value > MAX_DURATION {
-        return Err(Error::InvalidOption {
-            option,
-            value: format!("{value:?}"),
-            reason: "longer than 100 years".into(),
-        });
+/// The most bytes of JSON a job's arguments or result may take, and where
+/// that limit comes from (for the error).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PayloadLimit {
+    pub bytes: usize,
+    pub setting: String,
+}
+
+impl Default for PayloadLimit {
+    fn default() -> Self {
+        PayloadLimit {
+            bytes: crate::config::DEFAULT_MAX_PAYLOAD_BYTES,
+            setting: "max_payload_bytes".into(),
+        }
     }
-    Ok(())
+}
+
+impl PayloadLimit {
+    /// [`Error::TooLarge`] when `bytes` of `what` are over the limit.
+    pub(crate) fn check(&self, what: &'static str, kind: &str, bytes: usize) -> Result<()> {
+        if bytes > self.bytes {
+            return Err(Error::TooLarge {
+                what,
+                kind: kind.to_string(),
+                bytes,
+                limit: self.bytes,
+                setting: self.setting.clone(),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Checks a rate limit and its job's key; returns what is stored.
@@ -711,21 +802,7 @@ fn check_rate(
     limit: &crate::concurrency::RateLimit,
     key: &str,
 ) -> Result<crate::types::StoredRate> {
-    if limit.limit == 0 || i32::try_from(limit.limit).is_err() {
-        return Err(Error::InvalidOption {
-            option: "rate limit",
-            value: limit.limit.to_string(),
-            reason: format!("must be between 1 and {}", i32::MAX),
-        });
-    }
-    check_duration("rate limit period", limit.period)?;
-    if limit.period < Duration::from_millis(1) {
-        return Err(Error::InvalidOption {
-            option: "rate limit period",
-            value: format!("{:?}", limit.period),
-            reason: "must be at least 1 ms".into(),
-        });
-    }
+    limit.validate()?;
     if key.is_empty() || key.len() > MAX_UNIQUE_KEY_LEN {
         return Err(Error::InvalidOption {
             option: "rate_key",
@@ -743,21 +820,7 @@ fn check_rate(
 
 /// Checks a concurrency limit and its job's key; returns what is stored.
 fn check_limit(limit: &ConcurrencyLimit, key: Option<&str>) -> Result<StoredLimit> {
-    if limit.limit == 0 || i32::try_from(limit.limit).is_err() {
-        return Err(Error::InvalidOption {
-            option: "concurrency limit",
-            value: limit.limit.to_string(),
-            reason: format!("must be between 1 and {}", i32::MAX),
-        });
-    }
-    check_duration("concurrency duration", limit.duration)?;
-    if limit.duration < Duration::from_millis(1) {
-        return Err(Error::InvalidOption {
-            option: "concurrency duration",
-            value: format!("{:?}", limit.duration),
-            reason: "must be at least 1 ms".into(),
-        });
-    }
+    limit.validate()?;
     if let Some(key) = key {
         if key.is_empty() || key.len() > MAX_UNIQUE_KEY_LEN {
             return Err(Error::InvalidOption {
@@ -777,7 +840,7 @@ fn check_limit(limit: &ConcurrencyLimit, key: Option<&str>) -> Result<StoredLimi
 
 /// A job's kind: 1 to [`MAX_KIND_LEN`] bytes, no control characters (a
 /// NUL cannot be stored at all on PostgreSQL).
-fn check_kind(kind: &str) -> Result<()> {
+pub(crate) fn check_kind(kind: &str) -> Result<()> {
     if kind.trim().is_empty() || kind.len() > MAX_KIND_LEN || kind.chars().any(char::is_control) {
         return Err(Error::InvalidOption {
             option: "kind",

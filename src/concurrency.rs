@@ -52,6 +52,48 @@
 use std::time::Duration;
 
 pub use crate::types::{DEFAULT_CONCURRENCY_DURATION, OnConflict};
+use crate::types::{Error, Result};
+
+/// The longest delay, timeout, retention or limit period solidq accepts:
+/// 100 years, so timestamps never overflow.
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// `value` is at most [`MAX_DURATION`].
+pub(crate) fn check_duration(option: &'static str, value: Duration) -> Result<()> {
+    if value > MAX_DURATION {
+        return Err(Error::InvalidOption {
+            option,
+            value: format!("{value:?}"),
+            reason: "longer than 100 years".into(),
+        });
+    }
+    Ok(())
+}
+
+/// A limit's count: 1 to `i32::MAX` (it is stored in an INTEGER column).
+fn check_count(option: &'static str, limit: u32) -> Result<()> {
+    if limit == 0 || i32::try_from(limit).is_err() {
+        return Err(Error::InvalidOption {
+            option,
+            value: limit.to_string(),
+            reason: format!("must be between 1 and {}", i32::MAX),
+        });
+    }
+    Ok(())
+}
+
+/// A limit's period: 1 ms to 100 years.
+fn check_period(option: &'static str, period: Duration) -> Result<()> {
+    check_duration(option, period)?;
+    if period < Duration::from_millis(1) {
+        return Err(Error::InvalidOption {
+            option,
+            value: format!("{period:?}"),
+            reason: "must be at least 1 ms".into(),
+        });
+    }
+    Ok(())
+}
 
 /// A per-key limit on how many jobs run at once, set on a job type's
 /// [`crate::JobOptions`].
@@ -64,9 +106,15 @@ pub struct ConcurrencyLimit {
 }
 
 impl ConcurrencyLimit {
-    /// At most `limit` jobs per key at once (at least 1). Defaults: a
+    /// At most `limit` jobs per key at once (1 to `i32::MAX`). Defaults: a
     /// duration of [`DEFAULT_CONCURRENCY_DURATION`], blocking on conflict,
     /// the job's kind as the group.
+    ///
+    /// The builder takes any value (it is written in [`crate::Job::options`],
+    /// which cannot fail); [`ConcurrencyLimit::validate`] says whether it
+    /// can work. A bad limit is refused, naming the value, by
+    /// [`Worker::start`](crate::Worker::start) for every registered type and
+    /// at every enqueue, before anything runs or is written.
     pub fn new(limit: u32) -> ConcurrencyLimit {
         ConcurrencyLimit {
             limit,
@@ -93,6 +141,14 @@ impl ConcurrencyLimit {
     pub fn group(mut self, group: impl Into<String>) -> Self {
         self.group = Some(group.into());
         self
+    }
+
+    /// Whether the limit can work: a limit of 1 to `i32::MAX` and a
+    /// duration of 1 ms to 100 years; [`Error::InvalidOption`] naming the
+    /// value otherwise.
+    pub fn validate(&self) -> Result<()> {
+        check_count("concurrency limit", self.limit)?;
+        check_period("concurrency duration", self.duration)
     }
 
     /// The stored key: `group/key`, or the group alone when the job gives
@@ -159,8 +215,11 @@ pub struct RateLimit {
 }
 
 impl RateLimit {
-    /// At most `limit` starts (at least 1) per `period` (at least 1 ms)
-    /// per key; the job's kind is the group.
+    /// At most `limit` starts (1 to `i32::MAX`) per `period` (1 ms to 100
+    /// years) per key; the job's kind is the group. As
+    /// [`ConcurrencyLimit::new`], it takes any value;
+    /// [`RateLimit::validate`] checks it, and a bad one is refused, naming
+    /// the value, by [`Worker::start`](crate::Worker::start) and at enqueue.
     pub fn new(limit: u32, period: Duration) -> RateLimit {
         RateLimit {
             limit,
@@ -173,6 +232,13 @@ impl RateLimit {
     pub fn group(mut self, group: impl Into<String>) -> Self {
         self.group = Some(group.into());
         self
+    }
+
+    /// Whether the limit can work: 1 to `i32::MAX` starts per 1 ms to 100
+    /// years; [`Error::InvalidOption`] naming the value otherwise.
+    pub fn validate(&self) -> Result<()> {
+        check_count("rate limit", self.limit)?;
+        check_period("rate limit period", self.period)
     }
 
     /// The stored key: `group/key`, or the group alone.

@@ -7,8 +7,9 @@
 //! A standalone dispatcher ([`Dispatcher::new`]) registers a process row,
 //! runs maintenance (pruning dead processes and releasing their jobs,
 //! cleaning, tending; see `maintenance`) so a deployment without a
-//! supervisor still recovers, and stops itself when its heartbeats fail past
-//! the alive threshold.
+//! supervisor still recovers. Nothing the database does stops it: while it
+//! is away the loop backs off, and the process row is registered again if
+//! it was pruned meanwhile.
 
 use std::sync::Arc;
 
@@ -21,6 +22,10 @@ use crate::maintenance::{self, Maintenance, MaintenanceConfig, Pruner};
 use crate::process::{self, ProcessKind, RegistrationSpec, Service, wakeups};
 use crate::store::Store;
 use crate::types::Result;
+
+/// How soon a dispatcher looks again for a job that was due already when
+/// it finished a pass (doubled while passes move nothing).
+const AGAIN_SOON: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// Moves due scheduled jobs to ready.
 pub struct Dispatcher {
@@ -112,11 +117,12 @@ impl Dispatcher {
         Ok(sweep.released)
     }
 
-    /// The loop: dispatch, then sleep `polling_interval` unless a batch came
-    /// back full; sweep concurrency limits (and keep house) on their own
+    /// The loop: dispatch, then sleep until the next scheduled job is due
+    /// (at most `polling_interval`) unless a batch came back full; sweep concurrency limits (and keep house) on their own
     /// intervals; back off on errors.
     fn run_loop(&self, stopped: &Receiver<()>) {
         let mut failures = 0u32;
+        let mut late = 0u32;
         let mut swept = std::time::Instant::now();
         loop {
             if swept.elapsed() >= self.config.concurrency_maintenance_interval {
@@ -127,9 +133,9 @@ impl Dispatcher {
             }
             let wait = match self.run_once() {
                 Ok(moved) if moved >= self.config.batch_size => continue,
-                Ok(_) => {
+                Ok(moved) => {
                     failures = 0;
-                    self.config.polling_interval
+                    self.until_next_due(moved, &mut late)
                 }
                 Err(error) => {
                     failures += 1;
@@ -145,10 +151,42 @@ impl Dispatcher {
         }
     }
 
+    /// How long to sleep after a pass that moved `moved` jobs: until the
+    /// next scheduled job is due (a retry, a delay, a job sent back until
+    /// its rate limit's window opens), so it becomes ready on time rather
+    /// than at the next poll, and at most `polling_interval` (a job
+    /// scheduled meanwhile by another process is seen by then).
+    fn until_next_due(&self, moved: usize, late: &mut u32) -> std::time::Duration {
+        let poll = self.config.polling_interval;
+        match self.store.scheduled_next_due() {
+            // Due already: it became due just after the pass read the
+            // clock. Look again soon, doubling the wait while passes move
+            // nothing (a row that could never move would otherwise spin).
+            Ok(Some(next)) if next.is_zero() => {
+                *late = if moved == 0 { *late + 1 } else { 0 };
+                (AGAIN_SOON * 2u32.pow((*late).min(10))).min(poll)
+            }
+            Ok(Some(next)) => {
+                *late = 0;
+                next.min(poll)
+            }
+            Ok(None) => poll,
+            Err(error) => {
+                log::debug!("cannot read when the next scheduled job is due ({error})");
+                poll
+            }
+        }
+    }
+
     /// Starts the loop on its own thread and returns at once (standalone:
     /// after registering, with its maintenance thread).
     pub fn start(self) -> Result<DispatcherHandle> {
         self.config.validate()?;
+        // Refused on a database that lacks migrations (one away is an
+        // outage: ridden out once started).
+        if let Err(error @ crate::Error::SchemaBehind { .. }) = self.store.check_schema() {
+            return Err(error);
+        }
         let registration = self.register.then(|| RegistrationSpec {
             store: self.store.clone(),
             row: process::describe(
@@ -194,8 +232,7 @@ impl Dispatcher {
     }
 
     /// Installs SIGTERM/SIGINT handlers, starts standalone, and runs until a
-    /// signal arrives or its heartbeats fail past the alive threshold
-    /// (then it returns that error, so whatever runs it restarts it).
+    /// signal arrives (never stopping for the database being away).
     pub fn run(self) -> Result<()> {
         process::install_signal_handlers()?;
         let signals = process::subscribe_signals();
@@ -215,9 +252,7 @@ pub struct DispatcherHandle {
 }
 
 impl DispatcherHandle {
-    /// Stops the loop, waits for it, and deregisters. Idempotent. Returns
-    /// the error that made it stop itself, if one did (its heartbeats failed
-    /// past the alive threshold).
+    /// Stops the loop, waits for it, and deregisters. Idempotent.
     pub fn stop(mut self) -> Result<()> {
         if let Some(mut maintenance) = self.maintenance.take() {
             maintenance.stop();

@@ -14,11 +14,11 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::concurrency::ConcurrencyLimit;
-use crate::types::{Backoff, Delivery, ErrorInfo};
+use crate::concurrency::{ConcurrencyLimit, check_duration};
+use crate::types::{Backoff, Delivery, Error, ErrorInfo, Result, validate_queue_name};
 
 pub use context::JobContext;
-pub(crate) use context::{ProgressCell, ShutdownSignal};
+pub(crate) use context::{ProgressCell, ShutdownSignal, Standing};
 pub(crate) use middleware::run_chain;
 pub use middleware::{Middleware, Next};
 pub(crate) use state::StateMap;
@@ -205,8 +205,64 @@ impl JobOptions {
         self.rate_limit = Some(limit);
         self
     }
+
+    /// Whether every option set can work: a plain queue name, 1 to
+    /// `i32::MAX` attempts, a timeout longer than zero, durations up to 100
+    /// years, and valid concurrency and rate limits; the first
+    /// [`Error::InvalidOption`] found, naming the value, otherwise. The
+    /// setters take any value (a type's `options()` cannot fail):
+    /// [`Worker::start`](crate::Worker::start) checks every registered
+    /// type's options with this, and every enqueue checks what it
+    /// resolves, so a bad value is refused before anything runs or is
+    /// written.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(queue) = &self.queue {
+            validate_queue_name(queue)?;
+        }
+        if let Some(attempts) = self.max_attempts {
+            check_max_attempts(attempts)?;
+        }
+        if let Some(timeout) = self.timeout {
+            check_timeout(timeout)?;
+        }
+        if let Some(keep) = self.keep_result {
+            check_duration("keep_result", keep)?;
+        }
+        if let Some(limit) = &self.concurrency {
+            limit.validate()?;
+        }
+        if let Some(limit) = &self.rate_limit {
+            limit.validate()?;
+        }
+        Ok(())
+    }
 }
 option_setters!(JobOptions);
+
+/// `max_attempts`: 1 to `i32::MAX` (an INTEGER column); as stored.
+pub(crate) fn check_max_attempts(attempts: u32) -> Result<i32> {
+    i32::try_from(attempts)
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| Error::InvalidOption {
+            option: "max_attempts",
+            value: attempts.to_string(),
+            reason: format!("must be between 1 and {}", i32::MAX),
+        })
+}
+
+/// `timeout`: longer than zero, at most 100 years.
+pub(crate) fn check_timeout(timeout: Duration) -> Result<()> {
+    check_duration("timeout", timeout)?;
+    if timeout.is_zero() {
+        return Err(Error::InvalidOption {
+            option: "timeout",
+            value: "0s".into(),
+            reason: "must be longer than zero (leave it unset for none)".into(),
+        });
+    }
+    Ok(())
+}
 
 /// Options for one enqueue: everything in [`JobOptions`] plus when the job
 /// should run and its unique key.

@@ -132,7 +132,7 @@ pub use admin::{
     AuditEntry, AuditSource, CONCURRENCY_HOLDERS_SHOWN, Cancelled, ConcurrencyKey,
     DEFAULT_JOB_LIST_LIMIT, DatabaseHealth, FailedFilter, JOB_OUTCOMES, JobCount, JobFilter,
     JobPage, KnownNames, MAX_AUDIT_ACTION_LEN, MAX_AUDIT_ACTOR_LEN, MAX_AUDIT_TARGET_LEN,
-    MISSED_TICK_GRACE, NewAuditEntry, PostgresHealth, ProcessInfo, QueueStats, RecurringInfo,
+    MISSED_TICK_GRACE, Name, NewAuditEntry, PostgresHealth, ProcessInfo, QueueStats, RecurringInfo,
     SqliteHealth, StatsBucket, TableHealth, Tick,
 };
 pub use batch::{BatchEnqueued, BatchInfo, BatchOptions};
@@ -155,8 +155,8 @@ pub use supervisor::{
     Supervisor, SupervisorHandle, YOUNG_DEATH,
 };
 pub use types::{
-    Backend, Backoff, DatabaseUrl, Delivery, Error, ErrorInfo, JobInfo, JobStatus, LIBPQ_DEFAULTS,
-    QueuePattern, Result, Schedule, ScheduleError, SqliteSynchronous,
+    Backend, Backoff, DatabaseUrl, Delivery, Error, ErrorInfo, ErrorKind, JobInfo, JobStatus,
+    LIBPQ_DEFAULTS, QueuePattern, Result, Schedule, ScheduleError, SqliteSynchronous,
 };
 pub use worker::{Drained, Worker, WorkerHandle, WorkerStats};
 pub use workflow::{Dependency, DependencyOutcome};

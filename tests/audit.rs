@@ -155,7 +155,10 @@ fn cli_commands_that_change_state_record_themselves(db: &TestDb) {
     );
     let enqueued: serde_json::Value = serde_json::from_str(&out).unwrap();
     cli(db, &["jobs", "cancel", "--queue", "mail"]);
-    cli(db, &["clear-finished", "--older-than", "1h"]);
+    // Nothing to delete: exit 1 (issue 26 item 3), and still recorded
+    // with its 0 rows.
+    let (code, _, err) = run_cli(db, &["clear-finished", "--older-than", "1h"]);
+    assert_eq!(code, 1, "{err}");
 
     let log = queue.audit_log(100, None).unwrap();
     let seen: Vec<(&str, &str, u64)> = log

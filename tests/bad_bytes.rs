@@ -3,8 +3,12 @@
 //! U+FFFD) without holding back the outcomes written with it; an outcome
 //! the database refuses fails its own job with the database's error while
 //! the rest of its batch is written; NUL in a kind or key is refused at
-//! enqueue naming the value; and a worker whose outcomes cannot be
-//! written stops claiming more work until they are.
+//! enqueue naming the value, while arguments and results holding NUL are
+//! stored (as the JSON escape) and returned exactly; arguments over the
+//! size limit are refused at enqueue and a result over it fails its job,
+//! both naming the size and the limit (MySQL's packet limit included);
+//! and a worker whose
+//! outcomes cannot be written stops claiming more work until they are.
 
 #[macro_use]
 mod common;
@@ -15,8 +19,8 @@ use common::jobs::{self, Echo, Fail, Panic};
 use common::{TestDb, assert_invariants, wait_for};
 use serde::{Deserialize, Serialize};
 use solidq::{
-    Backend, ConcurrencyLimit, EnqueueOptions, Error, Job, JobContext, JobOptions, JobResult,
-    JobStatus, WorkerConfig,
+    Backend, ConcurrencyLimit, EnqueueOptions, Error, Job, JobContext, JobOptions, JobRequest,
+    JobResult, JobStatus, QueueConfig, WorkerConfig,
 };
 
 backend_tests!(
@@ -24,6 +28,8 @@ backend_tests!(
     an_outcome_the_database_refuses_fails_alone_and_its_batch_is_written,
     nul_in_a_kind_or_key_is_refused_at_enqueue_naming_the_value,
     a_worker_whose_outcomes_cannot_be_written_stops_claiming,
+    nul_in_arguments_and_results_is_stored_and_returned_exactly,
+    arguments_and_results_over_the_limit_are_refused_naming_size_and_limit,
 );
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -270,5 +276,197 @@ fn a_worker_whose_outcomes_cannot_be_written_stops_claiming(db: &TestDb) {
         || db.scalar("SELECT count(*) AS v FROM solidq_jobs WHERE finished_at IS NOT NULL") == 200,
     );
     worker.stop().unwrap();
+    assert_invariants(db);
+}
+
+/// Arguments and results are any JSON: a NUL in a string or a key is
+/// stored as the JSON escape `\u0000` and comes back exactly, on every
+/// backend (the HTTP API takes them too: web_api.rs).
+fn nul_in_arguments_and_results_is_stored_and_returned_exactly(db: &TestDb) {
+    let queue = db.queue();
+    let value = serde_json::json!({"text": "a\u{0}b", "k\u{0}": ["\u{0}"]});
+    let id = queue
+        .enqueue(&Echo {
+            value: value.clone(),
+        })
+        .unwrap();
+    assert_eq!(
+        queue.job(id).unwrap().arguments,
+        serde_json::json!({ "value": value })
+    );
+    let worker = jobs::worker(queue.clone()).start().unwrap();
+    wait_for("the echo to succeed", WAIT, || {
+        queue.job(id).unwrap().status == JobStatus::Succeeded
+    });
+    worker.stop().unwrap();
+    assert_eq!(queue.job(id).unwrap().result, Some(value));
+    assert_invariants(db);
+}
+
+/// Returns a string of `bytes` characters.
+#[derive(Serialize, Deserialize)]
+struct BigResult {
+    bytes: usize,
+}
+
+impl Job for BigResult {
+    const KIND: &'static str = "big_result";
+    fn perform(&self, _ctx: &JobContext) -> JobResult {
+        Ok("r".repeat(self.bytes).into())
+    }
+}
+
+/// `error` is `TooLarge` for `what` over `limit`, naming `setting`; its
+/// message names the size and the limit.
+fn too_large(error: Error, what: &str, limit: usize, setting: &str) -> usize {
+    let text = error.to_string();
+    match error {
+        Error::TooLarge {
+            what: w,
+            bytes,
+            limit: l,
+            setting: s,
+            ..
+        } => {
+            assert_eq!((w, l), (what, limit), "{text}");
+            assert!(bytes > limit, "{text}");
+            assert!(s.contains(setting), "{text}");
+            assert!(
+                text.contains(&bytes.to_string()) && text.contains(&limit.to_string()),
+                "{text}"
+            );
+            bytes
+        }
+        other => panic!("expected TooLarge, got {other}"),
+    }
+}
+
+/// Issue 26 item 3: one documented limit on arguments and results, on
+/// every backend (1 MiB by default, `QueueConfig::max_payload_bytes`).
+fn arguments_and_results_over_the_limit_are_refused_naming_size_and_limit(db: &TestDb) {
+    let queue = db.queue();
+    assert_eq!(
+        queue.max_payload_bytes(),
+        solidq::config::DEFAULT_MAX_PAYLOAD_BYTES
+    );
+    let mib = 1024 * 1024;
+    let big = Echo {
+        value: "x".repeat(mib).into(),
+    };
+    too_large(
+        queue.enqueue(&big).unwrap_err(),
+        "arguments",
+        mib,
+        "max_payload_bytes",
+    );
+    too_large(
+        queue
+            .enqueue_kind(
+                "echo",
+                &serde_json::to_value(&big).unwrap(),
+                EnqueueOptions::new(),
+            )
+            .unwrap_err(),
+        "arguments",
+        mib,
+        "max_payload_bytes",
+    );
+    let small = Echo { value: 1.into() };
+    let requests = [
+        JobRequest::new(&small, EnqueueOptions::new()).unwrap(),
+        JobRequest::new(&big, EnqueueOptions::new()).unwrap(),
+    ];
+    too_large(
+        queue.enqueue_all_with(&requests).unwrap_err(),
+        "arguments",
+        mib,
+        "max_payload_bytes",
+    );
+    too_large(
+        queue
+            .enqueue_statement(&big, EnqueueOptions::new())
+            .unwrap_err(),
+        "arguments",
+        mib,
+        "max_payload_bytes",
+    );
+    assert_eq!(db.count("solidq_jobs"), 0, "nothing written");
+    // Just under the limit is taken.
+    let fits = Echo {
+        value: "x".repeat(mib - 20).into(),
+    };
+    queue.enqueue(&fits).unwrap();
+
+    // A smaller limit, and a result over it: the job fails for good with
+    // the sizes named, its attempts left unused, nothing of it stored.
+    let strict = db.queue_with(QueueConfig {
+        max_payload_bytes: 4096,
+        ..QueueConfig::default()
+    });
+    let over = Echo {
+        value: "x".repeat(5000).into(),
+    };
+    too_large(
+        strict.enqueue(&over).unwrap_err(),
+        "arguments",
+        4096,
+        "max_payload_bytes",
+    );
+    let id = strict
+        .enqueue_with(
+            &BigResult { bytes: 10_000 },
+            EnqueueOptions::new().queue("results").max_attempts(3),
+        )
+        .unwrap();
+    let worker = jobs::worker(strict.clone())
+        .register::<BigResult>()
+        .queues(["results"])
+        .start()
+        .unwrap();
+    wait_for("the big result to fail", WAIT, || {
+        strict.job(id).unwrap().status == JobStatus::Failed
+    });
+    worker.stop().unwrap();
+    let failed = strict.job(id).unwrap();
+    let error = failed.error.unwrap();
+    assert_eq!(error.kind, "result_too_large");
+    assert!(
+        error.message.contains("10002 bytes") && error.message.contains("4096 bytes"),
+        "{}",
+        error.message
+    );
+    assert_eq!((failed.attempts, failed.result), (1, None));
+
+    // MySQL: a limit above the server's max_allowed_packet is capped by
+    // it, and the error says so (the server would close the connection:
+    // "server has gone away").
+    if db.backend == Backend::Mysql {
+        let wide = db.queue_with(QueueConfig {
+            max_payload_bytes: 1 << 30,
+            ..QueueConfig::default()
+        });
+        let limit = wide.max_payload_bytes();
+        assert!(limit < 1 << 30, "{limit}");
+        let huge = Echo {
+            value: "x".repeat(limit + 1).into(),
+        };
+        too_large(
+            wide.enqueue(&huge).unwrap_err(),
+            "arguments",
+            limit,
+            "max_allowed_packet",
+        );
+        let fits = Echo {
+            value: "x".repeat(limit - 20).into(),
+        };
+        let id = wide.enqueue(&fits).unwrap();
+        assert_eq!(
+            wide.job(id).unwrap().arguments["value"]
+                .as_str()
+                .unwrap()
+                .len(),
+            limit - 20
+        );
+    }
     assert_invariants(db);
 }

@@ -312,11 +312,15 @@ fn actions_change_what_they_say_and_report_counts(db: &TestDb) {
         json!({ "queue": "idle", "paused": true, "changed": true })
     );
     assert!(queue.queue_stats("idle").unwrap().paused);
-    assert!(table_of(db, &["pause", "idle"]).contains("already"));
+    // Paused already: nothing changed, exit 1 (issue 26 item 3).
+    let (code, _, err) = solidq(db, &["pause", "idle"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("already"), "{err}");
     assert_eq!(json_of(db, &["resume", "idle"])["changed"], true);
     assert!(!queue.queue_stats("idle").unwrap().paused);
 
-    // enqueue by kind, with every option
+    // enqueue by kind, with every option (a queue new to the database
+    // needs --force once)
     let enqueued = json_of(
         db,
         &[
@@ -332,6 +336,7 @@ fn actions_change_what_they_say_and_report_counts(db: &TestDb) {
             "1h",
             "--unique-key",
             "cli-1",
+            "--force",
         ],
     );
     assert_eq!(enqueued["status"], "scheduled");
@@ -372,15 +377,28 @@ fn actions_change_what_they_say_and_report_counts(db: &TestDb) {
         json!({ "discarded": 1 })
     );
     assert!(queue.job(failed[1]).is_err());
+    // Nothing matched: the counts on stdout with --json, exit 1 (issue 26
+    // item 3: an action that changed nothing says so).
+    let (code, out, err) = solidq(db, &["failed", "retry", "--queue", "idle", "--json"]);
+    assert_eq!(code, 1, "no failed job on idle: {err}");
     assert_eq!(
-        json_of(db, &["failed", "retry", "--queue", "idle"]),
-        json!({ "retried": 0 }),
-        "no failed job on idle"
+        serde_json::from_str::<Value>(&out).unwrap(),
+        json!({ "retried": 0 })
     );
-    assert!(table_of(db, &["failed", "retry", "--all"]).contains("retried 0 failed jobs"));
+    let (code, out, err) = solidq(db, &["failed", "retry", "--all"]);
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(
+        err.contains("nothing to retry: no failed job matches"),
+        "{err}"
+    );
 
     // clear-finished
-    assert_eq!(json_of(db, &["clear-finished"]), json!({ "deleted": 0 }));
+    let (code, out, err) = solidq(db, &["clear-finished", "--json"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap(),
+        json!({ "deleted": 0 })
+    );
     let deleted = json_of(db, &["clear-finished", "--older-than", "0s"]);
     assert_eq!(
         deleted,
@@ -447,7 +465,8 @@ fn bad_arguments_get_one_line_and_write_nothing(db: &TestDb) {
             2,
             "cannot be used with",
         ),
-        (vec!["recurring", "run", "nothing"], 2, "no such task"),
+        // Nothing matched (issue 26 item 3: it was 2).
+        (vec!["recurring", "run", "nothing"], 1, "no such task"),
         (vec!["pause", "bad queue!"], 2, "queue name"),
         (vec!["frobnicate"], 2, "unrecognized subcommand"),
     ];
@@ -490,6 +509,32 @@ fn bad_arguments_get_one_line_and_write_nothing(db: &TestDb) {
     assert_eq!(output.status.code(), Some(1), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("/nonexistent-dir/jobs.db"), "{err}");
+    // Arguments over SOLIDQ_MAX_PAYLOAD_BYTES (QueueConfig::from_env):
+    // a usage error naming the size and the limit, nothing written; a bad
+    // value of the variable names it.
+    let args = format!("{{\"value\":\"{}\"}}", "x".repeat(2000));
+    let size = args.len();
+    for (limit, code, expected) in [
+        (
+            "1000",
+            2,
+            format!("take {size} bytes, over the limit of 1000 bytes"),
+        ),
+        ("0", 2, "SOLIDQ_MAX_PAYLOAD_BYTES".to_string()),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_solidq"))
+            .args(["enqueue", "echo", "--args", &args])
+            .env("SOLIDQ_DATABASE_URL", &db.url)
+            .env("SOLIDQ_MAX_PAYLOAD_BYTES", limit)
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(code), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(&expected), "expected {expected:?} in {err}");
+    }
+    assert_eq!(db.count("solidq_jobs"), jobs_before, "nothing was written");
     // No database at all: a usage error.
     let output = Command::new(env!("CARGO_BIN_EXE_solidq"))
         .args(["queues"])

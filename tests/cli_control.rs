@@ -1,6 +1,7 @@
-//! Job control and progress from the command line, on both backends:
+//! Job control and progress from the command line, on every backend:
 //! `job cancel|run-now`, `jobs cancel|run-now` with filters and counts,
-//! and progress in `job` and `jobs`.
+//! progress in `job` and `jobs`, and one exit-code rule for every command
+//! (0 did it, 1 nothing matched or refused, 2 bad usage).
 
 #[macro_use]
 mod common;
@@ -16,6 +17,7 @@ backend_tests!(
     job_control_commands_act_and_report_counts,
     progress_shows_in_job_and_jobs,
     migrate_reads_the_configuration_like_every_command,
+    every_command_exits_by_one_rule,
 );
 
 fn json(db: &TestDb, args: &[&str]) -> Value {
@@ -67,6 +69,10 @@ fn job_control_commands_act_and_report_counts(db: &TestDb) {
     let (code, _, err) = run_cli(db, &["job", "cancel", "999999"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("999999"), "{err}");
+    // A job that ended already: nothing cancelled, exit 1 (as run-now).
+    let (code, _, err) = run_cli(db, &["job", "cancel", &a.to_string()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("nothing to cancel"), "{err}");
 
     // Bulk, by filter, with counts; a filter is required.
     let done = json(
@@ -142,4 +148,199 @@ fn migrate_reads_the_configuration_like_every_command(db: &TestDb) {
     assert!(out.contains("up to date"), "{out}");
     let (code, _, err) = run(&["queues"], dir.path());
     assert_eq!(code, 0, "{err}");
+}
+
+/// Issue 26 item 3: one rule for every command's exit code. 0: it did what
+/// it was asked (a listing printed, the schema current, an action that
+/// changed at least one job, queue or task); 1: nothing matched or it was
+/// refused (an action that changed nothing, an unknown name or id, a taken
+/// unique key); 2: bad usage, nothing written. The connection flags go
+/// before or after the command.
+fn every_command_exits_by_one_rule(db: &TestDb) {
+    let queue = db.queue();
+    let attempts_once = || EnqueueOptions::new().max_attempts(1);
+    let failed: Vec<i64> = (0..2)
+        .map(|n| {
+            queue
+                .enqueue_with(
+                    &common::jobs::Fail {
+                        message: format!("boom {n}"),
+                    },
+                    attempts_once(),
+                )
+                .unwrap()
+        })
+        .collect();
+    let done = queue.enqueue(&Echo { value: 1.into() }).unwrap();
+    common::jobs::worker(queue.clone()).drain().unwrap();
+    assert_eq!(queue.job(done).unwrap().status, JobStatus::Succeeded);
+    let later = |q: &str| {
+        queue
+            .enqueue_with(
+                &Echo { value: 2.into() },
+                EnqueueOptions::new()
+                    .queue(q)
+                    .delay(Duration::from_secs(3600)),
+            )
+            .unwrap()
+            .to_string()
+    };
+    let (mail_1, _mail_2) = (later("mail"), later("mail"));
+    let ready = queue
+        .enqueue_with(
+            &Echo { value: 3.into() },
+            EnqueueOptions::new().queue("idle"),
+        )
+        .unwrap()
+        .to_string();
+    let task = solidq::RecurringTask::untyped("yearly", "0 0 1 1 *", "echo", serde_json::json!({}))
+        .unwrap();
+    solidq::Scheduler::new(queue.clone())
+        .task(task)
+        .start()
+        .unwrap()
+        .stop()
+        .unwrap();
+    let (done, failed_0, failed_1) = (
+        done.to_string(),
+        failed[0].to_string(),
+        failed[1].to_string(),
+    );
+    // In order: each row runs on what the rows before left.
+    let rows: Vec<(Vec<&str>, i32, &str)> = vec![
+        // Listings and the schema: done, empty or not.
+        (vec!["queues"], 0, ""),
+        (vec!["jobs", "--status", "blocked"], 0, ""),
+        (vec!["job", &done], 0, ""),
+        (vec!["processes"], 0, ""),
+        (vec!["recurring"], 0, ""),
+        (vec!["migrate"], 0, ""),
+        (vec!["job", "999999"], 1, "job 999999 not found"),
+        (vec!["batch", "999999"], 1, "batch 999999 not found"),
+        // Actions: 0 when they changed something, else 1.
+        (vec!["pause", "mail"], 0, ""),
+        (
+            vec!["pause", "mail"],
+            1,
+            "nothing to pause: queue mail was paused already",
+        ),
+        (vec!["resume", "mail"], 0, ""),
+        (vec!["resume", "mail"], 1, "nothing to resume"),
+        (vec!["job", "run-now", &mail_1], 0, ""),
+        (vec!["job", "run-now", &ready], 1, "nothing to run now"),
+        (vec!["jobs", "run-now", "--queue", "mail"], 0, ""),
+        (
+            vec!["jobs", "run-now", "--queue", "mail"],
+            1,
+            "nothing to run now",
+        ),
+        (vec!["jobs", "cancel", "--queue", "mail"], 0, ""),
+        (
+            vec!["jobs", "cancel", "--queue", "mail"],
+            1,
+            "nothing to cancel",
+        ),
+        (vec!["job", "cancel", &done], 1, "nothing to cancel"),
+        (vec!["job", "cancel", &ready], 0, ""),
+        (vec!["failed", "retry", &failed_0], 0, ""),
+        (
+            vec!["failed", "retry", &failed_0],
+            1,
+            "is ready, not failed",
+        ),
+        (vec!["failed", "discard", "--all"], 0, ""),
+        (vec!["failed", "discard", "--all"], 1, "nothing to discard"),
+        (vec!["failed", "retry", &failed_1], 1, "not found"),
+        (vec!["recurring", "run", "yearly"], 0, ""),
+        (
+            vec!["recurring", "run", "nightly"],
+            1,
+            "unknown recurring task \"nightly\"",
+        ),
+        (vec!["clear-finished", "--older-than", "0s"], 0, ""),
+        (vec!["clear-finished"], 1, "nothing to delete"),
+        (vec!["enqueue", "echo", "--unique-key", "k"], 0, ""),
+        (
+            vec!["enqueue", "echo", "--unique-key", "k"],
+            1,
+            "unique key \"k\" already exists",
+        ),
+        (vec!["enqueue", "ecoh"], 1, "unknown kind \"ecoh\""),
+        (
+            vec!["jobs", "cancel", "--kind", "ecoh"],
+            1,
+            "unknown kind \"ecoh\"",
+        ),
+        // Bad usage: 2, nothing written.
+        (vec!["jobs", "--limit", "0"], 2, "--limit"),
+        (
+            vec!["jobs", "cancel", "--queue", "mail", "--limit", "0"],
+            2,
+            "--limit",
+        ),
+        (vec!["enqueue", "echo", "--args", "{"], 2, "not JSON"),
+        (vec!["pause", "no such"], 2, "queue name"),
+        (vec!["jobs", "--status", "sleepy"], 2, "possible values"),
+        (vec!["frobnicate"], 2, "unrecognized subcommand"),
+        (vec!["supervisor", "--database-url", &db.url], 2, "--config"),
+    ];
+    for (args, code, expected) in rows {
+        let (exit, out, err) = run_cli(db, &args);
+        assert_eq!(exit, code, "{args:?}: {out}{err}");
+        if code == 0 {
+            assert_eq!(err, "", "{args:?}");
+        } else {
+            assert_eq!(err.lines().count(), 1, "{args:?}: one line, got {err:?}");
+            assert!(
+                err.contains(expected),
+                "{args:?}: expected {expected:?} in {err}"
+            );
+        }
+    }
+    assert_eq!(queue.job(failed[0]).unwrap().status, JobStatus::Ready);
+    assert!(queue.job(failed[1]).is_err(), "discarded");
+
+    // The connection flags before the command, as after it.
+    let dir = tempfile::tempdir().unwrap();
+    let cli = |args: &[&str]| common::run_cli_in(dir.path(), None, args);
+    for args in [
+        vec!["--database-url", &db.url, "queues"],
+        vec!["queues", "--database-url", &db.url],
+        vec!["--database-url", &db.url, "jobs", "--limit", "1"],
+        vec![
+            "--database-url",
+            &db.url,
+            "failed",
+            "retry",
+            &failed_0,
+            "--json",
+        ],
+    ] {
+        let (exit, _, err) = cli(&args);
+        let expected = if args.contains(&"retry") { 1 } else { 0 };
+        assert_eq!(exit, expected, "{args:?}: {err}");
+    }
+    let config = dir.path().join("solidq.toml");
+    std::fs::write(&config, format!("database_url = {:?}\n", db.url)).unwrap();
+    let config = config.to_str().unwrap();
+    let (exit, _, err) = cli(&["--config", config, "job", "cancel", "999999"]);
+    assert_eq!(exit, 1, "{err}");
+    assert!(err.contains("job 999999 not found"), "{err}");
+
+    // A warning never precedes a refusal it has nothing to do with: a
+    // forced unknown kind whose enqueue is refused for its unique key
+    // says only why it was refused.
+    let (exit, _, err) = run_cli(
+        db,
+        &["enqueue", "new_kind", "--force", "--unique-key", "once"],
+    );
+    assert_eq!(exit, 0, "{err}");
+    assert!(err.contains("warning: unknown kind"), "{err}");
+    let (exit, _, err) = run_cli(
+        db,
+        &["enqueue", "newer_kind", "--force", "--unique-key", "once"],
+    );
+    assert_eq!(exit, 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("unique key \"once\""), "{err}");
 }

@@ -20,6 +20,7 @@ backend_tests!(
     typos_are_refused_naming_what_exists,
     check_refuses_names_that_nothing_serves,
     only_migrate_creates_a_database_and_it_reads_the_config,
+    names_known_from_jobs_statistics_and_tasks_are_checked_without_workers,
 );
 
 fn run(dir: &Path, url: Option<&str>, args: &[&str]) -> (i32, String, String) {
@@ -118,7 +119,7 @@ fn typos_are_refused_naming_what_exists(db: &TestDb) {
         &["enqueue", "no_such_kind"],
         &[
             "unknown kind \"no_such_kind\"",
-            "registered kinds: ",
+            "known kinds: ",
             "echo",
             "--force",
         ],
@@ -186,8 +187,11 @@ fn typos_are_refused_naming_what_exists(db: &TestDb) {
         &["failed", "discard", "--queue", "nowhere"],
         &["unknown queue \"nowhere\""],
     );
+    // A registered kind with no failed job: not refused as a typo, but
+    // nothing to retry (exit 1, issue 26 item 3), the count on stdout.
     let (code, out, err) = solidq(db, &["failed", "retry", "--kind", "sleep", "--json"]);
-    assert_eq!(code, 0, "a registered kind with no failed job: {err}");
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("nothing to retry"), "{err}");
     assert_eq!(
         serde_json::from_str::<Value>(&out).unwrap(),
         json!({ "retried": 0 })
@@ -222,7 +226,9 @@ fn check_refuses_names_that_nothing_serves(db: &TestDb) {
     write(r#"["mail", "mial"]"#, "echo_typo", "reports");
     let (code, out, err) = check(&[]);
     assert_eq!(code, 1, "{out}{err}");
-    assert!(err.contains("cannot check the kind \"echo_typo\""), "{err}");
+    // The notes are left out of a refusal they have nothing to do with
+    // (issue 26 item 3): stderr is the refusal alone.
+    assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
         out.contains(
             "error: recurring task \"nightly\" enqueues to queue \"reports\", which no [[workers]] group claims from"
@@ -234,11 +240,15 @@ fn check_refuses_names_that_nothing_serves(db: &TestDb) {
         "no job to compare with: {out}"
     );
     assert!(
-        err.contains("cannot check queue \"mial\" of workers[0]"),
+        err.ends_with("1 problem listed above; --force to accept them\n"),
         "{err}"
     );
+    // With --force the file passes, and the notes are said.
+    let (code, out, err) = check(&["--force"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("cannot check the kind \"echo_typo\""), "{err}");
     assert!(
-        err.ends_with("1 problem listed above; --force to accept them\n"),
+        err.contains("cannot check queue \"mial\" of workers[0]"),
         "{err}"
     );
 
@@ -335,4 +345,89 @@ fn only_migrate_creates_a_database_and_it_reads_the_config(db: &TestDb) {
     let (code, _, err) = run(elsewhere.path(), None, &["migrate"]);
     assert_eq!(code, 2, "no database named anywhere: {err}");
     assert!(err.contains("no database"), "{err}");
+}
+
+/// Issue 26 item 3: with no worker registered, the kinds and queues of
+/// jobs (in any state, or counted once in the job statistics) and of
+/// recurring tasks are still known, so a typo is refused instead of only
+/// warned about.
+fn names_known_from_jobs_statistics_and_tasks_are_checked_without_workers(db: &TestDb) {
+    let queue = db.queue();
+    queue
+        .enqueue_with(
+            &Echo { value: json!(1) },
+            EnqueueOptions::new().delay(Duration::from_secs(3600)),
+        )
+        .unwrap();
+    // A queue and kind drained long ago: only the statistics remember them.
+    db.execute(
+        "INSERT INTO solidq_job_stats (bucket, queue_name, kind, outcome, jobs, wait_ms, run_ms)
+         VALUES (CURRENT_TIMESTAMP, 'reports', 'nightly_report', 'succeeded', 3, 0, 0)",
+    );
+    assert_eq!(db.count("solidq_processes"), 0, "no worker");
+    let jobs = db.count("solidq_jobs");
+    refused(
+        db,
+        &["enqueue", "ecoh"],
+        &[
+            "unknown kind \"ecoh\"",
+            "known kinds: echo, nightly_report",
+            "--force",
+        ],
+    );
+    refused(
+        db,
+        &["enqueue", "nightly_reprot", "--queue", "reports"],
+        &["unknown kind \"nightly_reprot\""],
+    );
+    refused(
+        db,
+        &["enqueue", "echo", "--queue", "reprots"],
+        &[
+            "unknown queue \"reprots\"",
+            "known queues: default, reports",
+        ],
+    );
+    refused(
+        db,
+        &["pause", "reprots"],
+        &["known queues: default, reports"],
+    );
+    refused(
+        db,
+        &["jobs", "cancel", "--kind", "ecoh"],
+        &["unknown kind \"ecoh\""],
+    );
+    refused(
+        db,
+        &["jobs", "run-now", "--queue", "reprots"],
+        &["unknown queue \"reprots\""],
+    );
+    assert_eq!(
+        db.count("solidq_jobs"),
+        jobs,
+        "refused commands wrote nothing"
+    );
+    assert_eq!(db.count("solidq_pauses"), 0);
+    // Known names go ahead, without a warning.
+    for args in [
+        vec!["enqueue", "echo"],
+        vec!["enqueue", "nightly_report", "--queue", "reports"],
+        vec!["pause", "reports"],
+    ] {
+        let (code, _, err) = solidq(db, &args);
+        assert_eq!((code, err.as_str()), (0, ""), "{args:?}");
+    }
+    // A recurring task's kind and queue are known too.
+    let task = solidq::RecurringTask::untyped("weekly", "0 0 * * 0", "weekly_digest", json!({}))
+        .unwrap()
+        .queue("digests");
+    solidq::Scheduler::new(queue.clone())
+        .task(task)
+        .start()
+        .unwrap()
+        .stop()
+        .unwrap();
+    let (code, _, err) = solidq(db, &["enqueue", "weekly_digest", "--queue", "digests"]);
+    assert_eq!((code, err.as_str()), (0, ""), "a recurring task's names");
 }

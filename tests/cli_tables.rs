@@ -10,7 +10,7 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::jobs::{Echo, Fail, Panic};
+use common::jobs::{Echo, Fail, Flaky, Panic, Sleep};
 use common::{TestDb, wait_for};
 use serde_json::{Value, json};
 use solidq::{EnqueueOptions, JobStatus, Queue, WorkerConfig};
@@ -19,6 +19,8 @@ backend_tests!(
     tables_fit_the_width_and_jobs_pages,
     jobs_are_found_by_argument_and_error_text,
     failed_jobs_show_when_they_failed_and_user_frames_first,
+    records_show_what_happened_on_each_path,
+    every_queue_is_listed_with_its_waiting_jobs,
 );
 
 /// Runs `solidq args…` on `db`, with `COLUMNS` set to `width` (or unset);
@@ -266,4 +268,170 @@ fn failed_jobs_show_when_they_failed_and_user_frames_first(db: &TestDb) {
             .contains("std::panicking"),
         "--json keeps every frame"
     );
+}
+
+/// Each path a job takes leaves a record that says what happened, read
+/// back through `JobInfo` and the CLI: a succeeded job keeps its last
+/// attempt's start (so its duration), and shows no earlier attempt's error
+/// as its own; a failed and a retrying job show their start and error.
+fn records_show_what_happened_on_each_path(db: &TestDb) {
+    db.create_ledger();
+    let queue = db.queue();
+    let slow = queue.enqueue(&Sleep { ms: 300 }).unwrap();
+    let flaky = queue
+        .enqueue_with(
+            &Flaky {
+                url: db.url.clone(),
+                fail_times: 1,
+            },
+            EnqueueOptions::new()
+                .max_attempts(3)
+                .backoff(solidq::Backoff::fixed(Duration::from_millis(10))),
+        )
+        .unwrap();
+    let failed = queue
+        .enqueue(&Fail {
+            message: "no such order".into(),
+        })
+        .unwrap();
+    let retrying = queue
+        .enqueue_with(
+            &Flaky {
+                url: db.url.clone(),
+                fail_times: 9,
+            },
+            EnqueueOptions::new()
+                .max_attempts(3)
+                .backoff(solidq::Backoff::fixed(Duration::from_secs(3600))),
+        )
+        .unwrap();
+    let worker = common::jobs::worker(queue.clone())
+        .config(WorkerConfig {
+            threads: 4,
+            polling_interval: Duration::from_millis(50),
+            ..WorkerConfig::default()
+        })
+        .start()
+        .unwrap();
+    wait_for("every path to end", Duration::from_secs(30), || {
+        let status = |id| queue.job(id).unwrap().status;
+        status(slow) == JobStatus::Succeeded
+            && status(flaky) == JobStatus::Succeeded
+            && status(failed) == JobStatus::Failed
+            && status(retrying) == JobStatus::Retrying
+    });
+    worker.stop().unwrap();
+
+    let info = queue.job(slow).unwrap();
+    let ran = info.finished_at.unwrap() - info.started_at.expect("a finished job keeps its start");
+    assert!(
+        ran >= chrono::Duration::milliseconds(300) && ran < chrono::Duration::seconds(10),
+        "its duration is its run: {ran:?}"
+    );
+    let info = queue.job(flaky).unwrap();
+    assert_eq!(info.attempts, 2, "{info:?}");
+    assert!(info.started_at.is_some(), "{info:?}");
+    assert_eq!(info.error, None, "a succeeded job shows no error: {info:?}");
+    assert_eq!(info.errors.len(), 1, "the earlier attempt's error is kept");
+    for id in [failed, retrying] {
+        let info = queue.job(id).unwrap();
+        assert!(info.started_at.is_some(), "{info:?}");
+        assert!(info.error.is_some(), "{info:?}");
+    }
+
+    // The CLI says the same.
+    let listed = json_of(db, &["jobs", "--limit", "10"]);
+    for job in listed["jobs"].as_array().unwrap() {
+        let id = job["id"].as_i64().unwrap();
+        let has_error = !job["error"].is_null();
+        assert_eq!(
+            has_error,
+            id == failed || id == retrying,
+            "job {id}: the error is shown only where the state comes from it: {job}"
+        );
+        assert!(!job["started_at"].is_null(), "job {id}: {job}");
+    }
+    let (table, _) = run(db, &["jobs", "--status", "succeeded"], Some(200));
+    assert!(!table.contains("attempt 1 failed"), "{table}");
+    let (detail, _) = run(db, &["job", &flaky.to_string()], None);
+    assert!(detail.contains("earlier error"), "{detail}");
+    assert!(
+        !detail.lines().any(|l| l.starts_with("error ")),
+        "not shown as the job's error: {detail}"
+    );
+    let (detail, _) = run(db, &["job", &slow.to_string()], None);
+    let started = detail
+        .lines()
+        .find(|l| l.starts_with("started"))
+        .unwrap_or_default();
+    assert!(started.contains(':'), "a time, not '-': {detail}");
+}
+
+/// `Queue::queues` and `solidq queues` list every queue with jobs in any
+/// state (drained ones too), paused, or named by a registered worker, with
+/// workflow members waiting for their parents counted.
+fn every_queue_is_listed_with_its_waiting_jobs(db: &TestDb) {
+    let queue = db.queue();
+    for name in ["mail", "slow"] {
+        queue
+            .enqueue_with(
+                &Echo { value: json!(name) },
+                EnqueueOptions::new().queue(name),
+            )
+            .unwrap();
+    }
+    let drained = common::jobs::worker(queue.clone())
+        .queues(["mail", "slow"])
+        .drain()
+        .unwrap();
+    assert_eq!(drained.succeeded, 2, "{drained:?}");
+    let on = || EnqueueOptions::new().queue("flows");
+    let jobs = vec![
+        solidq::JobRequest::new(&Echo { value: json!(1) }, on())
+            .unwrap()
+            .named("a"),
+        solidq::JobRequest::new(&Echo { value: json!(2) }, on())
+            .unwrap()
+            .named("b")
+            .after("a"),
+    ];
+    queue.batch(solidq::BatchOptions::new(), &jobs).unwrap();
+    // A worker naming a queue that has no job yet (and a pattern, which
+    // names no queue).
+    let worker = common::jobs::worker(queue.clone())
+        .queues(["reports", "archive*"])
+        .start()
+        .unwrap();
+    let names = |queues: &[solidq::QueueStats]| -> Vec<String> {
+        queues.iter().map(|q| q.name.clone()).collect()
+    };
+    let listed = queue.queues().unwrap();
+    worker.stop().unwrap();
+    assert_eq!(names(&listed), ["flows", "mail", "reports", "slow"]);
+    let flows = &listed[0];
+    assert_eq!((flows.ready, flows.waiting), (1, 1), "{flows:?}");
+
+    let document = json_of(db, &["queues"]);
+    let cli: Vec<(String, u64)> = document["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| {
+            (
+                q["name"].as_str().unwrap().to_string(),
+                q["waiting"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // The worker deregistered: its queue is no longer named.
+    assert_eq!(
+        cli,
+        [
+            ("flows".to_string(), 1),
+            ("mail".to_string(), 0),
+            ("slow".to_string(), 0)
+        ]
+    );
+    let (table, _) = run(db, &["queues"], Some(200));
+    assert!(table.lines().next().unwrap().contains("WAITING"), "{table}");
 }

@@ -176,6 +176,11 @@ fn each_bad_configuration_gets_one_clear_line_and_starts_nothing() {
             std::fs::write(&path, contents).unwrap();
         }
         for command in ["check", "supervisor"] {
+            if name == "unreachable database" && command == "supervisor" {
+                // Not a configuration error: the supervisor waits for it
+                // (`a_supervisor_waits_for_a_database_that_does_not_answer`).
+                continue;
+            }
             let (exit, stderr) = solidq(command, &path);
             let lines: Vec<&str> = stderr.lines().collect();
             assert_eq!(
@@ -275,4 +280,74 @@ fn check_accepts_a_good_configuration_without_starting_anything() {
     assert!(stdout.contains(": ok (3 worker processes"), "{stdout}");
     assert!(!marker.exists());
     assert_eq!(db.count("solidq_processes"), 0);
+}
+
+/// A database that does not answer at the start is an outage, not a bad
+/// configuration: `solidq supervisor` says so in one line (the URL's
+/// password redacted), starts nothing, waits, and stops at once on
+/// SIGTERM with status 0. (`solidq check` exits 1 for it, above.)
+#[test]
+fn a_supervisor_waits_for_a_database_that_does_not_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    let path = dir.path().join("solidq.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "database_url = \"postgres://u:secret@127.0.0.1:1/db\"\n[[workers]]\ncommand = [\"/bin/sh\", \"-c\", \"touch {}\"]\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    /// Killed when the test ends, passed or not.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let stderr_path = dir.path().join("stderr");
+    let child = Command::new(env!("CARGO_BIN_EXE_solidq"))
+        .args(["supervisor", "--config"])
+        .arg(&path)
+        .env_remove("SOLIDQ_DATABASE_URL")
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .expect("run solidq");
+    let mut child = Killed(child);
+    let said = || std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    common::wait_for(
+        "the supervisor to say it waits",
+        std::time::Duration::from_secs(20),
+        || said().contains("waiting for it"),
+    );
+    assert_eq!(
+        child.0.try_wait().unwrap(),
+        None,
+        "still running: {}",
+        said()
+    );
+    let stderr = said();
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.contains("cannot connect to postgres://u:***@127.0.0.1:1/db"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("secret"), "the password leaked: {stderr}");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) };
+    let mut status = None;
+    common::wait_for(
+        "the supervisor to stop",
+        std::time::Duration::from_secs(10),
+        || {
+            status = child.0.try_wait().unwrap();
+            status.is_some()
+        },
+    );
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", said());
+    assert!(!marker.exists(), "a worker was started");
 }

@@ -69,6 +69,10 @@ impl Job for Later {
 #[derive(Serialize, Deserialize)]
 struct LongRun {
     finish: bool,
+    /// Ends with its own error naming this row, rather than handing
+    /// itself back.
+    #[serde(default)]
+    row: Option<u32>,
 }
 
 impl Job for LongRun {
@@ -81,6 +85,9 @@ impl Job for LongRun {
         }
         if self.finish {
             return Ok(serde_json::json!({ "operator": ctx.is_cancelled_by_operator() }));
+        }
+        if let Some(row) = self.row {
+            return Err(JobError::new("cancelled", format!("stopped at row {row}")));
         }
         Err(JobError::interrupted())
     }
@@ -226,12 +233,29 @@ fn run_now_moves_scheduled_and_blocked_jobs_to_ready(db: &TestDb) {
 
 fn a_cancelled_running_job_sees_it_within_a_second_and_is_discarded_not_retried(db: &TestDb) {
     let queue = db.queue();
-    let stopped = queue.enqueue(&LongRun { finish: false }).unwrap();
-    let finished = queue.enqueue(&LongRun { finish: true }).unwrap();
-    let worker = worker(&queue).start().unwrap();
+    let stopped = queue
+        .enqueue(&LongRun {
+            finish: false,
+            row: None,
+        })
+        .unwrap();
+    let at_row = queue
+        .enqueue(&LongRun {
+            finish: false,
+            row: Some(38),
+        })
+        .unwrap();
+    let finished = queue
+        .enqueue(&LongRun {
+            finish: true,
+            row: None,
+        })
+        .unwrap();
+    // A thread for each of the three jobs.
+    let worker = worker(&queue).threads(3).start().unwrap();
     // Their code runs (claimed for a thread is not enough: a job asked to
     // stop before its thread takes it is discarded without running).
-    for id in [stopped, finished] {
+    for id in [stopped, at_row, finished] {
         wait_for("the job's code to run", Duration::from_secs(10), || {
             queue.job(id).unwrap().progress == Some(serde_json::json!("running"))
         });
@@ -243,9 +267,9 @@ fn a_cancelled_running_job_sees_it_within_a_second_and_is_discarded_not_retried(
             "deploy gone wrong",
         )
         .unwrap();
-    assert_eq!((done.stopping, done.discarded), (2, 0));
-    wait_for("both jobs to end", Duration::from_secs(10), || {
-        [stopped, finished].iter().all(|id| {
+    assert_eq!((done.stopping, done.discarded), (3, 0));
+    wait_for("the jobs to end", Duration::from_secs(10), || {
+        [stopped, at_row, finished].iter().all(|id| {
             matches!(
                 queue.job(*id).unwrap().status,
                 JobStatus::Discarded | JobStatus::Succeeded
@@ -268,9 +292,34 @@ fn a_cancelled_running_job_sees_it_within_a_second_and_is_discarded_not_retried(
     assert_eq!(info.snoozes, 0);
     assert!(
         info.error
+            .as_ref()
             .unwrap()
             .message
             .contains("cancelled by an operator")
+    );
+    // An attempt that started counts, whatever ended it; its start is kept.
+    assert_eq!(info.attempts, 1, "{info:?}");
+    let error = info.error.as_ref().unwrap();
+    assert_eq!(error.attempt, Some(1), "{error:?}");
+    let started = info.started_at.expect("started_at kept");
+    assert!(started <= info.finished_at.unwrap(), "{info:?}");
+    // The job's own error is kept beside the operator's reason.
+    let info = queue.job(at_row).unwrap();
+    assert_eq!(info.status, JobStatus::Discarded);
+    assert_eq!(info.attempts, 1, "{info:?}");
+    let message = &info.error.as_ref().unwrap().message;
+    assert!(
+        message.contains("cancelled by an operator while it ran")
+            && message.contains("cancelled: stopped at row 38"),
+        "{message}"
+    );
+    let (code, out, err) = common::run_cli(db, &["job", &at_row.to_string()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("stopped at row 38"), "{out}");
+    assert!(
+        !out.lines()
+            .any(|l| l.starts_with("started") && l.trim_end().ends_with('-')),
+        "the start is shown: {out}"
     );
     let info = queue.job(finished).unwrap();
     assert_eq!(

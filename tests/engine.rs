@@ -208,9 +208,13 @@ fn enqueue_on_callers_transaction_rolls_back_with_it(db: &TestDb) {
                     value: json!("rolled back"),
                 },
             )?;
-            Err(solidq::Error::JobNotFound("forcing a rollback".into()))
+            Err(solidq::Error::rollback("the order is out of stock"))
         });
-        assert!(rolled_back.is_err());
+        assert_eq!(
+            rolled_back.unwrap_err().to_string(),
+            "transaction rolled back: the order is out of stock",
+            "the caller's own reason comes back out"
+        );
         conn.transaction::<_, solidq::Error, _>(|c| {
             queue.enqueue_on(
                 c,
@@ -230,10 +234,26 @@ fn enqueue_on_callers_transaction_rolls_back_with_it(db: &TestDb) {
         #[cfg(feature = "mysql")]
         common::TestConn::Mysql(mut c) => check(&mut c, &queue),
     };
+    // The same through solidq's own connection and write_transaction
+    // (BEGIN IMMEDIATE on SQLite).
+    let mut own: solidq::AnyConnection = queue.open_connection().unwrap();
+    let rolled_back = own.write_transaction(|c| {
+        queue.enqueue_on(
+            c,
+            &Echo {
+                value: json!("rolled back too"),
+            },
+        )?;
+        Err::<(), _>(solidq::Error::rollback("changed my mind"))
+    });
+    assert!(
+        matches!(&rolled_back, Err(solidq::Error::RolledBack { reason }) if reason == "changed my mind"),
+        "{rolled_back:?}"
+    );
     assert_eq!(
         db.count("solidq_jobs"),
         1,
-        "the rolled-back job left nothing"
+        "the rolled-back jobs left nothing"
     );
     assert_eq!(db.count("solidq_ready_executions"), 1);
     assert_eq!(

@@ -3,7 +3,8 @@
 //! discarded) and writes them at its heartbeats and when it stops; a job
 //! whose worker was SIGKILLed is counted as stalled by whoever releases
 //! it; folding old minutes into the totals rows deletes them and leaves
-//! every total as it was, by hand and in the cleaner's round.
+//! every total as it was, by hand and in the cleaner's round; waiting jobs
+//! an operator discards are counted too (their queue and kind stay known).
 
 #[macro_use]
 mod common;
@@ -29,6 +30,7 @@ backend_tests!(
     a_job_whose_worker_was_killed_is_counted_as_stalled,
     folding_deletes_old_minutes_and_keeps_every_total,
     the_cleaner_folds_minutes_older_than_a_day,
+    an_operator_discarding_waiting_jobs_counts_them,
 );
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -394,4 +396,35 @@ fn the_cleaner_folds_minutes_older_than_a_day(db: &TestDb) {
     worker.stop().unwrap();
     assert_eq!(totals(&queue), before);
     assert_eq!(stats_rows(db), 2, "the totals row and the recent minute");
+}
+
+/// Jobs discarded by an operator before any worker took them are counted
+/// as discarded, in the cancel's transaction: the statistics keep every
+/// queue and kind of a job that ended, which is what the names operators
+/// type are checked against (issue 26 item 3).
+fn an_operator_discarding_waiting_jobs_counts_them(db: &TestDb) {
+    let queue = db.queue();
+    let later = || {
+        EnqueueOptions::new()
+            .queue("mail")
+            .delay(Duration::from_secs(3600))
+    };
+    let ids: Vec<i64> = (0..2)
+        .map(|n| {
+            queue
+                .enqueue_with(&Echo { value: n.into() }, later())
+                .unwrap()
+        })
+        .collect();
+    let done = queue
+        .cancel_jobs(&solidq::JobFilter::new().queue("mail"), "not needed")
+        .unwrap();
+    assert_eq!(done.discarded, 2);
+    assert_eq!(
+        jobs_of(&totals(&queue)),
+        BTreeMap::from([(("mail", "echo", "discarded"), 2)])
+    );
+    assert!(queue.queues().unwrap().iter().any(|q| q.name == "mail"));
+    assert!(queue.known_names().unwrap().has_queue("mail"));
+    assert_eq!(queue.job(ids[0]).unwrap().status, JobStatus::Discarded);
 }

@@ -1,6 +1,7 @@
 //! Job options on both backends: retries and backoff, timeouts, delivery,
 //! unique keys, result queries, keep_result and cleaning, pause and resume,
-//! failed-job retry and discard.
+//! failed-job retry and discard; options and limits that cannot work
+//! refused when the worker starts and at enqueue, naming the value.
 
 #[macro_use]
 mod common;
@@ -10,9 +11,11 @@ use std::time::Duration;
 use common::child::Child;
 use common::jobs::{self, CustomBackoff, Echo, Fail, Flaky, Hopeless, Ledger, Sleep};
 use common::{TestDb, wait_for};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use solidq::{
-    Backoff, Delivery, EnqueueOptions, FailedFilter, JobInfo, JobRequest, JobStatus, Queue, Worker,
+    Backoff, ConcurrencyLimit, Delivery, EnqueueOptions, Error, FailedFilter, Job, JobContext,
+    JobInfo, JobOptions, JobRequest, JobResult, JobStatus, Queue, RateLimit, Worker,
 };
 
 backend_tests!(
@@ -26,6 +29,7 @@ backend_tests!(
     paused_queue_is_skipped_but_accepts_jobs,
     failed_jobs_are_retried_and_discarded_singly_and_in_bulk,
     bulk_enqueue_with_a_taken_unique_key_enqueues_nothing,
+    limits_that_cannot_work_are_refused_before_anything_starts,
 );
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -420,15 +424,16 @@ fn paused_queue_is_skipped_but_accepts_jobs(db: &TestDb) {
     assert!(queue.resume("slow").unwrap());
     wait_status(&queue, slow, JobStatus::Succeeded);
     worker.stop().unwrap();
-    let names: Vec<String> = queue
-        .queues()
-        .unwrap()
-        .into_iter()
-        .map(|q| q.name)
-        .collect();
+    // Drained queues stay listed (their jobs finished), with nothing in
+    // any state.
+    let queues = queue.queues().unwrap();
+    let names: Vec<&str> = queues.iter().map(|q| q.name.as_str()).collect();
+    assert_eq!(names, ["fast", "slow"], "drained queues are listed");
     assert!(
-        names.is_empty(),
-        "finished jobs leave no queue behind: {names:?}"
+        queues
+            .iter()
+            .all(|q| q.ready + q.running + q.claimed + q.failed == 0 && !q.paused),
+        "{queues:?}"
     );
 }
 
@@ -549,4 +554,95 @@ fn bulk_enqueue_with_a_taken_unique_key_enqueues_nothing(db: &TestDb) {
     assert_eq!(ids.len(), 2);
     assert_eq!(queue.job_by_unique_key("free-2").unwrap().id, ids[1]);
     assert_eq!(db.count("solidq_jobs"), 3);
+}
+
+/// A job type whose options come from `LIMITS[N]`.
+#[derive(Serialize, Deserialize)]
+struct Limited<const N: usize>;
+
+const LIMITS: [fn() -> JobOptions; 4] = [
+    || JobOptions::new().concurrency(ConcurrencyLimit::new(0)),
+    || JobOptions::new().rate_limit(RateLimit::new(0, Duration::from_secs(1))),
+    || JobOptions::new().rate_limit(RateLimit::new(5, Duration::ZERO)),
+    || JobOptions::new().max_attempts(0),
+];
+
+impl<const N: usize> Job for Limited<N> {
+    const KIND: &'static str = ["limit_zero", "rate_zero", "period_zero", "attempts_zero"][N];
+    fn perform(&self, _ctx: &JobContext) -> JobResult {
+        Ok(serde_json::Value::Null)
+    }
+    fn options() -> JobOptions {
+        LIMITS[N]()
+    }
+}
+
+fn invalid(error: Error) -> (String, String, String) {
+    match error {
+        Error::InvalidOption {
+            option,
+            value,
+            reason,
+        } => (option.to_string(), value, reason),
+        other => panic!("expected InvalidOption, got {other}"),
+    }
+}
+
+/// `Worker::start` with `J` registered: refused with `option` and `value`
+/// named, and the kind; nothing registered in the database.
+fn refused_at_start<J: Job>(db: &TestDb, option: &str, value: &str) {
+    let error = worker(&db.queue()).register::<J>().start().err();
+    let (o, v, reason) = invalid(error.unwrap_or_else(|| panic!("{} started", J::KIND)));
+    assert_eq!((o.as_str(), v.as_str()), (option, value), "{reason}");
+    assert!(
+        reason.contains(&format!("job kind {:?}", J::KIND)),
+        "{reason}"
+    );
+}
+
+fn limits_that_cannot_work_are_refused_before_anything_starts(db: &TestDb) {
+    let queue = db.queue();
+    refused_at_start::<Limited<0>>(db, "concurrency limit", "0");
+    refused_at_start::<Limited<1>>(db, "rate limit", "0");
+    refused_at_start::<Limited<2>>(db, "rate limit period", "0ns");
+    refused_at_start::<Limited<3>>(db, "max_attempts", "0");
+    let error = worker(&queue)
+        .threads(0)
+        .start()
+        .err()
+        .expect("threads(0) started");
+    let (option, value, _) = invalid(error);
+    assert_eq!((option.as_str(), value.as_str()), ("threads", "0"));
+    assert_eq!(db.count("solidq_processes"), 0, "no worker registered");
+    // The same values refused at enqueue, nothing written.
+    for (error, option, value) in [
+        (
+            queue.enqueue(&Limited::<0>).unwrap_err(),
+            "concurrency limit",
+            "0",
+        ),
+        (queue.enqueue(&Limited::<1>).unwrap_err(), "rate limit", "0"),
+        (
+            queue.enqueue(&Limited::<2>).unwrap_err(),
+            "rate limit period",
+            "0ns",
+        ),
+        (
+            queue.enqueue(&Limited::<3>).unwrap_err(),
+            "max_attempts",
+            "0",
+        ),
+    ] {
+        let (o, v, reason) = invalid(error);
+        assert_eq!((o.as_str(), v.as_str()), (option, value), "{reason}");
+    }
+    assert_eq!(db.count("solidq_jobs"), 0, "nothing enqueued");
+    // Checked before they are used, on their own too.
+    assert!(ConcurrencyLimit::new(1).validate().is_ok());
+    assert!(
+        RateLimit::new(10, Duration::from_secs(1))
+            .validate()
+            .is_ok()
+    );
+    assert!(JobOptions::new().queue("no spaces").validate().is_err());
 }

@@ -21,6 +21,8 @@ backend_tests!(
     ten_a_second_across_three_processes_for_ten_seconds,
     each_key_has_its_own_limit_and_jobs_sent_back_are_not_claimed_over_and_over,
     a_bad_limit_or_key_is_refused_with_the_offending_value,
+    a_backlog_starts_its_full_rate_for_small_and_large_limits,
+    claims_that_could_not_be_sent_back_are_released_once_the_database_takes_it,
 );
 
 /// The documented accuracy: a start may come this long after its grant.
@@ -208,3 +210,166 @@ fn a_bad_limit_or_key_is_refused_with_the_offending_value(db: &TestDb) {
     assert_eq!(db.count("solidq_jobs"), 0, "nothing written");
     assert!(queue.enqueue(&Fine(odd("k"))).is_ok());
 }
+
+/// The arguments of the paced job types below: where their ledger is.
+#[derive(Serialize, Deserialize)]
+struct Paced {
+    url: String,
+}
+
+macro_rules! paced_job {
+    ($name:ident, $limit:expr) => {
+        #[derive(Serialize, Deserialize)]
+        struct $name(Paced);
+        impl Job for $name {
+            const KIND: &'static str = stringify!($name);
+            fn perform(&self, ctx: &JobContext) -> JobResult {
+                common::jobs::ledger_append(&self.0.url, ctx.job_id(), $limit, "start");
+                Ok(serde_json::Value::Null)
+            }
+            fn options() -> JobOptions {
+                JobOptions::new().rate_limit(RateLimit::new($limit, Duration::from_secs(1)))
+            }
+        }
+    };
+}
+
+paced_job!(PacedOne, 1);
+paced_job!(PacedTwo, 2);
+paced_job!(PacedFive, 5);
+paced_job!(PacedHundred, 100);
+
+/// Periods a backlog is watched for.
+const PERIODS: i64 = 10;
+
+/// A backlog under a limit of N starts a second starts N a second: at
+/// least 0.95 × N per period averaged over 10 periods from its first start,
+/// for N = 1, 2, 5 and 100 at once (one worker), and never more than N in
+/// any second (less the margin). Jobs sent back are released when the
+/// window opens, not at the next poll.
+fn a_backlog_starts_its_full_rate_for_small_and_large_limits(db: &TestDb) {
+    db.create_ledger();
+    let queue = db.queue();
+    let paced = || Paced {
+        url: db.url.clone(),
+    };
+    let mut jobs: Vec<JobRequest> = Vec::new();
+    for _ in 0..(PERIODS + 2) {
+        jobs.push(JobRequest::new(&PacedOne(paced()), EnqueueOptions::new()).unwrap());
+    }
+    for _ in 0..(PERIODS + 2) * 2 {
+        jobs.push(JobRequest::new(&PacedTwo(paced()), EnqueueOptions::new()).unwrap());
+    }
+    for _ in 0..(PERIODS + 2) * 5 {
+        jobs.push(JobRequest::new(&PacedFive(paced()), EnqueueOptions::new()).unwrap());
+    }
+    for _ in 0..(PERIODS + 2) * 100 {
+        jobs.push(JobRequest::new(&PacedHundred(paced()), EnqueueOptions::new()).unwrap());
+    }
+    queue.enqueue_all_with(&jobs).unwrap();
+    let worker = common::jobs::worker(queue.clone())
+        .register::<PacedOne>()
+        .register::<PacedTwo>()
+        .register::<PacedFive>()
+        .register::<PacedHundred>()
+        .threads(8)
+        .start()
+        .unwrap();
+    let limits = [1i64, 2, 5, 100];
+    wait_for("every limit's first start", Duration::from_secs(30), || {
+        limits
+            .iter()
+            .all(|n| !starts(db, &format!("n = {n}")).is_empty())
+    });
+    let last_first = limits
+        .iter()
+        .map(|n| starts(db, &format!("n = {n}"))[0])
+        .max()
+        .unwrap();
+    wait_for("ten periods", Duration::from_secs(60), || {
+        common::now_us() > last_first + PERIODS * 1_000_000 + 200_000
+    });
+    let stats = worker.stats();
+    worker.stop().unwrap();
+    let mut report = Vec::new();
+    for n in limits {
+        let all = starts(db, &format!("n = {n}"));
+        let first = all[0];
+        let within: Vec<i64> = all
+            .iter()
+            .copied()
+            .filter(|&t| t < first + PERIODS * 1_000_000)
+            .collect();
+        let rate = within.len() as f64 / PERIODS as f64;
+        report.push((n, rate, busiest_second(&all)));
+    }
+    eprintln!(
+        "{}: (limit, starts per second over {PERIODS} s, most in any second) {report:?}; {} claims",
+        db.backend, stats.claimed_jobs
+    );
+    for (n, rate, busiest) in report {
+        assert!(
+            busiest as i64 <= n,
+            "limit {n}: {busiest} starts within a second"
+        );
+        assert!(
+            rate >= 0.95 * n as f64,
+            "limit {n}: {rate} starts a second, less than 0.95 × {n}"
+        );
+    }
+}
+
+/// A claimed rate-limited job whose grant fails and which cannot be sent
+/// back to the scheduled jobs either (both tables away) stays claimed by a
+/// live worker only until the database takes its release: the worker
+/// tries again at every poll (it no longer exits for an outage, so its
+/// deregistration would come too late). When the tables are back every
+/// job runs, none stalled.
+fn claims_that_could_not_be_sent_back_are_released_once_the_database_takes_it(db: &TestDb) {
+    db.create_ledger();
+    let queue = db.queue();
+    let worker = common::jobs::worker(queue.clone())
+        .config(solidq::WorkerConfig {
+            threads: 2,
+            polling_interval: Duration::from_millis(50),
+            ..solidq::WorkerConfig::default()
+        })
+        .start()
+        .unwrap();
+    let rename = |from: &str, to: &str| match db.backend {
+        solidq::Backend::Mysql => db.execute(&format!("RENAME TABLE {from} TO {to}")),
+        _ => db.execute(&format!("ALTER TABLE {from} RENAME TO {to}")),
+    };
+    rename("solidq_rate_limits", "test_rate_limits_away");
+    rename("solidq_scheduled_executions", "test_scheduled_away");
+    let ids: Vec<i64> = (0..3)
+        .map(|n| {
+            queue
+                .enqueue(&Rated {
+                    url: db.url.clone(),
+                    n,
+                    key: None,
+                })
+                .unwrap()
+        })
+        .collect();
+    // Claimed, refused a grant, and released again, over and over.
+    wait_for("a claim and a refused grant", WAIT_SHORT, || {
+        worker.stats().claimed_jobs >= 3
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    rename("test_rate_limits_away", "solidq_rate_limits");
+    rename("test_scheduled_away", "solidq_scheduled_executions");
+    wait_for("every job to run", WAIT_SHORT, || {
+        ids.iter()
+            .all(|&id| queue.job(id).unwrap().status == solidq::JobStatus::Succeeded)
+    });
+    worker.stop().unwrap();
+    let stalled = db.scalar("SELECT count(*) AS v FROM solidq_jobs WHERE stalled_count > 0");
+    assert_eq!(
+        stalled, 0,
+        "nothing stalled: the worker was alive throughout"
+    );
+}
+
+const WAIT_SHORT: Duration = Duration::from_secs(20);

@@ -22,7 +22,7 @@ backend_tests!(
     sigterm_stops_the_supervisor_and_its_workers_gracefully,
     two_supervisors_prune_each_dead_process_once,
     supervisor_dispatches_delayed_jobs_for_its_workers,
-    processes_whose_heartbeats_keep_failing_stop_themselves,
+    processes_whose_heartbeats_keep_failing_ride_it_out,
     workers_of_a_killed_supervisor_shut_down_gracefully,
     hard_timeout_exits_the_worker_and_the_stall_rules_apply,
     supervisor_cleans_finished_jobs_past_keep_result,
@@ -542,8 +542,9 @@ fn supervisor_dispatches_delayed_jobs_for_its_workers(db: &TestDb) {
     assert!(logs.contains("started workers[0] #0"), "{logs}");
 }
 
-fn processes_whose_heartbeats_keep_failing_stop_themselves(db: &TestDb) {
-    db.queue();
+fn processes_whose_heartbeats_keep_failing_ride_it_out(db: &TestDb) {
+    db.create_ledger();
+    let queue = db.queue();
     let mut supervisor = supervisor(
         db,
         &Spec {
@@ -561,24 +562,75 @@ fn processes_whose_heartbeats_keep_failing_stop_themselves(db: &TestDb) {
     wait_for("both to register", Duration::from_secs(30), || {
         db.count("solidq_processes") == 2
     });
-    // Every heartbeat now fails.
+    // A job that runs until it is asked to stop.
+    let waiting = queue
+        .enqueue(&common::jobs::CancelLedger {
+            url: db.url.clone(),
+        })
+        .unwrap();
+    let events = |event: &str| {
+        db.scalar(&format!(
+            "SELECT count(*) AS v FROM test_ledger WHERE job_id = {waiting} AND event = '{event}'"
+        ))
+    };
+    wait_for("the job to start", Duration::from_secs(20), || {
+        events("start") == 1
+    });
+    // Every heartbeat now fails, for several alive thresholds.
     db.execute("ALTER TABLE solidq_processes RENAME TO solidq_processes_away");
-    let worker_exit = worker.wait_timeout(Duration::from_secs(20));
-    let supervisor_exit = supervisor.wait_timeout(Duration::from_secs(20));
+    let lapsed = "the process carries on";
+    wait_for(
+        "both to see their lease lapse",
+        Duration::from_secs(20),
+        || worker.logs().contains(lapsed) && supervisor.logs().contains(lapsed),
+    );
+    // The running job is asked to stop while the lease is invalid.
+    wait_for(
+        "the job to be asked to stop",
+        Duration::from_secs(20),
+        || events("interrupted") == 1,
+    );
+    assert_eq!(
+        worker.wait_timeout(Duration::ZERO),
+        None,
+        "{}",
+        worker.logs()
+    );
+    assert_eq!(
+        supervisor.wait_timeout(Duration::ZERO),
+        None,
+        "{}",
+        supervisor.logs()
+    );
     db.execute("ALTER TABLE solidq_processes_away RENAME TO solidq_processes");
-    for (name, exit, child) in [
-        ("worker", worker_exit, &worker),
-        ("supervisor", supervisor_exit, &supervisor),
-    ] {
-        let status = exit.unwrap_or_else(|| panic!("the {name} kept running: {}", child.logs()));
+    wait_for("both to beat again", Duration::from_secs(20), || {
+        worker.logs().contains("heartbeats work again")
+            && supervisor.logs().contains("heartbeats work again")
+    });
+    // The worker carries on: it runs a job enqueued now.
+    queue
+        .enqueue(&Ledger {
+            url: db.url.clone(),
+            n: 1,
+            sleep_ms: 0,
+        })
+        .unwrap();
+    wait_for("the worker to run a job", Duration::from_secs(20), || {
+        db.scalar("SELECT count(*) AS v FROM test_ledger WHERE event = 'end'") == 2
+    });
+    // The interrupted job was handed back, unspent, and ran to its end.
+    let info = queue.job(waiting).unwrap();
+    assert_eq!(info.status, solidq::JobStatus::Succeeded, "{info:?}");
+    assert_eq!(events("start"), 2, "run again once");
+    assert_eq!(
+        info.attempts, 1,
+        "the interrupted run spent no attempt: {info:?}"
+    );
+    for (name, child) in [("worker", worker), ("supervisor", supervisor)] {
+        let logs = stop(child);
         assert!(
-            !status.success(),
-            "the {name} reports the failure in its exit status"
-        );
-        assert!(
-            child.logs().contains("heartbeats failed for"),
-            "{name}: {}",
-            child.logs()
+            !logs.contains("stopped so a fresh process"),
+            "{name}: {logs}"
         );
     }
 }

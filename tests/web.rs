@@ -18,6 +18,7 @@ use solidq::{EnqueueOptions, JobFilter, JobStatus, Queue, Worker};
 use tower::ServiceExt;
 
 backend_tests!(
+    large_values_are_cut_with_a_link_to_the_whole,
     every_page_answers_with_its_navigation,
     stored_strings_are_escaped_and_secret_arguments_filtered,
     access_needs_a_credential_and_the_read_token_only_reads,
@@ -210,6 +211,40 @@ fn every_page_answers_with_its_navigation(db: &TestDb) {
     assert!(script.body.len() > 40_000);
 }
 
+/// Issue 26 item 3: a job's page shows a large value cut, with a link to
+/// the whole job's JSON, instead of printing it whole (twice).
+fn large_values_are_cut_with_a_link_to_the_whole(db: &TestDb) {
+    let queue = db.queue();
+    let big = queue
+        .enqueue_kind(
+            "big",
+            &serde_json::json!({"blob": "y".repeat(900 * 1024)}),
+            EnqueueOptions::default(),
+        )
+        .unwrap();
+    let small = queue
+        .enqueue_kind(
+            "small",
+            &serde_json::json!({"n": 7}),
+            EnqueueOptions::default(),
+        )
+        .unwrap();
+    let app = anonymous(&queue);
+    let page = get(&app, &format!("/jobs/{big}"), None);
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.len() < 200 * 1024, "{} bytes", page.body.len());
+    assert!(
+        page.body.contains(&format!("href=\"/api/jobs/{big}\""))
+            && page.body.contains("Cut at 64 KiB"),
+        "the way to the whole value"
+    );
+    let whole = get(&app, &format!("/api/jobs/{big}"), None);
+    assert_eq!(whole.status, StatusCode::OK);
+    assert!(whole.body.contains(&"y".repeat(900 * 1024)));
+    let page = get(&app, &format!("/jobs/{small}"), None).body;
+    assert!(!page.contains("Cut at"), "a small value is shown whole");
+}
+
 fn stored_strings_are_escaped_and_secret_arguments_filtered(db: &TestDb) {
     let queue = db.queue();
     let hostile = "<script>alert(1)</script>";
@@ -398,6 +433,18 @@ fn actions_change_the_database(db: &TestDb) {
     assert!(queue.queue_stats("default").unwrap().paused);
     act("/queues/default/resume");
     assert!(!queue.queue_stats("default").unwrap().paused);
+    // A queue the database does not know: 404 naming the known ones,
+    // nothing paused (the same rule as the CLI's and the API's).
+    let answer = post(&app, "/queues/nosuchq/pause", None, Some(&csrf), "");
+    assert_eq!(answer.status, StatusCode::NOT_FOUND, "{}", answer.body);
+    assert!(
+        answer.body.contains("unknown queue &quot;nosuchq&quot;")
+            && answer.body.contains("known queues: default"),
+        "{}",
+        answer.body
+    );
+    assert_eq!(db.count("solidq_pauses"), 0, "nothing paused");
+    assert!(queue.queues().unwrap().iter().all(|q| q.name != "nosuchq"));
     // Every action is in the audit log, through the web, by who acted,
     // and on its page.
     let log = queue.audit_log(50, None).unwrap();
@@ -474,7 +521,31 @@ fn bulk_actions_act_on_a_selection_or_everything_matching(db: &TestDb) {
             .len(),
         3
     );
-    // Everything matching a filter that matches nothing: no change.
+    // A filter naming a kind the database does not know: refused, naming
+    // the known kinds, nothing changes (a typo would match nothing).
+    let answer = post(
+        &app,
+        "/jobs/action/discard?status=failed&kind=other&all=1",
+        None,
+        Some(&csrf),
+        "",
+    );
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{}", answer.body);
+    assert!(
+        answer.body.contains("unknown kind &quot;other&quot;")
+            && answer.body.contains("known kinds: fail"),
+        "{}",
+        answer.body
+    );
+    // Everything matching a filter of a known kind that matches nothing:
+    // no change.
+    queue
+        .enqueue_kind(
+            "other",
+            &serde_json::json!({}),
+            EnqueueOptions::new().delay(Duration::from_secs(3600)),
+        )
+        .unwrap();
     let answer = post(
         &app,
         "/jobs/action/discard?status=failed&kind=other&all=1",

@@ -33,6 +33,9 @@ backend_tests!(
     bulk_actions_by_ids_and_by_filter,
     queues_recurring_processes_and_job_pages,
     openapi_document_and_router_agree,
+    unknown_kinds_and_queues_are_refused_naming_what_exists,
+    nul_in_arguments_is_stored_and_returned_exactly,
+    arguments_over_the_limit_are_413_naming_their_size,
 );
 
 const ADMIN: &str = "admin-secret";
@@ -227,6 +230,17 @@ fn jobs_in(db: &TestDb) -> i64 {
     db.count("solidq_jobs")
 }
 
+/// As a deployed app's database: the kinds `succeed` and `fail` are
+/// known (counted on the default queue by earlier runs), so enqueueing
+/// them is not refused as a typo.
+fn deployed(db: &TestDb) {
+    db.execute(
+        "INSERT INTO solidq_job_stats (bucket, queue_name, kind, outcome, jobs, wait_ms, run_ms) VALUES
+         (CURRENT_TIMESTAMP, 'default', 'succeed', 'succeeded', 1, 0, 0),
+         (CURRENT_TIMESTAMP, 'default', 'fail', 'failed', 1, 0, 0)",
+    );
+}
+
 fn enqueue_with_every_option_stores_each_one(db: &TestDb) {
     let queue = db.queue();
     let api = Api::new(&queue);
@@ -412,6 +426,7 @@ fn bulk_enqueues_all_or_none(db: &TestDb) {
 
 fn taken_unique_id_is_409_with_the_existing_job(db: &TestDb) {
     let queue = db.queue();
+    deployed(db);
     let api = Api::new(&queue);
     let first =
         api.enqueue(json!({"kind": "succeed", "args": {"n": 1}, "options": {"uniqueId": "once"}}));
@@ -435,6 +450,7 @@ fn taken_unique_id_is_409_with_the_existing_job(db: &TestDb) {
 
 fn task_info_by_id_and_unique_id_in_each_state(db: &TestDb) {
     let queue = db.queue();
+    deployed(db);
     let api = Api::new(&queue);
     let both = |id: i64, unique: &str| {
         let by_id = api.get(&format!("/api/jobs/{id}"));
@@ -668,24 +684,26 @@ fn bad_input_is_a_4xx_naming_the_field_and_writes_nothing(db: &TestDb) {
             "arguments",
             json!({}),
         ),
-        // NUL characters, in any string or key.
+        // NUL characters in names and keys: refused by the library's rule,
+        // as at any enqueue (arguments may hold them: see
+        // nul_in_arguments_is_stored_and_returned_exactly).
         (
             json!({"kind": "suc\u{0}ceed"}),
-            S::BAD_REQUEST,
+            S::UNPROCESSABLE_ENTITY,
             "kind",
             json!("suc\u{0}ceed"),
         ),
         (
-            json!({"kind": "succeed", "args": {"list": ["a", "b\u{0}"]}}),
-            S::BAD_REQUEST,
-            "args.list[1]",
-            json!("b\u{0}"),
-        ),
-        (
             json!({"kind": "succeed", "options": {"uniqueId": "\u{0}"}}),
-            S::BAD_REQUEST,
+            S::UNPROCESSABLE_ENTITY,
             "options.uniqueId",
             json!("\u{0}"),
+        ),
+        (
+            json!({"kind": "succeed", "options": {"queue": "q\u{0}"}}),
+            S::UNPROCESSABLE_ENTITY,
+            "options.queue",
+            json!("q\u{0}"),
         ),
         // Values solidq refuses.
         (
@@ -799,6 +817,7 @@ fn bad_input_is_a_4xx_naming_the_field_and_writes_nothing(db: &TestDb) {
 
 fn job_actions_change_the_database(db: &TestDb) {
     let queue = db.queue();
+    deployed(db);
     let api = Api::new(&queue);
     let failed = api.enqueue(json!({"kind": "fail", "args": {"n": 1}, "options": {"attempts": 0}}));
     worker(&queue).drain().unwrap();
@@ -863,6 +882,7 @@ fn job_actions_change_the_database(db: &TestDb) {
 
 fn bulk_actions_by_ids_and_by_filter(db: &TestDb) {
     let queue = db.queue();
+    deployed(db);
     let api = Api::new(&queue);
     let failed: Vec<i64> = (0..3)
         .map(|n| api.enqueue(json!({"kind": "fail", "args": {"n": n}, "options": {"attempts": 0}})))
@@ -1163,4 +1183,210 @@ fn openapi_document_and_router_agree(db: &TestDb) {
     // Every error the document names is in the shared shape.
     assert!(a.body["components"]["schemas"]["ErrorBody"].is_object());
     assert!(a.body["components"]["securitySchemes"]["adminToken"].is_object());
+}
+
+/// The same rule as the CLI's and the dashboard's (issue 26 item 3): a
+/// kind or queue the database does not know is refused with its field and
+/// the names that exist, nothing written; `force` goes ahead with a
+/// warning; a database that knows nothing yet takes the first names with
+/// a warning.
+fn unknown_kinds_and_queues_are_refused_naming_what_exists(db: &TestDb) {
+    let queue = db.queue();
+    let api = Api::new(&queue);
+    // First use: nothing to compare against.
+    let a = api.post("/api/jobs", &json!({"kind": "succeed"}));
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.body);
+    let warning = a.body["warnings"][0].as_str().unwrap_or_default();
+    assert!(
+        warning.contains("cannot check kind \"succeed\""),
+        "{}",
+        a.body
+    );
+
+    // Now the database knows `succeed` (a ready job) and `default`.
+    let a = api.post("/api/jobs", &json!({"kind": "nonexistent_kind"}));
+    assert_error(&a, StatusCode::UNPROCESSABLE_ENTITY, Some("kind"));
+    assert_eq!(a.body["value"], "nonexistent_kind");
+    let error = a.body["error"].as_str().unwrap();
+    assert!(
+        error.contains("known kinds: succeed") && error.contains("\"force\": true"),
+        "{error}"
+    );
+    let a = api.post(
+        "/api/jobs",
+        &json!({"kind": "succeed", "options": {"queue": "nosuchq"}}),
+    );
+    assert_error(&a, StatusCode::UNPROCESSABLE_ENTITY, Some("options.queue"));
+    assert_eq!(a.body["value"], "nosuchq");
+    assert!(
+        a.body["error"]
+            .as_str()
+            .unwrap()
+            .contains("known queues: default")
+    );
+    let a = api.post(
+        "/api/jobs/bulk",
+        &json!({"jobs": [{"kind": "succeed"}, {"kind": "sucseed"}]}),
+    );
+    assert_error(&a, StatusCode::UNPROCESSABLE_ENTITY, Some("jobs[1].kind"));
+    assert_eq!(a.body["value"], "sucseed");
+    assert_eq!(jobs_in(db), 1, "refused enqueues wrote nothing");
+    // force: enqueued, the warning says what was let through.
+    let a = api.post(
+        "/api/jobs",
+        &json!({"kind": "nonexistent_kind", "force": true}),
+    );
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.body);
+    assert!(
+        a.body["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.contains("unknown kind \"nonexistent_kind\"")),
+        "{}",
+        a.body
+    );
+    // A registered worker's kinds are known; while it is registered, a
+    // job's queue must be one it claims from.
+    let handle = worker(&queue).queues(["mail"]).start().unwrap();
+    let a = api.post(
+        "/api/jobs",
+        &json!({"kind": "fail", "options": {"queue": "mail"}}),
+    );
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.body);
+    assert!(a.body.get("warnings").is_none(), "{}", a.body);
+    let a = api.post("/api/jobs", &json!({"kind": "fail"}));
+    assert_error(&a, StatusCode::UNPROCESSABLE_ENTITY, Some("options.queue"));
+    assert_eq!(a.body["value"], "default");
+    assert!(
+        a.body["error"]
+            .as_str()
+            .unwrap()
+            .contains("no registered worker claims from it (their queues: mail)"),
+        "{}",
+        a.body
+    );
+    handle.stop().unwrap();
+
+    // Pause and resume: a queue nothing names is a 404, nothing written.
+    let pauses = db.count("solidq_pauses");
+    for action in ["pause", "resume"] {
+        let a = api.send(
+            Method::POST,
+            &format!("/api/queues/nosuchq/{action}"),
+            Some(ADMIN),
+            None,
+            Vec::new(),
+        );
+        assert_error(&a, StatusCode::NOT_FOUND, Some("name"));
+        assert_eq!(a.body["value"], "nosuchq");
+        assert!(
+            a.body["error"]
+                .as_str()
+                .unwrap()
+                .contains("known queues: default, mail"),
+            "{}",
+            a.body
+        );
+    }
+    assert_eq!(db.count("solidq_pauses"), pauses, "nothing paused");
+    assert!(queue.queues().unwrap().iter().all(|q| q.name != "nosuchq"));
+    let a = api.post("/api/queues/nosuchq/pause", &json!({"force": true}));
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    assert_eq!(a.body["changed"], true);
+    assert!(a.body["warnings"][0].as_str().is_some(), "{}", a.body);
+    let a = api.post("/api/queues/nosuchq/resume", &json!({}));
+    assert_eq!(
+        a.status,
+        StatusCode::OK,
+        "a paused queue is known: {}",
+        a.body
+    );
+    assert_error(
+        &api.post("/api/queues/mail/pause", &json!({"froce": true})),
+        StatusCode::BAD_REQUEST,
+        Some("froce"),
+    );
+
+    // An action on everything a filter names: the filter's kind and queue
+    // must exist (a typo would match nothing), with no override.
+    for (filter, field, value) in [
+        (
+            json!({"status": "ready", "kind": "sucseed"}),
+            "filter.kind",
+            "sucseed",
+        ),
+        (
+            json!({"status": "ready", "queue": "mial"}),
+            "filter.queue",
+            "mial",
+        ),
+    ] {
+        let a = api.post("/api/jobs/actions/cancel", &json!({ "filter": filter }));
+        assert_error(&a, StatusCode::UNPROCESSABLE_ENTITY, Some(field));
+        assert_eq!(a.body["value"], value);
+    }
+    assert_eq!(
+        queue
+            .jobs(&solidq::JobFilter::new().status(JobStatus::Discarded))
+            .unwrap()
+            .len(),
+        0,
+        "nothing cancelled"
+    );
+}
+
+/// One rule for NUL with the library's (issue 26 item 3): arguments are any
+/// JSON, a NUL in a string or a key included; it is stored as the JSON
+/// escape `\u0000` (text every backend keeps) and comes back exactly.
+fn nul_in_arguments_is_stored_and_returned_exactly(db: &TestDb) {
+    let queue = db.queue();
+    deployed(db);
+    let api = Api::new(&queue);
+    let args = json!({"text": "a\u{0}b", "list": ["ok", "\u{0}"], "k\u{0}ey": 1});
+    let id = api.enqueue(json!({"kind": "succeed", "args": args.clone()}));
+    assert_eq!(queue.job(id).unwrap().arguments, args);
+    let a = api.get(&format!("/api/jobs/{id}"));
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    assert_eq!(a.body["job"]["arguments"], args);
+    let a = api.post(
+        "/api/jobs/bulk",
+        &json!({"jobs": [{"kind": "succeed", "args": args.clone()}]}),
+    );
+    assert_eq!(a.status, StatusCode::CREATED, "{}", a.body);
+    let bulk = a.body["jobs"][0]["id"].as_i64().unwrap();
+    assert_eq!(queue.job(bulk).unwrap().arguments, args);
+    // Stored as the escape, not as a raw NUL byte.
+    assert_eq!(
+        db.scalar(&format!(
+            "SELECT count(*) AS v FROM solidq_jobs WHERE id = {id} AND arguments LIKE '%\\u0000%'"
+        )),
+        1
+    );
+}
+
+/// Issue 26 item 3: arguments over the queue's max_payload_bytes (1 MiB)
+/// are refused at enqueue as in the library: 413 naming `args` and the
+/// size, nothing written.
+fn arguments_over_the_limit_are_413_naming_their_size(db: &TestDb) {
+    let queue = db.queue();
+    deployed(db);
+    let api = Api::new(&queue);
+    let big = json!({"text": "x".repeat(1024 * 1024)});
+    let size = big.to_string().len();
+    let a = api.post(
+        "/api/jobs",
+        &json!({"kind": "succeed", "args": big.clone()}),
+    );
+    assert_error(&a, StatusCode::PAYLOAD_TOO_LARGE, Some("args"));
+    assert_eq!(a.body["value"], size);
+    let error = a.body["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!("{size} bytes")) && error.contains("1048576 bytes"),
+        "{error}"
+    );
+    let a = api.post(
+        "/api/jobs/bulk",
+        &json!({"jobs": [{"kind": "succeed"}, {"kind": "succeed", "args": big}]}),
+    );
+    assert_error(&a, StatusCode::PAYLOAD_TOO_LARGE, Some("jobs[1].args"));
+    assert_eq!(jobs_in(db), 0, "nothing written");
 }

@@ -84,9 +84,13 @@ impl Queue {
             .filter(|j| is_waiting(j.status) || is_running(j.status))
             .map(|j| j.id)
             .collect();
+        let names: std::collections::HashMap<i64, (String, String)> = jobs
+            .iter()
+            .map(|j| (j.id, (j.queue.clone(), j.kind.clone())))
+            .collect();
         let mut done = Cancelled::default();
         for batch in ids.chunks(BATCH) {
-            let discarded = self.store().jobs_cancel_waiting(batch, reason)?;
+            let discarded = self.store().jobs_cancel_waiting(batch, reason, &names)?;
             done.discarded += discarded.len() as u64;
             let rest: Vec<i64> = batch
                 .iter()

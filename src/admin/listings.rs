@@ -302,15 +302,21 @@ impl Queue {
     /// or `None` when this second's run exists already (its guard is kept
     /// even when its job was deleted, see
     /// [`RECURRING_GUARD_RETENTION`](crate::config::RECURRING_GUARD_RETENTION)).
+    /// A key no scheduler declared is [`Error::Unknown`], listing the
+    /// declared ones.
     pub fn run_recurring(&self, key: &str) -> Result<Option<i64>> {
-        let info = self
-            .recurring_tasks()?
+        let tasks = self.recurring_tasks()?;
+        let keys: Vec<String> = tasks.iter().map(|t| t.key.clone()).collect();
+        let info = tasks
             .into_iter()
             .find(|t| t.key == key)
-            .ok_or_else(|| Error::InvalidOption {
-                option: "recurring task",
+            .ok_or_else(|| Error::Unknown {
+                what: "recurring task",
                 value: key.to_string(),
-                reason: "no such task (schedulers declare tasks when they start)".into(),
+                reason: format!(
+                    "no such task (schedulers declare tasks when they start; known tasks: {})",
+                    crate::admin::listed(&keys)
+                ),
             })?;
         let mut task = RecurringTask::untyped(info.key, &info.schedule, info.kind, info.arguments)?
             .timezone(&info.timezone)?;

@@ -10,6 +10,7 @@ mod health;
 mod known;
 mod ledger;
 mod listings;
+mod names;
 mod stats;
 
 pub use audit::{
@@ -19,10 +20,10 @@ pub use audit::{
 pub use control::Cancelled;
 pub use health::{DatabaseHealth, PostgresHealth, SqliteHealth, TableHealth};
 pub use known::KnownNames;
-#[cfg(feature = "cli")]
 pub(crate) use known::listed;
 pub use ledger::{CONCURRENCY_HOLDERS_SHOWN, ConcurrencyKey, MISSED_TICK_GRACE, Tick};
 pub use listings::{DEFAULT_JOB_LIST_LIMIT, JobFilter, JobPage, ProcessInfo, RecurringInfo};
+pub use names::Name;
 pub use stats::{JOB_OUTCOMES, JobCount, StatsBucket};
 
 use std::time::Duration;
@@ -55,6 +56,8 @@ pub struct QueueStats {
     pub blocked: u64,
     /// Jobs that failed for good.
     pub failed: u64,
+    /// Workflow members waiting for their parents to end.
+    pub waiting: u64,
     /// How long the oldest ready job has waited (database clock); `None`
     /// when nothing is ready.
     #[serde(with = "humantime_serde")]
@@ -100,10 +103,18 @@ impl FailedFilter {
 }
 
 impl Queue {
-    /// Every queue that holds a job in some execution table or is paused,
-    /// by name, with its counts and latency (one consistent snapshot).
+    /// Every queue that has jobs in any state (finished ones included: the
+    /// job statistics keep every queue ever counted), is paused, or is
+    /// named exactly in a registered worker's queue list, by name, with
+    /// its counts and latency (one consistent snapshot).
     pub fn queues(&self) -> Result<Vec<QueueStats>> {
-        let (counts, now) = self.store().queue_counts()?;
+        let snapshot = self.store().queue_counts()?;
+        let (mut counts, now) = (snapshot.counts, snapshot.now);
+        for metadata in &snapshot.worker_metadata {
+            for name in known::exact_names(&known::worker_lists(metadata).0) {
+                counts.entry(name).or_default();
+            }
+        }
         Ok(counts
             .into_iter()
             .map(|(name, c)| QueueStats {
@@ -115,6 +126,7 @@ impl Queue {
                 running: c.running.max(0) as u64,
                 blocked: c.blocked.max(0) as u64,
                 failed: c.failed.max(0) as u64,
+                waiting: c.waiting.max(0) as u64,
                 latency: c
                     .oldest_ready
                     .map(|t| (now - t).to_std().unwrap_or_default()),
@@ -139,6 +151,7 @@ impl Queue {
                 running: 0,
                 blocked: 0,
                 failed: 0,
+                waiting: 0,
                 latency: None,
                 paused: false,
             }))

@@ -25,6 +25,7 @@ pub(super) fn check(path: &Path, force: bool) -> Result<()> {
         QueueConfig {
             pool_size: 2,
             sqlite_synchronous: config.sqlite_synchronous,
+            max_payload_bytes: config.max_payload_bytes,
             ..QueueConfig::default()
         },
     )?;
@@ -33,8 +34,12 @@ pub(super) fn check(path: &Path, force: bool) -> Result<()> {
         &queue.known_names()?,
         &queue.config().default_queue,
     );
-    for note in &notes {
-        warn(note);
+    // Notes are for a file that passes: none precedes a refusal they have
+    // nothing to do with.
+    if problems.is_empty() || force {
+        for note in &notes {
+            warn(note);
+        }
     }
     if !problems.is_empty() {
         for problem in &problems {

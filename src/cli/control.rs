@@ -5,7 +5,7 @@
 use clap::{Args, Subcommand};
 
 use super::{Db, Format, audit, out};
-use crate::types::{Error, Result};
+use crate::types::Result;
 use crate::{JobFilter, JobStatus};
 
 /// What to do to one or more jobs by id.
@@ -21,8 +21,6 @@ pub(super) enum JobAction {
         #[arg(long, default_value = "cancelled from the command line")]
         reason: String,
         #[command(flatten)]
-        db: Db,
-        #[command(flatten)]
         format: Format,
     },
     /// Run scheduled, retrying or blocked jobs now (a blocked job leaves
@@ -31,8 +29,6 @@ pub(super) enum JobAction {
         /// The jobs' ids.
         #[arg(required = true)]
         ids: Vec<i64>,
-        #[command(flatten)]
-        db: Db,
         #[command(flatten)]
         format: Format,
     },
@@ -70,11 +66,9 @@ pub(super) struct BulkFilter {
     /// Only jobs of this kind.
     #[arg(long)]
     kind: Option<String>,
-    /// At most this many jobs (newest first).
-    #[arg(long, default_value_t = BULK_LIMIT)]
+    /// At most this many jobs (newest first), at least 1.
+    #[arg(long, default_value_t = BULK_LIMIT, value_parser = super::at_least_one)]
     limit: usize,
-    #[command(flatten)]
-    db: Db,
     #[command(flatten)]
     format: Format,
 }
@@ -97,6 +91,17 @@ impl BulkFilter {
         filter
     }
 
+    /// Its `--kind` and `--queue` must name a kind and a queue the
+    /// database knows (a typo would match nothing).
+    fn check(&self, queue: &crate::Queue) -> Result<()> {
+        super::guard::names(
+            queue,
+            &super::guard::filter(self.kind.as_deref(), self.queue.as_deref()),
+            false,
+        )
+        .map(drop)
+    }
+
     /// The filter, as the audit log's target.
     fn target(&self) -> String {
         audit::filter(&[
@@ -108,12 +113,11 @@ impl BulkFilter {
     }
 }
 
-pub(super) fn job(action: JobAction) -> Result<()> {
+pub(super) fn job(action: JobAction, db: &Db) -> Result<()> {
     match action {
         JobAction::Cancel {
             ids,
             reason,
-            db,
             format,
         } => {
             let queue = db.queue()?;
@@ -139,9 +143,17 @@ pub(super) fn job(action: JobAction) -> Result<()> {
             if let Some(error) = failure {
                 return Err(error);
             }
-            report_cancel(format, discarded, stopping, untouched)
+            report_cancel(
+                format,
+                discarded,
+                stopping,
+                untouched,
+                format!(
+                    "jobs {ids:?} are finished, failed, or were asked to stop before (left as they were)"
+                ),
+            )
         }
-        JobAction::RunNow { ids, db, format } => {
+        JobAction::RunNow { ids, format } => {
             let queue = db.queue()?;
             let mut moved = Vec::new();
             let mut skipped = Vec::new();
@@ -162,52 +174,79 @@ pub(super) fn job(action: JobAction) -> Result<()> {
             if let Some(error) = failure {
                 return Err(error);
             }
+            let document = serde_json::json!({ "run_now": moved, "not_waiting": skipped });
+            if moved.is_empty() {
+                return out(format).nothing_done(
+                    document,
+                    "run now",
+                    format!("jobs {skipped:?} are not scheduled, retrying or blocked"),
+                );
+            }
             let mut text = format!("running now: {}", moved.len());
             if !skipped.is_empty() {
                 text.push_str(&format!(
                     "\nnot scheduled, retrying or blocked (left as they were): {skipped:?}"
                 ));
             }
-            out(format).say(
-                serde_json::json!({ "run_now": moved, "not_waiting": skipped }),
-                &text,
-            );
-            if moved.is_empty() {
-                return Err(Error::NothingToDo {
-                    action: "run now",
-                    reason: format!("jobs {skipped:?} are not scheduled, retrying or blocked"),
-                });
-            }
+            out(format).say(document, &text);
             Ok(())
         }
     }
 }
 
-pub(super) fn jobs(action: JobsAction) -> Result<()> {
+pub(super) fn jobs(action: JobsAction, db: &Db) -> Result<()> {
     match action {
         JobsAction::Cancel { filter, reason } => {
-            let queue = filter.db.queue()?;
+            let queue = db.queue()?;
+            filter.check(&queue)?;
             let done = queue.cancel_jobs(&filter.filter(), &reason)?;
             let rows = done.discarded + done.stopping;
             audit::record(&queue, "cancel", &filter.target(), rows);
-            report_cancel(filter.format, done.discarded, done.stopping, done.untouched)
+            report_cancel(
+                filter.format,
+                done.discarded,
+                done.stopping,
+                done.untouched,
+                format!(
+                    "no job the filter names is waiting or running ({} left as they were: finished, failed, or asked before)",
+                    done.untouched
+                ),
+            )
         }
         JobsAction::RunNow { filter } => {
-            let queue = filter.db.queue()?;
+            let queue = db.queue()?;
+            filter.check(&queue)?;
             let moved = queue.run_jobs_now(&filter.filter())?;
             audit::record(&queue, "run_now", &filter.target(), moved);
-            out(filter.format).say(
-                serde_json::json!({ "run_now": moved }),
-                &format!("running now: {moved}"),
-            );
+            let document = serde_json::json!({ "run_now": moved });
+            if moved == 0 {
+                return out(filter.format).nothing_done(
+                    document,
+                    "run now",
+                    "no job the filter names is scheduled, retrying or blocked".into(),
+                );
+            }
+            out(filter.format).say(document, &format!("running now: {moved}"));
             Ok(())
         }
     }
 }
 
-fn report_cancel(format: Format, discarded: u64, stopping: u64, untouched: u64) -> Result<()> {
+/// What a cancel did; when it changed no job, `nothing` says why (exit 1).
+fn report_cancel(
+    format: Format,
+    discarded: u64,
+    stopping: u64,
+    untouched: u64,
+    nothing: String,
+) -> Result<()> {
+    let document =
+        serde_json::json!({ "discarded": discarded, "stopping": stopping, "untouched": untouched });
+    if discarded + stopping == 0 {
+        return out(format).nothing_done(document, "cancel", nothing);
+    }
     out(format).say(
-        serde_json::json!({ "discarded": discarded, "stopping": stopping, "untouched": untouched }),
+        document,
         &format!(
             "discarded: {discarded}\nasked to stop: {stopping}\nleft as they were (finished, failed, or asked before): {untouched}"
         ),

@@ -32,12 +32,10 @@ pub(super) struct EnqueueArgs {
     /// Refuse it if a job holds this key.
     #[arg(long)]
     unique_key: Option<String>,
-    /// Enqueue it even if no registered worker runs its kind or claims
-    /// from its queue.
+    /// Enqueue it even if the database knows no such kind or queue, or no
+    /// registered worker claims from its queue.
     #[arg(long)]
     force: bool,
-    #[command(flatten)]
-    db: Db,
     #[command(flatten)]
     format: Format,
 }
@@ -68,14 +66,12 @@ pub(super) struct JobsArgs {
     /// containing this text (any case).
     #[arg(long)]
     error: Option<String>,
-    /// At most this many.
-    #[arg(long, default_value_t = crate::DEFAULT_JOB_LIST_LIMIT)]
+    /// At most this many, at least 1.
+    #[arg(long, default_value_t = crate::DEFAULT_JOB_LIST_LIMIT, value_parser = super::at_least_one)]
     limit: usize,
     /// The next page: the jobs listed after this job id (older ones).
     #[arg(long, value_name = "ID")]
     after: Option<i64>,
-    #[command(flatten)]
-    db: Db,
     #[command(flatten)]
     format: Format,
 }
@@ -96,8 +92,6 @@ pub(super) struct JobArgs {
     /// library's and the runtime's frames are hidden).
     #[arg(long)]
     full: bool,
-    #[command(flatten)]
-    db: Db,
     #[command(flatten)]
     format: Format,
 }
@@ -126,8 +120,6 @@ pub(super) struct FailedArgs {
     #[arg(long)]
     queue: Option<String>,
     #[command(flatten)]
-    db: Db,
-    #[command(flatten)]
     format: Format,
 }
 
@@ -148,7 +140,7 @@ fn parse_since(s: &str) -> std::result::Result<DateTime<Utc>, String> {
     })
 }
 
-pub(super) fn enqueue(a: EnqueueArgs) -> Result<()> {
+pub(super) fn enqueue(a: EnqueueArgs, db: &Db) -> Result<()> {
     // Everything is checked before the database is touched.
     let arguments: serde_json::Value =
         serde_json::from_str(&a.args).map_err(|e| Error::InvalidOption {
@@ -173,12 +165,16 @@ pub(super) fn enqueue(a: EnqueueArgs) -> Result<()> {
     if let Some(key) = &a.unique_key {
         options = options.unique_key(key.clone());
     }
-    let queue = a.db.queue()?;
+    let queue = db.queue()?;
     let target = a
         .queue
         .clone()
         .unwrap_or_else(|| queue.config().default_queue.clone());
-    super::guard::enqueue_target(&queue.known_names()?, &a.kind, &target, a.force)?;
+    let warnings = super::guard::names(
+        &queue,
+        &[crate::Name::Kind(&a.kind), crate::Name::Target(&target)],
+        a.force,
+    )?;
     let id = queue.enqueue_kind(&a.kind, &arguments, options)?;
     super::audit::record(&queue, "enqueue", &id.to_string(), 1);
     let info = queue.job(id)?;
@@ -189,12 +185,13 @@ pub(super) fn enqueue(a: EnqueueArgs) -> Result<()> {
             info.kind, info.queue, info.status
         ),
     );
+    super::guard::warn_all(&warnings);
     Ok(())
 }
 
-pub(super) fn list(a: JobsArgs) -> Result<()> {
+pub(super) fn list(a: JobsArgs, db: &Db) -> Result<()> {
     if let Some(action) = a.action {
-        return super::control::jobs(action);
+        return super::control::jobs(action, db);
     }
     let mut filter = JobFilter::new().limit(a.limit);
     if let Some(status) = a.status {
@@ -218,7 +215,7 @@ pub(super) fn list(a: JobsArgs) -> Result<()> {
     if let Some(id) = a.after {
         filter = filter.after(id);
     }
-    let page = a.db.queue()?.jobs_page(&filter)?;
+    let page = db.queue()?.jobs_page(&filter)?;
     let o = out(a.format);
     o.print(
         serde_json::json!({ "jobs": page.jobs, "total": page.total, "next_after": page.next_after }),
@@ -294,11 +291,11 @@ fn status_time(j: &JobInfo) -> Option<DateTime<Utc>> {
     }
 }
 
-pub(super) fn show(a: JobArgs) -> Result<()> {
+pub(super) fn show(a: JobArgs, db: &Db) -> Result<()> {
     if let Some(action) = a.action {
-        return super::control::job(action);
+        return super::control::job(action, db);
     }
-    let queue = a.db.queue()?;
+    let queue = db.queue()?;
     let info = match (&a.unique_key, a.id) {
         (Some(key), _) => queue.job_by_unique_key(key)?,
         (None, Some(id)) => queue.job(id)?,
@@ -414,7 +411,9 @@ fn job_fields(j: &JobInfo, full: bool) -> Vec<(&'static str, String)> {
             .map(|a| format!("attempt {a}, "))
             .unwrap_or_default();
         rows.push((
-            if n + 1 == j.errors.len() {
+            // The last is the job's error only while its state comes
+            // from it (`JobInfo::error`): not once it succeeded.
+            if n + 1 == j.errors.len() && j.error.is_some() {
                 "error"
             } else {
                 "earlier error"
@@ -436,7 +435,7 @@ fn job_fields(j: &JobInfo, full: bool) -> Vec<(&'static str, String)> {
     rows
 }
 
-pub(super) fn failed(action: FailedAction) -> Result<()> {
+pub(super) fn failed(action: FailedAction, db: &Db) -> Result<()> {
     let (retry, a) = match action {
         FailedAction::Retry(a) => (true, a),
         FailedAction::Discard(a) => (false, a),
@@ -452,11 +451,13 @@ pub(super) fn failed(action: FailedAction) -> Result<()> {
     if let Some(queue) = &a.queue {
         filter = filter.queue(queue.clone());
     }
-    let queue = a.db.queue()?;
+    let queue = db.queue()?;
     super::guard::failed_ids(&queue, &a.ids)?;
-    if a.kind.is_some() || a.queue.is_some() {
-        super::guard::failed_filter(&queue.known_names()?, a.kind.as_deref(), a.queue.as_deref())?;
-    }
+    super::guard::names(
+        &queue,
+        &super::guard::filter(a.kind.as_deref(), a.queue.as_deref()),
+        false,
+    )?;
     let target = if a.ids.is_empty() {
         super::audit::filter(&[
             ("all", a.all.then_some(true.into())),
@@ -467,21 +468,25 @@ pub(super) fn failed(action: FailedAction) -> Result<()> {
         super::audit::ids(&a.ids)
     };
     let o: Output = out(a.format);
-    if retry {
+    let (action, n) = if retry {
         let n = queue.retry_failed(&filter)?;
         super::audit::record(&queue, "retry", &target, n);
-        o.say(
-            serde_json::json!({ "retried": n }),
-            &format!("retried {n} failed jobs"),
-        );
+        ("retry", n)
     } else {
         let n = queue.discard_failed(&filter)?;
         super::audit::record(&queue, "discard", &target, n);
-        o.say(
-            serde_json::json!({ "discarded": n }),
-            &format!("discarded {n} failed jobs"),
-        );
+        ("discard", n)
+    };
+    let (key, done) = if retry {
+        ("retried", "retried")
+    } else {
+        ("discarded", "discarded")
+    };
+    let document = serde_json::json!({ key: n });
+    if n == 0 {
+        return o.nothing_done(document, action, "no failed job matches".into());
     }
+    o.say(document, &format!("{done} {n} failed jobs"));
     Ok(())
 }
 

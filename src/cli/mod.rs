@@ -2,18 +2,22 @@
 //!
 //! Operator commands (and `migrate`) find the database in `--database-url`,
 //! else `SOLIDQ_DATABASE_URL`, else the `database_url` of `--config`
-//! (default `solidq.toml` when that file exists); only `migrate` creates an
-//! SQLite file. Queues, kinds and failed job ids that the database does
-//! not know of are refused (exit 1) unless `--force`. Listings print a table sized to
-//! the terminal, or with `--json` one JSON document (its shape is in the
-//! README's CLI section and stays stable). Exit codes: 0 done, 1
-//! operational error (database unreachable, job not found, unique key
-//! taken, unknown name), 2 usage error (bad arguments or configuration; nothing was
-//! written). Every error is one line on stderr; a database password never
-//! appears in output or logs. Every command that changes state records
-//! an entry in the audit log (source `cli`, actor `$USER@hostname`) after
-//! its action succeeded; an entry that cannot be written is a warning on
-//! stderr, not a failure.
+//! (default `solidq.toml` when that file exists); both flags go before or
+//! after the command. Only `migrate` creates an SQLite file. Queues, kinds
+//! and failed job ids that the database does not know of are refused
+//! (exit 1) unless `--force`. Listings print a table sized to the
+//! terminal, or with `--json` one JSON document (its shape is in the
+//! README's CLI section and stays stable).
+//!
+//! Exit codes, one rule for every command: 0 done (a listing printed, the
+//! schema current, an action that changed at least one job, queue or
+//! task); 1 nothing matched or refused (an action that changed nothing, an
+//! unknown name or id, a unique key taken, the database unreachable); 2
+//! bad usage (bad arguments or configuration; nothing was written). Every
+//! error is one line on stderr; a database password never appears in
+//! output or logs. Every command that changes state records an entry in
+//! the audit log (source `cli`, actor `$USER@hostname`) after its action;
+//! an entry that cannot be written is a warning on stderr, not a failure.
 
 mod audit;
 mod check;
@@ -31,8 +35,9 @@ use crate::config::{ENV_DATABASE_URL, SupervisorConfig};
 use crate::{DatabaseUrl, Error, JobStatus, Queue, QueueConfig, Supervisor};
 use output::Output;
 
-/// Exit code for an operational error (database unreachable, migration
-/// failed, job not found).
+/// Exit code for a command that did nothing: nothing matched, or it was
+/// refused (database unreachable, migration failed, job not found, an
+/// unknown name, an action that changed nothing).
 pub const EXIT_FAILURE: i32 = 1;
 /// Exit code for a usage error (bad arguments or configuration); clap uses
 /// it too.
@@ -45,19 +50,25 @@ pub const EXIT_USAGE: i32 = 2;
     about = "Durable background jobs on SQLite or PostgreSQL"
 )]
 struct Cli {
+    #[command(flatten)]
+    db: Db,
     #[command(subcommand)]
     command: Command,
 }
 
-/// Where an operator command finds the database.
-#[derive(Args, Clone)]
+/// Where a command finds the database: flags taken before or after the
+/// command (`solidq --database-url X queues`, `solidq queues
+/// --database-url X`).
+#[derive(Args, Clone, Default)]
 struct Db {
-    /// postgres://…, sqlite://path or a file path.
-    #[arg(long, env = ENV_DATABASE_URL, hide_env_values = true)]
+    /// postgres://…, sqlite://path or a file path (not for `supervisor`
+    /// and `check`, which read the configuration file's).
+    #[arg(long, global = true, env = ENV_DATABASE_URL, hide_env_values = true)]
     database_url: Option<String>,
-    /// A solidq.toml to take `database_url` from (default ./solidq.toml
-    /// when it exists).
-    #[arg(long)]
+    /// A solidq.toml: the file `supervisor` and `check` read (default
+    /// ./solidq.toml), and where other commands take `database_url` from
+    /// (default ./solidq.toml when it exists).
+    #[arg(long, global = true)]
     config: Option<PathBuf>,
 }
 
@@ -73,35 +84,38 @@ struct Format {
 enum Command {
     /// Create or update solidq's tables (running it twice changes nothing);
     /// the only command that creates an SQLite file.
-    Migrate {
-        #[command(flatten)]
-        db: Db,
-    },
+    Migrate,
     /// Serve the web dashboard, the HTTP API and Prometheus metrics until
     /// SIGTERM or SIGINT (credentials from `[web]` of the configuration or
     /// SOLIDQ_WEB_*; without any, loopback only).
     #[cfg(feature = "web")]
     Web {
-        #[command(flatten)]
-        db: Db,
         /// host:port to listen on (default: `bind` of `[web]`, else
         /// 127.0.0.1:8080).
         #[arg(long)]
         bind: Option<String>,
+        /// A Host name to answer besides the listening address (and
+        /// localhost on loopback), such as the name a reverse proxy
+        /// forwards: `jobs.example.com`, `jobs.example.com:8443`,
+        /// `.example.com` (it and its subdomains), `*.example.com` (its
+        /// subdomains). Repeat it for more; replaces `allowed_hosts` of
+        /// `[web]` and SOLIDQ_WEB_ALLOWED_HOSTS.
+        #[arg(long = "allowed-host", value_name = "HOST")]
+        allowed_hosts: Vec<String>,
+        /// Read X-Forwarded-Host (behind a proxy that rewrites Host and sets
+        /// it): its names must be allowed too, and POSTs' Origin is
+        /// compared with it (default: `trust_forwarded_host` of `[web]`,
+        /// else off).
+        #[arg(long)]
+        trust_forwarded_host: bool,
     },
-    /// Run the worker processes of a configuration file, the dispatcher,
-    /// the scheduler and the pruner, until SIGTERM or SIGINT.
-    Supervisor {
-        /// The configuration file.
-        #[arg(long, default_value = "solidq.toml")]
-        config: PathBuf,
-    },
-    /// Validate a configuration file, the database and the worker programs
-    /// without starting anything.
+    /// Run the worker processes of a configuration file (`--config`,
+    /// default solidq.toml), the dispatcher, the scheduler and the pruner,
+    /// until SIGTERM or SIGINT.
+    Supervisor,
+    /// Validate a configuration file (`--config`, default solidq.toml),
+    /// the database and the worker programs without starting anything.
     Check {
-        /// The configuration file.
-        #[arg(long, default_value = "solidq.toml")]
-        config: PathBuf,
         /// Accept recurring kinds and queues no registered worker serves,
         /// and worker queues no job was ever on (printed as warnings).
         #[arg(long)]
@@ -113,8 +127,6 @@ enum Command {
     /// claimed, running, blocked, failed), latency, paused.
     Queues {
         #[command(flatten)]
-        db: Db,
-        #[command(flatten)]
         format: Format,
     },
     /// Stop workers claiming from a queue (enqueueing goes on).
@@ -125,8 +137,6 @@ enum Command {
         #[arg(long)]
         force: bool,
         #[command(flatten)]
-        db: Db,
-        #[command(flatten)]
         format: Format,
     },
     /// Let workers claim from a paused queue again.
@@ -136,8 +146,6 @@ enum Command {
         /// Go ahead even if no job, worker or recurring task names the queue.
         #[arg(long)]
         force: bool,
-        #[command(flatten)]
-        db: Db,
         #[command(flatten)]
         format: Format,
     },
@@ -153,8 +161,6 @@ enum Command {
         /// The batch's id.
         id: i64,
         #[command(flatten)]
-        db: Db,
-        #[command(flatten)]
         format: Format,
     },
     /// Retry or discard failed jobs, in batches.
@@ -164,8 +170,6 @@ enum Command {
     },
     /// Registered processes, their heartbeats and the jobs they hold.
     Processes {
-        #[command(flatten)]
-        db: Db,
         #[command(flatten)]
         format: Format,
     },
@@ -178,8 +182,6 @@ enum Command {
         /// e.g. "7d", "12h".
         #[arg(long, value_parser = humantime::parse_duration)]
         older_than: Option<std::time::Duration>,
-        #[command(flatten)]
-        db: Db,
         #[command(flatten)]
         format: Format,
     },
@@ -198,18 +200,42 @@ impl ValueEnum for JobStatus {
 
 /// Parses the command line, runs the command, and returns the exit code.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches).map(|cli| (cli, matches)));
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(error) => return usage_failure(error),
     };
     let level = match cli.command {
-        Command::Supervisor { .. } | Command::Migrate { .. } | Command::Check { .. } => "info",
+        Command::Supervisor | Command::Migrate | Command::Check { .. } => "info",
         #[cfg(feature = "web")]
         Command::Web { .. } => "info",
         _ => "warn",
     };
     let _ = crate::logging::try_init(level);
-    match run(cli.command) {
+    // The supervisor and check read the database of their file: a URL on
+    // the command line would be ignored, so it is refused (the
+    // environment's, shared with operator commands, is not).
+    let given_url = matches.value_source("database_url") == Some(ValueSource::CommandLine);
+    if given_url && matches!(cli.command, Command::Supervisor | Command::Check { .. }) {
+        let error = Error::InvalidOption {
+            option: "--database-url",
+            value: cli
+                .db
+                .database_url
+                .as_deref()
+                .map(|u| DatabaseUrl::parse(u).map_or_else(|_| "…".into(), |u| u.redacted()))
+                .unwrap_or_default(),
+            reason:
+                "supervisor and check take the database_url of their configuration file (--config)"
+                    .into(),
+        };
+        eprintln!("solidq: {}", one_line(&error.to_string()));
+        return EXIT_USAGE;
+    }
+    match run(cli.command, &cli.db) {
         Ok(()) => 0,
         Err(error) => {
             eprintln!("solidq: {}", one_line(&error.to_string()));
@@ -260,13 +286,15 @@ fn one_line(text: &str) -> String {
 }
 
 /// Bad input (a URL, a configuration, an argument) is a usage error; the
-/// rest is operational.
+/// rest (nothing matched, refused, unreachable) is 1.
 fn exit_code(error: &Error) -> i32 {
     match error {
         Error::Config { .. }
         | Error::InvalidDatabaseUrl { .. }
         | Error::BackendNotCompiled { .. }
         | Error::InvalidOption { .. }
+        | Error::SchemaBehind { .. }
+        | Error::TooLarge { .. }
         | Error::Schedule { .. } => EXIT_USAGE,
         _ => EXIT_FAILURE,
     }
@@ -315,16 +343,7 @@ impl Db {
         }
         require_existing(&DatabaseUrl::parse(&url)?)?;
         let queue = Queue::connect_with(&url, config)?;
-        let pending = queue.store().migrations_pending()?;
-        if !pending.is_empty() {
-            return Err(Error::Config {
-                origin: queue.url().redacted(),
-                message: format!(
-                    "the database is missing migrations {}: run `solidq migrate` first",
-                    pending.join(", ")
-                ),
-            });
-        }
+        queue.check_schema()?;
         Ok(queue)
     }
 }
@@ -349,14 +368,28 @@ fn require_existing(url: &DatabaseUrl) -> crate::Result<()> {
 fn from_config(path: &std::path::Path, queue: &mut QueueConfig) -> crate::Result<String> {
     let config = SupervisorConfig::load(path)?;
     queue.sqlite_synchronous = config.sqlite_synchronous;
+    queue.max_payload_bytes = config.max_payload_bytes;
     Ok(config.database_url()?.expose().to_string())
+}
+
+/// The flags of `solidq web` besides the database.
+#[cfg(feature = "web")]
+struct WebFlags {
+    bind: Option<String>,
+    allowed_hosts: Vec<String>,
+    trust_forwarded_host: bool,
 }
 
 /// `solidq web`: the `[web]` settings of the configuration file the
 /// database came from (or of ./solidq.toml), overridden by the
-/// environment and `--bind`.
+/// environment and the flags.
 #[cfg(feature = "web")]
-fn web(db: &Db, bind: Option<String>) -> crate::Result<()> {
+fn web(db: &Db, flags: WebFlags) -> crate::Result<()> {
+    let WebFlags {
+        bind,
+        allowed_hosts,
+        trust_forwarded_host,
+    } = flags;
     use crate::config::{DEFAULT_WEB_BIND, WebSection};
     let path = db.config.clone().or_else(|| {
         let default = PathBuf::from("solidq.toml");
@@ -366,7 +399,14 @@ fn web(db: &Db, bind: Option<String>) -> crate::Result<()> {
         Some(path) => SupervisorConfig::load(path)?.web,
         None => WebSection::default(),
     };
-    let config = crate::web::WebConfig::from_section(&section)?;
+    let mut config = crate::web::WebConfig::from_section(&section)?;
+    if !allowed_hosts.is_empty() {
+        config.allowed_hosts = crate::web::AllowedHost::parse_list(
+            allowed_hosts.iter().map(String::as_str),
+            "--allowed-host",
+        )?;
+    }
+    config.trust_forwarded_host |= trust_forwarded_host;
     let bind = bind
         .or(section.bind.clone())
         .unwrap_or_else(|| DEFAULT_WEB_BIND.to_string());
@@ -383,9 +423,16 @@ fn web(db: &Db, bind: Option<String>) -> crate::Result<()> {
     crate::web::serve(queue, config, address)
 }
 
-fn run(command: Command) -> crate::Result<()> {
+/// The configuration file of `supervisor` and `check`.
+fn config_file(db: &Db) -> PathBuf {
+    db.config
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("solidq.toml"))
+}
+
+fn run(command: Command, db: &Db) -> crate::Result<()> {
     match command {
-        Command::Migrate { db } => {
+        Command::Migrate => {
             let (url, config) = db.resolve()?;
             let queue = Queue::connect_with(&url, config)?;
             let applied = queue.migrate()?;
@@ -396,39 +443,44 @@ fn run(command: Command) -> crate::Result<()> {
             }
             Ok(())
         }
-        Command::Supervisor { config } => {
-            let config = SupervisorConfig::load(&config)?;
+        Command::Supervisor => {
+            let config = SupervisorConfig::load(&config_file(db))?;
             require_existing(&config.database_url()?)?;
             Supervisor::new(config).run()
         }
-        Command::Check { config, force } => check::check(&config, force),
+        Command::Check { force } => check::check(&config_file(db), force),
         #[cfg(feature = "web")]
-        Command::Web { db, bind } => web(&db, bind),
-        Command::Enqueue(args) => jobs::enqueue(args),
-        Command::Queues { db, format } => ops::queues(&db.queue()?, out(format)),
+        Command::Web {
+            bind,
+            allowed_hosts,
+            trust_forwarded_host,
+        } => web(
+            db,
+            WebFlags {
+                bind,
+                allowed_hosts,
+                trust_forwarded_host,
+            },
+        ),
+        Command::Enqueue(args) => jobs::enqueue(args, db),
+        Command::Queues { format } => ops::queues(&db.queue()?, out(format)),
         Command::Pause {
             queue,
             force,
-            db,
             format,
         } => ops::pause(&db.queue()?, &queue, true, force, out(format)),
         Command::Resume {
             queue,
             force,
-            db,
             format,
         } => ops::pause(&db.queue()?, &queue, false, force, out(format)),
-        Command::Jobs(args) => jobs::list(args),
-        Command::Job(args) => jobs::show(args),
-        Command::Batch { id, db, format } => jobs::batch(&db.queue()?, id, out(format)),
-        Command::Failed { action } => jobs::failed(action),
-        Command::Processes { db, format } => ops::processes(&db.queue()?, out(format)),
-        Command::Recurring(args) => ops::recurring(args),
-        Command::ClearFinished {
-            older_than,
-            db,
-            format,
-        } => {
+        Command::Jobs(args) => jobs::list(args, db),
+        Command::Job(args) => jobs::show(args, db),
+        Command::Batch { id, format } => jobs::batch(&db.queue()?, id, out(format)),
+        Command::Failed { action } => jobs::failed(action, db),
+        Command::Processes { format } => ops::processes(&db.queue()?, out(format)),
+        Command::Recurring(args) => ops::recurring(args, db),
+        Command::ClearFinished { older_than, format } => {
             let queue = db.queue()?;
             let deleted = queue.clear_finished(older_than)?;
             let target = audit::filter(&[(
@@ -436,12 +488,31 @@ fn run(command: Command) -> crate::Result<()> {
                 older_than.map(|d| humantime::format_duration(d).to_string().into()),
             )]);
             audit::record(&queue, "clear_finished", &target, deleted);
-            out(format).say(
-                serde_json::json!({ "deleted": deleted }),
-                &format!("deleted {deleted} finished jobs"),
-            );
+            let document = serde_json::json!({ "deleted": deleted });
+            if deleted == 0 {
+                return out(format).nothing_done(
+                    document,
+                    "delete",
+                    match older_than {
+                        Some(age) => format!(
+                            "no finished job finished more than {} ago",
+                            humantime::format_duration(age)
+                        ),
+                        None => "no finished job is past its keep_result".into(),
+                    },
+                );
+            }
+            out(format).say(document, &format!("deleted {deleted} finished jobs"));
             Ok(())
         }
+    }
+}
+
+/// `--limit`: a whole number, at least 1.
+fn at_least_one(text: &str) -> std::result::Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{text:?} is not a whole number of at least 1")),
     }
 }
 

@@ -13,8 +13,6 @@ pub(super) struct RecurringArgs {
     #[command(subcommand)]
     action: Option<RecurringAction>,
     #[command(flatten)]
-    db: Db,
-    #[command(flatten)]
     format: Format,
 }
 
@@ -24,8 +22,6 @@ enum RecurringAction {
     Run {
         /// The task's key.
         key: String,
-        #[command(flatten)]
-        db: Db,
         #[command(flatten)]
         format: Format,
     },
@@ -45,6 +41,7 @@ pub(super) fn queues(queue: &Queue, o: Output) -> Result<()> {
                 "running": q.running,
                 "blocked": q.blocked,
                 "failed": q.failed,
+                "waiting": q.waiting,
                 "latency_ms": q.latency.map(|l| l.as_millis() as u64),
                 "paused": q.paused,
             })
@@ -60,6 +57,7 @@ pub(super) fn queues(queue: &Queue, o: Output) -> Result<()> {
             Column::keep("RUNNING").right(),
             Column::keep("BLOCKED").right().optional(3),
             Column::keep("FAILED").right(),
+            Column::keep("WAITING").right().optional(5),
             Column::keep("LATENCY").right().optional(2),
             Column::keep("PAUSED"),
         ]);
@@ -73,6 +71,7 @@ pub(super) fn queues(queue: &Queue, o: Output) -> Result<()> {
                 q.running.to_string(),
                 q.blocked.to_string(),
                 q.failed.to_string(),
+                q.waiting.to_string(),
                 q.latency.map_or_else(|| "-".into(), age),
                 if q.paused {
                     "paused".into()
@@ -88,7 +87,7 @@ pub(super) fn queues(queue: &Queue, o: Output) -> Result<()> {
 
 pub(super) fn pause(queue: &Queue, name: &str, paused: bool, force: bool, o: Output) -> Result<()> {
     crate::types::validate_queue_name(name)?;
-    super::guard::queue_known(&queue.known_names()?, name, force)?;
+    let warnings = super::guard::names(queue, &[crate::Name::Queue(name)], force)?;
     let changed = if paused {
         queue.pause(name)?
     } else {
@@ -97,18 +96,19 @@ pub(super) fn pause(queue: &Queue, name: &str, paused: bool, force: bool, o: Out
     let action = if paused { "pause" } else { "resume" };
     super::audit::record(queue, action, name, u64::from(changed));
     let verb = if paused { "paused" } else { "resumed" };
-    let text = if changed {
-        format!("queue {name} {verb}")
-    } else {
-        format!(
-            "queue {name} was {} already",
-            if paused { "paused" } else { "not paused" }
-        )
-    };
-    o.say(
-        serde_json::json!({ "queue": name, "paused": paused, "changed": changed }),
-        &text,
-    );
+    let document = serde_json::json!({ "queue": name, "paused": paused, "changed": changed });
+    if !changed {
+        return o.nothing_done(
+            document,
+            action,
+            format!(
+                "queue {name} was {} already",
+                if paused { "paused" } else { "not paused" }
+            ),
+        );
+    }
+    o.say(document, &format!("queue {name} {verb}"));
+    super::guard::warn_all(&warnings);
     Ok(())
 }
 
@@ -148,19 +148,26 @@ pub(super) fn processes(queue: &Queue, o: Output) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn recurring(args: RecurringArgs) -> Result<()> {
-    if let Some(RecurringAction::Run { key, db, format }) = args.action {
+pub(super) fn recurring(args: RecurringArgs, db: &Db) -> Result<()> {
+    if let Some(RecurringAction::Run { key, format }) = args.action {
         let queue = db.queue()?;
         let id = queue.run_recurring(&key)?;
         super::audit::record(&queue, "run_recurring", &key, u64::from(id.is_some()));
-        let text = match id {
-            Some(id) => format!("recurring task {key} enqueued as job {id}"),
-            None => format!("recurring task {key} already ran this second"),
+        let document = serde_json::json!({ "key": key, "job_id": id });
+        let Some(id) = id else {
+            return out(format).nothing_done(
+                document,
+                "run",
+                format!("recurring task {key} already ran this second"),
+            );
         };
-        out(format).say(serde_json::json!({ "key": key, "job_id": id }), &text);
+        out(format).say(
+            document,
+            &format!("recurring task {key} enqueued as job {id}"),
+        );
         return Ok(());
     }
-    let tasks = args.db.queue()?.recurring_tasks()?;
+    let tasks = db.queue()?.recurring_tasks()?;
     out(args.format).print(serde_json::json!({ "tasks": tasks }), || {
         let mut table = output::table(&[
             Column::clip("KEY", 8),

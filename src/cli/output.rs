@@ -49,6 +49,21 @@ impl Output {
         }
     }
 
+    /// An action that changed nothing: with `--json` its `document` (the
+    /// counts) on stdout, then [`Error::NothingToDo`](crate::Error::NothingToDo)
+    /// saying why, one line on stderr and exit 1.
+    pub(super) fn nothing_done(
+        &self,
+        document: serde_json::Value,
+        action: &'static str,
+        reason: String,
+    ) -> crate::Result<()> {
+        if self.json {
+            println!("{}", pretty(&document));
+        }
+        Err(crate::Error::NothingToDo { action, reason })
+    }
+
     /// Prints `document` with `--json`, else the line `text`.
     pub(super) fn say(&self, document: serde_json::Value, text: &str) {
         if self.json {

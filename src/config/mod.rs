@@ -114,6 +114,15 @@ pub const DEFAULT_COMPLETION_FLUSH_INTERVAL: Duration = Duration::from_millis(2)
 pub const DEFAULT_POOL_SIZE: u32 = 10;
 /// The longest a job's kind may be, in bytes.
 pub const MAX_KIND_LEN: usize = 255;
+/// The largest JSON text of a job's arguments, and of its result, in
+/// bytes: 1 MiB. A job is a pointer to work, not the work's data (Sidekiq
+/// and Oban advise small arguments, LeanCloud caps them): arguments over
+/// it are refused at enqueue and a result over it fails its job, each
+/// with [`Error::TooLarge`] naming the size and
+/// the limit, so no row can make a page, a listing or a claim slow. On
+/// MySQL the server's `max_allowed_packet` (less 64 KiB for the rest of
+/// the statement) caps it too.
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
 /// The longest a `unique_key` may be, in bytes.
 pub const MAX_UNIQUE_KEY_LEN: usize = 255;
 
@@ -150,6 +159,12 @@ pub struct QueueConfig {
     /// by [`QueueConfig::from_env`]. Defaults to
     /// [`DEFAULT_SQLITE_SYNCHRONOUS`].
     pub sqlite_synchronous: SqliteSynchronous,
+    /// The largest JSON text of a job's arguments (refused at enqueue) and
+    /// of its result (its job fails with `result_too_large`), in bytes.
+    /// Read from `SOLIDQ_MAX_PAYLOAD_BYTES` by [`QueueConfig::from_env`]
+    /// (a supervisor hands its `max_payload_bytes` to its workers so).
+    /// Defaults to [`DEFAULT_MAX_PAYLOAD_BYTES`].
+    pub max_payload_bytes: usize,
 }
 
 impl Default for QueueConfig {
@@ -165,6 +180,7 @@ impl Default for QueueConfig {
             pool_timeout: Duration::from_secs(30),
             sqlite_busy_timeout: DEFAULT_SQLITE_BUSY_TIMEOUT,
             sqlite_synchronous: DEFAULT_SQLITE_SYNCHRONOUS,
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
         }
     }
 }
@@ -175,6 +191,7 @@ impl QueueConfig {
         validate_queue_name(&self.default_queue)?;
         positive("max_attempts", self.max_attempts as u64)?;
         positive("pool_size", self.pool_size as u64)?;
+        positive("max_payload_bytes", self.max_payload_bytes as u64)?;
         Ok(())
     }
 }
@@ -206,8 +223,11 @@ pub struct WorkerConfig {
     pub prefetch: usize,
     /// Heartbeat interval. Defaults to [`DEFAULT_HEARTBEAT_INTERVAL`].
     pub heartbeat_interval: Duration,
-    /// When heartbeats have failed this long, the worker stops itself (peers
-    /// consider it dead by then). Defaults to
+    /// A process whose heartbeat is older than this is dead (standalone:
+    /// its maintenance prunes it). When its own heartbeats have failed for
+    /// this long less one interval, the worker starts nothing and asks its
+    /// running jobs to stop ([`JobContext::is_cancelled`](crate::JobContext::is_cancelled))
+    /// until the database answers; it never exits for it. Defaults to
     /// [`DEFAULT_PROCESS_ALIVE_THRESHOLD`].
     pub process_alive_threshold: Duration,
     /// Grace period for running jobs at shutdown. Defaults to
@@ -239,6 +259,12 @@ pub struct WorkerConfig {
     /// tables), as a supervisor would. Defaults to true; workers spawned by
     /// a supervisor turn it off.
     pub standalone: bool,
+    /// On a database that lacks migrations of this build: `start` (and
+    /// `run`) wait for them, saying so every 30 s, and start once they are
+    /// applied, instead of refusing with [`Error::SchemaBehind`](crate::Error::SchemaBehind).
+    /// For platforms that roll out the binary before the migration runs.
+    /// Defaults to false (deploy order: migrate first).
+    pub wait_for_migrations: bool,
 }
 
 impl Default for WorkerConfig {
@@ -260,6 +286,7 @@ impl Default for WorkerConfig {
             name: None,
             hard_timeout: None,
             standalone: true,
+            wait_for_migrations: false,
         }
     }
 }
@@ -318,7 +345,7 @@ pub struct DispatcherConfig {
     pub concurrency_maintenance_interval: Duration,
     /// Standalone: a process whose heartbeat is older than this is dead
     /// (pruned by its maintenance); its own heartbeats failing this long
-    /// stop it. Defaults to [`DEFAULT_PROCESS_ALIVE_THRESHOLD`].
+    /// never stop it. Defaults to [`DEFAULT_PROCESS_ALIVE_THRESHOLD`].
     pub process_alive_threshold: Duration,
     /// Standalone: releases after a dead process before a job fails, when
     /// its type does not say. Defaults to [`DEFAULT_MAX_STALLED_COUNT`].

@@ -10,6 +10,7 @@
 //! shutdown_timeout = "7s"
 //! max_stalled_count = 1
 //! sqlite_synchronous = "full"        # or "normal"; SOLIDQ_SQLITE_SYNCHRONOUS overrides
+//! max_payload_bytes = 1048576        # arguments and results; SOLIDQ_MAX_PAYLOAD_BYTES overrides
 //!
 //! [dispatcher]
 //! polling_interval = "1s"
@@ -44,10 +45,10 @@ use serde::Deserialize;
 
 use super::{
     DEFAULT_CONCURRENCY_MAINTENANCE_INTERVAL, DEFAULT_DISPATCHER_BATCH_SIZE,
-    DEFAULT_DISPATCHER_POLLING_INTERVAL, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_POLLING_INTERVAL,
-    DEFAULT_PROCESS_ALIVE_THRESHOLD, DEFAULT_SHUTDOWN_TIMEOUT, DEFAULT_SQLITE_SYNCHRONOUS,
-    DEFAULT_THREADS, DispatcherConfig, MAX_KIND_LEN, MAX_UNIQUE_KEY_LEN, QueueConfig,
-    SqliteSynchronous, Warnings, WorkerConfig,
+    DEFAULT_DISPATCHER_POLLING_INTERVAL, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_POLLING_INTERVAL, DEFAULT_PROCESS_ALIVE_THRESHOLD, DEFAULT_SHUTDOWN_TIMEOUT,
+    DEFAULT_SQLITE_SYNCHRONOUS, DEFAULT_THREADS, DispatcherConfig, MAX_KIND_LEN,
+    MAX_UNIQUE_KEY_LEN, QueueConfig, SqliteSynchronous, Warnings, WorkerConfig,
 };
 use crate::types::{DatabaseUrl, Error, QueuePattern, Result, Schedule, validate_queue_name};
 
@@ -74,11 +75,21 @@ pub const ENV_SHUTDOWN_TIMEOUT: &str = "SOLIDQ_SHUTDOWN_TIMEOUT";
 pub const ENV_POLLING_INTERVAL: &str = "SOLIDQ_POLLING_INTERVAL";
 /// Hard timeout handed to a worker process (see `WorkerConfig::hard_timeout`).
 pub const ENV_HARD_TIMEOUT: &str = "SOLIDQ_HARD_TIMEOUT";
+/// `1` or `true`: a worker on a database that lacks migrations waits for
+/// them instead of refusing to start (see
+/// `WorkerConfig::wait_for_migrations`); handed to a supervisor's worker
+/// processes when `wait_for_migrations` is set in `solidq.toml`.
+pub const ENV_WAIT_FOR_MIGRATIONS: &str = "SOLIDQ_WAIT_FOR_MIGRATIONS";
 /// SQLite's `synchronous` setting (`normal` or `full`, see
 /// [`QueueConfig::sqlite_synchronous`]): overrides `sqlite_synchronous` of
 /// `solidq.toml`, is handed to a supervisor's worker processes, and is read
 /// by [`QueueConfig::from_env`].
 pub const ENV_SQLITE_SYNCHRONOUS: &str = "SOLIDQ_SQLITE_SYNCHRONOUS";
+/// The largest arguments and results, in bytes (see
+/// [`QueueConfig::max_payload_bytes`]): overrides `max_payload_bytes` of
+/// `solidq.toml`, is handed to a supervisor's worker processes, and is read
+/// by [`QueueConfig::from_env`].
+pub const ENV_MAX_PAYLOAD_BYTES: &str = "SOLIDQ_MAX_PAYLOAD_BYTES";
 
 /// Everything a supervisor runs with. Load it with
 /// [`SupervisorConfig::load`] or build it in code.
@@ -113,6 +124,19 @@ pub struct SupervisorConfig {
     /// [`DEFAULT_SQLITE_SYNCHRONOUS`].
     #[serde(default = "default_sqlite_synchronous")]
     pub sqlite_synchronous: SqliteSynchronous,
+    /// On a database that lacks migrations of this build: wait for them
+    /// (a line every 30 s) and start once they are applied, instead of
+    /// refusing to start (exit 2). Handed to the worker processes
+    /// (`SOLIDQ_WAIT_FOR_MIGRATIONS`). Defaults to false: deploy order is
+    /// migrate first.
+    #[serde(default)]
+    pub wait_for_migrations: bool,
+    /// The largest arguments and results of its jobs, in bytes (handed to
+    /// its worker processes as `SOLIDQ_MAX_PAYLOAD_BYTES`, which also
+    /// overrides this value). See [`QueueConfig::max_payload_bytes`].
+    /// Defaults to [`DEFAULT_MAX_PAYLOAD_BYTES`].
+    #[serde(default = "default_max_payload")]
+    pub max_payload_bytes: usize,
     /// The dispatcher the supervisor runs.
     #[serde(default)]
     pub dispatcher: DispatcherSection,
@@ -318,6 +342,9 @@ fn default_max_stalled() -> u32 {
 fn default_sqlite_synchronous() -> SqliteSynchronous {
     DEFAULT_SQLITE_SYNCHRONOUS
 }
+fn default_max_payload() -> usize {
+    DEFAULT_MAX_PAYLOAD_BYTES
+}
 fn default_dispatcher_polling() -> Duration {
     DEFAULT_DISPATCHER_POLLING_INTERVAL
 }
@@ -341,9 +368,9 @@ fn default_polling() -> Duration {
 }
 
 impl SupervisorConfig {
-    /// Reads, parses and validates `path`, applying `SOLIDQ_DATABASE_URL`
-    /// and `SOLIDQ_SQLITE_SYNCHRONOUS`. Every error is one line naming the
-    /// file (or the variable) and the problem.
+    /// Reads, parses and validates `path`, applying `SOLIDQ_DATABASE_URL`,
+    /// `SOLIDQ_SQLITE_SYNCHRONOUS` and `SOLIDQ_MAX_PAYLOAD_BYTES`. Every
+    /// error is one line naming the file (or the variable) and the problem.
     pub fn load(path: &Path) -> Result<SupervisorConfig> {
         let origin = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
@@ -358,6 +385,9 @@ impl SupervisorConfig {
         }
         if let Some(value) = sqlite_synchronous_from_env()? {
             config.sqlite_synchronous = value;
+        }
+        if let Some(value) = max_payload_from_env()? {
+            config.max_payload_bytes = value;
         }
         config.validate(&origin)?;
         Ok(config)
@@ -418,6 +448,9 @@ impl SupervisorConfig {
         }
         if self.dispatcher.batch_size == 0 {
             return Err(bad("dispatcher.batch_size must be at least 1".into()));
+        }
+        if self.max_payload_bytes == 0 {
+            return Err(bad("max_payload_bytes must be at least 1".into()));
         }
         if self.dispatcher.concurrency_maintenance_interval.is_zero() {
             return Err(bad(
@@ -565,9 +598,16 @@ impl SupervisorConfig {
                 ENV_SQLITE_SYNCHRONOUS.to_string(),
                 self.sqlite_synchronous.to_string(),
             ),
+            (
+                ENV_MAX_PAYLOAD_BYTES.to_string(),
+                self.max_payload_bytes.to_string(),
+            ),
         ];
         if let Some(hard) = group.hard_timeout {
             env.push((ENV_HARD_TIMEOUT.to_string(), duration(hard)));
+        }
+        if self.wait_for_migrations {
+            env.push((ENV_WAIT_FOR_MIGRATIONS.to_string(), "1".to_string()));
         }
         env.extend(group.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         env
@@ -620,6 +660,19 @@ impl WorkerConfig {
                     .map_err(|e| env_error(ENV_HARD_TIMEOUT, &value, &e.to_string()))?,
             );
         }
+        if let Some(value) = env_var(ENV_WAIT_FOR_MIGRATIONS) {
+            config.wait_for_migrations = match value.to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" => true,
+                "0" | "false" | "no" => false,
+                _ => {
+                    return Err(env_error(
+                        ENV_WAIT_FOR_MIGRATIONS,
+                        &value,
+                        "expected 1, true, 0 or false",
+                    ));
+                }
+            };
+        }
         config.validate()?;
         Ok(config)
     }
@@ -627,13 +680,16 @@ impl WorkerConfig {
 
 impl QueueConfig {
     /// The default configuration with what a supervisor hands its worker
-    /// processes through the environment: `SOLIDQ_SQLITE_SYNCHRONOUS`.
-    /// An unset variable keeps its default; a bad value is an error naming
-    /// the variable and its value.
+    /// processes through the environment: `SOLIDQ_SQLITE_SYNCHRONOUS` and
+    /// `SOLIDQ_MAX_PAYLOAD_BYTES`. An unset variable keeps its default; a
+    /// bad value is an error naming the variable and its value.
     pub fn from_env() -> Result<QueueConfig> {
         let mut config = QueueConfig::default();
         if let Some(value) = sqlite_synchronous_from_env()? {
             config.sqlite_synchronous = value;
+        }
+        if let Some(value) = max_payload_from_env()? {
+            config.max_payload_bytes = value;
         }
         config.validate()?;
         Ok(config)
@@ -651,6 +707,26 @@ fn sqlite_synchronous_from_env() -> Result<Option<SqliteSynchronous>> {
                     "expected \"normal\" or \"full\"",
                 )
             })
+        })
+        .transpose()
+}
+
+/// `SOLIDQ_MAX_PAYLOAD_BYTES`, if set: a whole number of bytes, at least 1.
+fn max_payload_from_env() -> Result<Option<usize>> {
+    env_var(ENV_MAX_PAYLOAD_BYTES)
+        .map(|value| {
+            value
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| {
+                    env_error(
+                        ENV_MAX_PAYLOAD_BYTES,
+                        &value,
+                        "expected a whole number of bytes, at least 1",
+                    )
+                })
         })
         .transpose()
 }
@@ -715,6 +791,31 @@ mod tests {
         assert!(
             env.contains(&(ENV_SQLITE_SYNCHRONOUS.to_string(), "normal".to_string())),
             "{env:?}"
+        );
+        assert!(
+            env.contains(&(ENV_MAX_PAYLOAD_BYTES.to_string(), "1048576".to_string())),
+            "{env:?}"
+        );
+    }
+
+    #[test]
+    fn max_payload_bytes_is_read_handed_to_workers_and_checked() {
+        let text =
+            "database_url = \"x.db\"\nmax_payload_bytes = 4096\n[[workers]]\ncommand = [\"app\"]\n";
+        let config = SupervisorConfig::parse(text, "t").unwrap();
+        assert_eq!(config.max_payload_bytes, 4096);
+        let env = config.child_env(&config.workers[0], 1);
+        assert!(
+            env.contains(&(ENV_MAX_PAYLOAD_BYTES.to_string(), "4096".to_string())),
+            "{env:?}"
+        );
+        let zero =
+            SupervisorConfig::parse("database_url = \"x.db\"\nmax_payload_bytes = 0", "t").unwrap();
+        assert!(
+            zero.validate("t")
+                .unwrap_err()
+                .to_string()
+                .contains("max_payload_bytes must be at least 1")
         );
     }
 

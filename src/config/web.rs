@@ -31,6 +31,12 @@ pub const ENV_WEB_READ_TOKEN: &str = "SOLIDQ_WEB_READ_TOKEN";
 pub const ENV_WEB_USERNAME: &str = "SOLIDQ_WEB_USERNAME";
 /// The HTTP basic auth password; overrides `password`.
 pub const ENV_WEB_PASSWORD: &str = "SOLIDQ_WEB_PASSWORD";
+/// `Host` names to answer besides the defaults, separated by commas;
+/// overrides `allowed_hosts`.
+pub const ENV_WEB_ALLOWED_HOSTS: &str = "SOLIDQ_WEB_ALLOWED_HOSTS";
+/// `true` or `false`: whether `X-Forwarded-Host` is read; overrides
+/// `trust_forwarded_host`.
+pub const ENV_WEB_TRUST_FORWARDED_HOST: &str = "SOLIDQ_WEB_TRUST_FORWARDED_HOST";
 
 /// `[web]` of solidq.toml. With no credential at all the server binds
 /// loopback only. Credentials are better given by environment
@@ -59,4 +65,18 @@ pub struct WebSection {
     /// [`DEFAULT_FILTERED_KEYS`].
     #[serde(default)]
     pub filtered_keys: Option<Vec<String>>,
+    /// `Host` names answered besides the server's own address (and, on
+    /// loopback, `localhost`, `127.0.0.1` and `[::1]`): the name a
+    /// reverse proxy forwards, such as `jobs.example.com`; `.example.com`
+    /// allows a domain and its subdomains, `*.example.com` its subdomains
+    /// only; a port (`jobs.example.com:8443`) restricts the entry to it.
+    /// Any other `Host` is answered 421 (DNS rebinding). Defaults to none.
+    #[serde(default)]
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Read `X-Forwarded-Host` (set by a reverse proxy that rewrites
+    /// `Host`): each of its names must be allowed as well, and a POST's
+    /// `Origin` is compared with it. Defaults to `false`: the header is
+    /// ignored, since anyone may send it.
+    #[serde(default)]
+    pub trust_forwarded_host: Option<bool>,
 }

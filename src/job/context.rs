@@ -95,11 +95,16 @@ impl JobContext {
     }
 
     /// True once the deadline has passed, the worker is shutting down, or
-    /// an operator cancelled the job: a long job should check this between
-    /// steps and return early (see [`JobContext::is_cancelled_by_operator`]
-    /// and [`JobError::interrupted`]).
+    /// an operator cancelled the job; and, for as long as it lasts, while
+    /// the worker is cut off from the database (its heartbeats have failed
+    /// for so long that peers may release its jobs to others: a database
+    /// outage, a full disk). A long job should check this between steps and
+    /// return early (see [`JobContext::is_cancelled_by_operator`] and
+    /// [`JobError::interrupted`], which hands the job back without spending
+    /// an attempt).
     pub fn is_cancelled(&self) -> bool {
         self.shutdown.is_requested()
+            || self.shutdown.is_cut_off()
             || self.is_cancelled_by_operator()
             || self.deadline.is_some_and(|d| Instant::now() >= d)
     }
@@ -234,6 +239,19 @@ impl ProgressCell {
         }
     }
 
+    /// Puts back values a write could not store for now (the database is
+    /// away or full), unless newer ones were set meanwhile, and tells the
+    /// writer again.
+    pub(crate) fn restore(self: &Arc<Self>, json: Option<String>, checkpoint: Option<String>) {
+        for (slot, value) in [(&self.latest, json), (&self.checkpoint, checkpoint)] {
+            let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+            if slot.is_none() {
+                *slot = value;
+            }
+        }
+        self.tell();
+    }
+
     /// The latest progress and checkpoint not written yet; the next `set`
     /// tells the writer again.
     pub(crate) fn take(&self) -> (Option<String>, Option<String>) {
@@ -256,15 +274,33 @@ impl fmt::Debug for ProgressCell {
     }
 }
 
+/// Whether a worker may still run its jobs: it may not while its
+/// heartbeats cannot prove that its registration exists (the database is
+/// away), since peers may then release its jobs to other workers.
+pub(crate) trait Standing: Send + Sync + fmt::Debug {
+    /// Whether the registration is certain to exist now.
+    fn holds(&self) -> bool;
+}
+
 /// Shared between a worker and its running jobs: set once when shutdown
-/// begins, with the grace period's end.
+/// begins, with the grace period's end; and the worker's standing, which
+/// asks running jobs to stop while it does not hold.
 #[derive(Debug, Default)]
 pub(crate) struct ShutdownSignal {
     requested: AtomicBool,
     deadline: std::sync::OnceLock<Instant>,
+    standing: std::sync::OnceLock<Arc<dyn Standing>>,
 }
 
 impl ShutdownSignal {
+    /// A signal whose jobs are asked to stop whenever `standing` does not
+    /// hold.
+    pub(crate) fn with_standing(standing: Arc<dyn Standing>) -> ShutdownSignal {
+        let signal = ShutdownSignal::default();
+        let _ = signal.standing.set(standing);
+        signal
+    }
+
     pub(crate) fn request(&self, grace: Duration) {
         let _ = self.deadline.set(Instant::now() + grace);
         self.requested.store(true, Ordering::SeqCst);
@@ -272,6 +308,12 @@ impl ShutdownSignal {
 
     pub(crate) fn is_requested(&self) -> bool {
         self.requested.load(Ordering::SeqCst)
+    }
+
+    /// Whether the worker is cut off from the database (its standing does
+    /// not hold) right now.
+    pub(crate) fn is_cut_off(&self) -> bool {
+        self.standing.get().is_some_and(|s| !s.holds())
     }
 
     pub(crate) fn deadline(&self) -> Option<Instant> {

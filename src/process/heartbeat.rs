@@ -2,12 +2,21 @@
 //! its heartbeats earn.
 //!
 //! Every interval it writes the database's "now" into the process row and
-//! reports what it found: the row gone (this process was pruned while
-//! alive), or heartbeats failing for longer than the alive threshold
-//! (peers may consider this process dead, so it must stop and let a fresh
-//! one take over). It waits at most one interval for a pooled connection,
-//! so a database that is away shows as failing heartbeats, not as a
-//! heartbeat stuck behind the pool's 30 s checkout timeout.
+//! reports what it found: written, the row gone (this process was pruned
+//! while alive), or no row yet (a process that could not register while
+//! the database was away registers then). It waits at most one interval
+//! for a pooled connection, so a database that is away shows as failing
+//! heartbeats, not as a heartbeat stuck behind the pool's 30 s checkout
+//! timeout.
+//!
+//! **Never an exit.** Heartbeats that keep failing, for however long, do
+//! not stop the process: while its lease is invalid it starts nothing and
+//! its running jobs see [`JobContext::is_cancelled`](crate::JobContext::is_cancelled)
+//! (through [`Standing`]); when the database answers again it carries on,
+//! or registers again if a peer pruned its row meanwhile. The thread logs
+//! the first failure, the lapse of the lease, a reminder every
+//! [`STILL_FAILING_EVERY`], and the recovery: a few lines per outage, not
+//! one per beat.
 //!
 //! **The lease.** A peer prunes a row only once its heartbeat is older
 //! than the alive threshold, by the database's clock. A heartbeat sent at
@@ -35,17 +44,23 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::StoppableThread;
+use crate::job::Standing;
 use crate::store::Store;
-use crate::types::{Error, Result};
+use crate::types::Result;
+
+/// How often a process whose heartbeats keep failing says so again.
+pub const STILL_FAILING_EVERY: Duration = Duration::from_secs(30);
 
 /// What one heartbeat tick found.
 pub(crate) enum Beat {
-    /// Written.
-    Alive,
+    /// Written; `recovered` after a run of failures (the database
+    /// answers again: work that waited for it may go on at once).
+    Alive { recovered: bool },
     /// The row `id` no longer exists.
     RowGone(i64),
-    /// Heartbeats have failed for longer than the alive threshold.
-    Lost(Error),
+    /// There is no row (registering failed, or the owner is between two
+    /// registrations): the owner registers when it can.
+    Unregistered,
 }
 
 /// A running heartbeat thread; stopping it joins it.
@@ -179,6 +194,12 @@ impl Lease {
     }
 }
 
+impl Standing for Lease {
+    fn holds(&self) -> bool {
+        self.is_valid()
+    }
+}
+
 /// Beats for the process whose id `id` holds (0 means "not registered":
 /// skip) every `interval`, renewing `lease` and calling `on_beat` after
 /// each attempt.
@@ -190,17 +211,20 @@ pub(crate) fn spawn(
     id: Arc<AtomicI64>,
     on_beat: impl Fn(Beat) + Send + 'static,
 ) -> Result<Heartbeat> {
-    let threshold = lease.threshold();
     // Several processes may share a stderr, and several registered
-    // services one OS process: the line names the thread's owner.
-    let owner = name.to_string();
+    // services one OS process: the lines name the thread's owner.
+    let owner = name
+        .strip_prefix("solidq-")
+        .and_then(|n| n.strip_suffix("-heartbeat"))
+        .unwrap_or(name)
+        .to_string();
     StoppableThread::spawn(name, move |stopped| {
-        let mut last_ok = Instant::now();
+        let mut outage = Outage::default();
         while let Err(crossbeam_channel::RecvTimeoutError::Timeout) = stopped.recv_timeout(interval)
         {
             let current = id.load(Ordering::SeqCst);
             if current == 0 {
-                last_ok = Instant::now();
+                on_beat(Beat::Unregistered);
                 continue;
             }
             let sent = Instant::now();
@@ -209,32 +233,70 @@ pub(crate) fn spawn(
             lease.beat_done();
             match beat {
                 Ok(true) => {
-                    last_ok = sent;
                     lease.renew(sent);
-                    on_beat(Beat::Alive);
+                    let recovered = outage.over(&owner);
+                    on_beat(Beat::Alive { recovered });
                 }
                 Ok(false) => {
-                    last_ok = sent;
                     lease.revoke();
+                    outage.over(&owner);
                     on_beat(Beat::RowGone(current));
                 }
                 Err(error) => {
                     lease.failed();
-                    let elapsed = last_ok.elapsed();
-                    log::warn!(
-                        "{owner}: heartbeat of process {current} failed ({elapsed:?} since the last good one): {error}"
-                    );
-                    if elapsed > threshold {
-                        on_beat(Beat::Lost(Error::HeartbeatLost {
-                            elapsed,
-                            threshold,
-                            source: Box::new(error),
-                        }));
-                    }
+                    outage.failed(&owner, current, &lease, &error);
                 }
             }
         }
     })
+}
+
+/// What the heartbeat thread remembers of failing heartbeats, to log an
+/// outage in a few lines.
+#[derive(Default)]
+struct Outage {
+    /// When the first heartbeat of the current run of failures was sent.
+    since: Option<Instant>,
+    /// Whether the lapse of the lease was reported.
+    lapsed: bool,
+    /// When the outage was last reported.
+    said: Option<Instant>,
+}
+
+impl Outage {
+    fn failed(&mut self, owner: &str, process: i64, lease: &Lease, error: &crate::Error) {
+        let now = Instant::now();
+        let since = *self.since.get_or_insert(now);
+        let elapsed = now - since;
+        if self.said.is_none() {
+            self.said = Some(now);
+            log::warn!(
+                "{owner}: heartbeat of process {process} failed ({error}); retrying every beat"
+            );
+        } else if !lease.is_valid() && !self.lapsed {
+            self.lapsed = true;
+            self.said = Some(now);
+            log::warn!(
+                "{owner}: heartbeats have failed for {elapsed:.1?} (alive threshold {:?}): starting nothing and asking running jobs to stop until the database answers; the process carries on ({error})",
+                lease.threshold()
+            );
+        } else if self.said.is_some_and(|at| now - at >= STILL_FAILING_EVERY) {
+            self.said = Some(now);
+            log::warn!("{owner}: heartbeats still failing after {elapsed:.0?} ({error})");
+        }
+    }
+
+    /// Heartbeats work again; returns whether they had failed.
+    fn over(&mut self, owner: &str) -> bool {
+        let failed = self.since.take().inspect(|since| {
+            log::info!(
+                "{owner}: heartbeats work again after {:.1?} of failures",
+                since.elapsed()
+            );
+        });
+        *self = Outage::default();
+        failed.is_some()
+    }
 }
 
 #[cfg(test)]

@@ -2,11 +2,9 @@
 //! (heartbeat, maintenance) and [`Service`], a stoppable thread with a
 //! process row (dispatcher, scheduler running standalone). Start returns at
 //! once; stop tells the loop, waits for it, then deregisters; stopping
-//! twice, or dropping, is the same as stopping once. A service whose
-//! heartbeats fail past the alive threshold stops its loop itself and
-//! keeps the error for whoever waits on it.
+//! twice, or dropping, is the same as stopping once. A service never stops
+//! itself because the database is away: its loop backs off and carries on.
 
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
@@ -70,40 +68,20 @@ impl Drop for StoppableThread {
 pub(crate) struct Service {
     thread: StoppableThread,
     registration: Option<Registration>,
-    /// Why it stopped itself, if it did.
-    fatal: Arc<Mutex<Option<Error>>>,
     /// Disconnected when the loop has returned.
     done: Receiver<()>,
 }
 
 impl Service {
     /// Registers `registration` (if any), then runs `body` on a thread
-    /// named `name`, as [`StoppableThread::spawn`]. When the registration's
-    /// heartbeats fail past the alive threshold, the body is told to stop
-    /// and the error is kept.
+    /// named `name`, as [`StoppableThread::spawn`].
     pub(crate) fn spawn(
         name: &str,
         registration: Option<RegistrationSpec>,
         body: impl FnOnce(Receiver<()>) + Send + 'static,
     ) -> Result<Service> {
         let (stop, stopped) = bounded::<()>(1);
-        let fatal = Arc::new(Mutex::new(None));
-        let registration = match registration {
-            Some(spec) => {
-                let stop = stop.clone();
-                let fatal = Arc::clone(&fatal);
-                let service = name.to_string();
-                Some(Registration::start(spec, move |error| {
-                    log::error!("{service} stops: {error}");
-                    fatal
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get_or_insert(error);
-                    let _ = stop.try_send(());
-                })?)
-            }
-            None => None,
-        };
+        let registration = registration.map(Registration::start).transpose()?;
         let (done_tx, done) = bounded::<()>(0);
         let thread = StoppableThread::spawn_on(name, stop, stopped, move |stopped| {
             body(stopped);
@@ -112,7 +90,6 @@ impl Service {
         Ok(Service {
             thread,
             registration,
-            fatal,
             done,
         })
     }
@@ -128,17 +105,13 @@ impl Service {
         &self.done
     }
 
-    /// Stops the loop, waits for it, and deregisters. Idempotent. Returns
-    /// the error that made it stop itself, if one did.
+    /// Stops the loop, waits for it, and deregisters. Idempotent.
     pub(crate) fn stop(&mut self) -> Result<()> {
         self.thread.stop();
         if let Some(mut registration) = self.registration.take() {
             registration.stop();
         }
-        match self.fatal.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            Some(error) => Err(error),
-            None => Ok(()),
-        }
+        Ok(())
     }
 }
 

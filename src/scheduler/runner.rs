@@ -210,6 +210,9 @@ impl Scheduler {
     /// thread and returns at once.
     pub fn start(self) -> Result<SchedulerHandle> {
         let prepared = self.prepare()?;
+        if let Err(error @ crate::Error::SchemaBehind { .. }) = self.queue.check_schema() {
+            return Err(error);
+        }
         let store = self.queue.store().clone();
         store.recurring_tasks_sync(&prepared.iter().map(|p| p.task.row()).collect::<Vec<_>>())?;
         let registration = self.register.then(|| RegistrationSpec {
@@ -245,8 +248,7 @@ impl Scheduler {
     }
 
     /// Installs SIGTERM/SIGINT handlers, starts, and runs until a signal
-    /// arrives or its heartbeats fail past the alive threshold (then it
-    /// returns that error, so whatever runs it restarts it).
+    /// arrives (never stopping for the database being away).
     pub fn run(self) -> Result<()> {
         process::install_signal_handlers()?;
         let signals = process::subscribe_signals();
@@ -265,9 +267,7 @@ pub struct SchedulerHandle {
 }
 
 impl SchedulerHandle {
-    /// Stops the loop, waits for it, and deregisters. Idempotent. Returns
-    /// the error that made it stop itself, if one did (standalone: its
-    /// heartbeats failed past the alive threshold).
+    /// Stops the loop, waits for it, and deregisters. Idempotent.
     pub fn stop(mut self) -> Result<()> {
         self.service.stop()
     }

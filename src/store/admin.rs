@@ -33,8 +33,24 @@ pub(crate) struct QueueCounts {
     pub running: i64,
     pub blocked: i64,
     pub failed: i64,
+    /// Workflow members waiting for their parents.
+    pub waiting: i64,
     pub oldest_ready: Option<NaiveDateTime>,
     pub paused: bool,
+}
+
+/// [`Store::queue_counts`]'s snapshot.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct QueueSnapshot {
+    /// Per queue: every queue with jobs in an execution table or waiting,
+    /// paused, or whose jobs finished (the job statistics keep every
+    /// queue and kind ever counted); zeros for the last.
+    pub counts: BTreeMap<String, QueueCounts>,
+    /// The database's "now".
+    pub now: NaiveDateTime,
+    /// The metadata (JSON text) of every worker process row: the queues
+    /// workers name are listed too.
+    pub worker_metadata: Vec<String>,
 }
 
 /// Which failed jobs an operation acts on.
@@ -61,20 +77,41 @@ pub(crate) struct ProcessListing {
     pub jobs: Vec<i64>,
 }
 
-/// The names an operator command is checked against: what jobs, pauses,
-/// recurring tasks and registered processes mention.
+/// The names an operator command is checked against: what jobs (through
+/// the job statistics and the execution tables), pauses, recurring tasks
+/// and registered processes mention.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct NamesSeen {
-    /// Distinct queues of jobs in any state (finished ones still kept).
+    /// Queues of jobs: every queue the job statistics counted and the
+    /// queues of jobs waiting, running or failed. Under
+    /// [`NameScope::Probe`], only the probed queues found in the
+    /// statistics.
     pub job_queues: Vec<String>,
-    /// Distinct kinds of jobs in any state.
+    /// Kinds of jobs, as `job_queues`.
     pub job_kinds: Vec<String>,
     /// Paused queues.
     pub paused: Vec<String>,
-    /// Queues recurring tasks name.
-    pub recurring_queues: Vec<String>,
+    /// Queues recurring tasks name (`None`: the default queue).
+    pub recurring_queues: Vec<Option<String>>,
+    /// Kinds recurring tasks enqueue.
+    pub recurring_kinds: Vec<String>,
     /// The metadata (JSON text) of every worker process row.
     pub worker_metadata: Vec<String>,
+}
+
+/// How much of the job names [`Store::names_seen`] reads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum NameScope<'a> {
+    /// Every queue and kind of the job statistics and of the jobs in the
+    /// execution tables (never a scan of every job: finished ones are in
+    /// the statistics).
+    All,
+    /// Only whether these kinds and queues are in the job statistics (one
+    /// `EXISTS` each): what an enqueue asks on its way in.
+    Probe {
+        kinds: &'a [String],
+        queues: &'a [String],
+    },
 }
 
 /// Failed jobs handled per transaction.
@@ -83,8 +120,11 @@ pub(crate) const FAILED_BATCH: usize = 1_000;
 pub(crate) const CLEAN_BATCH: usize = 1_000;
 
 impl Store {
-    /// Per-queue counts, the database's "now", all in one snapshot.
-    pub(crate) fn queue_counts(&self) -> Result<(BTreeMap<String, QueueCounts>, NaiveDateTime)> {
+    /// Per-queue counts, the database's "now" and the workers' queue
+    /// lists, all in one snapshot. Reads the execution tables, the job
+    /// statistics and the process rows, never every job.
+    pub(crate) fn queue_counts(&self) -> Result<QueueSnapshot> {
+        use super::schema::{solidq_job_stats as stats, solidq_processes as processes};
         self.with_read("queue_counts", |conn| {
             conn.transaction(|conn| {
                 let mut map: BTreeMap<String, QueueCounts> = BTreeMap::new();
@@ -160,12 +200,35 @@ impl Store {
                         .load(conn)?,
                     |c| &mut c.failed,
                 );
+                add(
+                    jobs::table
+                        .filter(held_in("solidq_waiting_executions"))
+                        .group_by(jobs::queue_name)
+                        .select((jobs::queue_name, count_star()))
+                        .load(conn)?,
+                    |c| &mut c.waiting,
+                );
                 let paused: Vec<String> = pauses::table.select(pauses::queue_name).load(conn)?;
                 for queue in paused {
                     map.entry(queue).or_default().paused = true;
                 }
+                let finished: Vec<String> = stats::table
+                    .select(stats::queue_name)
+                    .distinct()
+                    .load(conn)?;
+                for queue in finished {
+                    map.entry(queue).or_default();
+                }
+                let worker_metadata = processes::table
+                    .filter(processes::kind.eq("worker"))
+                    .select(processes::metadata)
+                    .load(conn)?;
                 let now = driver(conn).db_now()?;
-                Ok((map, now))
+                Ok(QueueSnapshot {
+                    counts: map,
+                    now,
+                    worker_metadata,
+                })
             })
         })
     }
@@ -245,32 +308,75 @@ impl Store {
     }
 
     /// The queues and kinds jobs, pauses, recurring tasks and worker
-    /// process rows mention, in one snapshot.
-    pub(crate) fn names_seen(&self) -> Result<NamesSeen> {
-        use super::schema::{solidq_processes as processes, solidq_recurring_tasks as recurring};
+    /// process rows mention, in one snapshot; `scope` says how much of the
+    /// jobs' names.
+    pub(crate) fn names_seen(&self, scope: NameScope<'_>) -> Result<NamesSeen> {
+        use super::schema::{
+            solidq_job_stats as stats, solidq_processes as processes,
+            solidq_recurring_tasks as recurring,
+        };
         self.with_read("names_seen", |conn| {
             conn.transaction(|conn| {
-                Ok(NamesSeen {
-                    job_queues: jobs::table
-                        .select(jobs::queue_name)
-                        .distinct()
-                        .order(jobs::queue_name)
-                        .load(conn)?,
-                    job_kinds: jobs::table
-                        .select(jobs::kind)
-                        .distinct()
-                        .order(jobs::kind)
-                        .load(conn)?,
+                let mut seen = NamesSeen {
                     paused: pauses::table.select(pauses::queue_name).load(conn)?,
-                    recurring_queues: recurring::table
-                        .filter(recurring::queue_name.is_not_null())
-                        .select(recurring::queue_name.assume_not_null())
-                        .load(conn)?,
                     worker_metadata: processes::table
                         .filter(processes::kind.eq("worker"))
                         .select(processes::metadata)
                         .load(conn)?,
-                })
+                    ..NamesSeen::default()
+                };
+                let tasks: Vec<(String, Option<String>)> = recurring::table
+                    .select((recurring::kind, recurring::queue_name))
+                    .load(conn)?;
+                (seen.recurring_kinds, seen.recurring_queues) = tasks.into_iter().unzip();
+                match scope {
+                    NameScope::Probe { kinds, queues } => {
+                        for kind in kinds {
+                            let found: bool = diesel::select(diesel::dsl::exists(
+                                stats::table.filter(stats::kind.eq(kind)),
+                            ))
+                            .get_result(conn)?;
+                            if found {
+                                seen.job_kinds.push(kind.clone());
+                            }
+                        }
+                        for queue in queues {
+                            let found: bool = diesel::select(diesel::dsl::exists(
+                                stats::table.filter(stats::queue_name.eq(queue)),
+                            ))
+                            .get_result(conn)?;
+                            if found {
+                                seen.job_queues.push(queue.clone());
+                            }
+                        }
+                    }
+                    NameScope::All => {
+                        let mut pairs: Vec<(String, String)> = stats::table
+                            .select((stats::queue_name, stats::kind))
+                            .distinct()
+                            .load(conn)?;
+                        // The execution tables' ids drive (`IN`), as in
+                        // `queue_counts`: finished jobs are not read.
+                        for table in [
+                            "solidq_ready_executions",
+                            "solidq_scheduled_executions",
+                            "solidq_claimed_executions",
+                            "solidq_blocked_executions",
+                            "solidq_failed_executions",
+                            "solidq_waiting_executions",
+                        ] {
+                            pairs.extend(
+                                jobs::table
+                                    .filter(held_in(table))
+                                    .select((jobs::queue_name, jobs::kind))
+                                    .distinct()
+                                    .load::<(String, String)>(conn)?,
+                            );
+                        }
+                        (seen.job_queues, seen.job_kinds) = pairs.into_iter().unzip();
+                    }
+                }
+                Ok(seen)
             })
         })
     }

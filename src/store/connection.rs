@@ -286,7 +286,7 @@ fn configure_sqlite(
     settings: SqliteSettings,
     owner: Owner,
 ) -> diesel::QueryResult<()> {
-    conn.batch_execute(&format!(
+    let pragmas = format!(
         "PRAGMA busy_timeout = {};
          PRAGMA journal_mode = WAL;
          PRAGMA synchronous = {};
@@ -294,7 +294,27 @@ fn configure_sqlite(
          PRAGMA temp_store = MEMORY;",
         settings.busy_timeout.as_millis(),
         settings.synchronous.as_str().to_uppercase(),
-    ))?;
+    );
+    // Switching a new file to WAL takes its exclusive lock. Two openers
+    // that both read it first (a pool filling up, processes starting at
+    // once) collide, and SQLite reports BUSY at once rather than waiting
+    // (the busy handler would deadlock them): try again within the busy
+    // timeout. Once the file is in WAL the switch changes nothing.
+    let started = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        match conn.batch_execute(&pragmas) {
+            Ok(()) => break,
+            Err(diesel::result::Error::DatabaseError(_, info))
+                if info.message().contains("database is locked")
+                    && started.elapsed() < settings.busy_timeout =>
+            {
+                std::thread::sleep(pause.mul_f64(0.5 + fastrand::f64()));
+                pause = (pause * 2).min(std::time::Duration::from_millis(50));
+            }
+            Err(error) => return Err(error),
+        }
+    }
     if owner == Owner::Solidq {
         conn.batch_execute("PRAGMA busy_timeout = 0;")?;
     }

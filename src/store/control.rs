@@ -15,7 +15,14 @@ impl Store {
     /// waiting for parents) among `ids`: finished now as discarded, `reason` in their error,
     /// kept for their `keep_result`; a ready job's concurrency slot goes
     /// to the next blocked job of its key. Returns the ids discarded.
-    pub(crate) fn jobs_cancel_waiting(&self, ids: &[i64], reason: &str) -> Result<Vec<i64>> {
+    /// `names` gives each job's queue and kind: the discarded ones are
+    /// counted in the job statistics in the same transaction.
+    pub(crate) fn jobs_cancel_waiting(
+        &self,
+        ids: &[i64],
+        reason: &str,
+        names: &std::collections::HashMap<i64, (String, String)>,
+    ) -> Result<Vec<i64>> {
         let error = ErrorInfo {
             kind: DISCARDED.into(),
             message: format!("cancelled by an operator: {reason}"),
@@ -64,6 +71,14 @@ impl Store {
                     d.jobs_discard(&rows)?;
                     let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
                     super::batches::ended_by_id(d, &ids, super::batches::MemberEnd::Failed)?;
+                    let counted: Vec<(&str, &str, super::Counted)> = ids
+                        .iter()
+                        .filter_map(|id| names.get(id))
+                        .map(|(queue, kind)| {
+                            (queue.as_str(), kind.as_str(), super::Counted::Discarded)
+                        })
+                        .collect();
+                    super::stats::count_now(d, &counted)?;
                 }
                 if !slots.is_empty() {
                     let ready = concurrency::release_slots(d, &slots)?;

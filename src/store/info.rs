@@ -40,6 +40,8 @@ struct JobRow {
     scheduled_at: NaiveDateTime,
     finished_at: Option<NaiveDateTime>,
     created_at: NaiveDateTime,
+    /// When its last attempt started, once that attempt ended.
+    started_at: Option<NaiveDateTime>,
 }
 
 /// Which execution table holds the job, as `LEFT JOIN`s found it: the
@@ -417,10 +419,15 @@ fn to_info(
         // (`solidq_waiting_executions`, not joined).
         JobStatus::Waiting
     };
-    let error = failed_error
-        .as_deref()
-        .and_then(|e| serde_json::from_str(e).ok())
-        .or_else(|| errors.last().cloned());
+    // The error that put the job where it is: none once it succeeded or
+    // while an attempt is under way (earlier attempts' are in `errors`).
+    let error = match status {
+        JobStatus::Succeeded | JobStatus::Running | JobStatus::Claimed => None,
+        _ => failed_error
+            .as_deref()
+            .and_then(|e| serde_json::from_str(e).ok())
+            .or_else(|| errors.last().cloned()),
+    };
     JobInfo {
         id: row.id,
         kind: row.kind,
@@ -437,7 +444,8 @@ fn to_info(
         fairness_key: row.fairness_key,
         created_at: utc(row.created_at),
         scheduled_at: utc(row.scheduled_at),
-        started_at: started_at.map(utc),
+        // The running attempt's start while it runs, else the last one's.
+        started_at: started_at.or(row.started_at).map(utc),
         finished_at: row.finished_at.map(utc),
         failed_at: failed_at.filter(|_| status == JobStatus::Failed).map(utc),
         retry_at: (status == JobStatus::Retrying).then(|| utc(row.scheduled_at)),

@@ -8,9 +8,9 @@ use diesel::QueryResult;
 
 use super::batches::{self, MemberEnd};
 use super::{
-    ClaimLimits, ClaimQuery, ClaimedJob, Completion, Discarded, Driver, Failed, FinishReport,
-    Inserted, NewJob, Outcome, Progress, Released, Retried, Slot, Snoozed, Start, Store, Succeeded,
-    concurrency, driver, in_transaction,
+    AttemptStarted, ClaimLimits, ClaimQuery, ClaimedJob, Completion, Discarded, Driver, Failed,
+    FinishReport, Inserted, NewJob, Outcome, Progress, Released, Retried, Slot, Snoozed, Start,
+    Store, Succeeded, concurrency, driver, in_transaction,
 };
 use crate::types::{Backend, Result};
 
@@ -125,6 +125,24 @@ impl Store {
     /// concurrency limit: see [`Store::scheduled_dispatch_limited`]).
     pub(crate) fn scheduled_dispatch(&self, batch: usize) -> Result<Vec<String>> {
         self.with_driver("scheduled_dispatch", |d| d.scheduled_dispatch(batch))
+    }
+
+    /// How long until the next scheduled job is due (zero when one is due
+    /// already), by the backend's clock; `None` when none is scheduled.
+    /// One read of the scheduled table's `scheduled_at` index.
+    pub(crate) fn scheduled_next_due(&self) -> Result<Option<Duration>> {
+        use super::schema::solidq_scheduled_executions as scheduled;
+        use diesel::prelude::*;
+        self.with_read("scheduled_next_due", |conn| {
+            let next: Option<chrono::NaiveDateTime> = scheduled::table
+                .select(diesel::dsl::min(scheduled::scheduled_at))
+                .first(conn)?;
+            let Some(next) = next else {
+                return Ok(None);
+            };
+            let now = driver(conn).db_now()?;
+            Ok(Some((next - now).to_std().unwrap_or(Duration::ZERO)))
+        })
     }
 
     /// Stores running jobs' progress, each only while this process still
@@ -310,6 +328,7 @@ fn finish_on_driver(
                     id: c.job_id,
                     result: result.clone(),
                     keep: *keep,
+                    started_ago: c.started.map(|at| at.elapsed()).unwrap_or_default(),
                 })
             }
             _ => others.entry(c.process_id).or_default().push(c),
@@ -379,6 +398,25 @@ fn finish_on_driver(
     }
     if !discarded.is_empty() {
         d.jobs_discard(&discarded)?;
+    }
+    // When those attempts started; a cancel of a started job counts its
+    // attempt (the discard itself does not: it also ends jobs that never
+    // ran).
+    let started: Vec<AttemptStarted> = completions
+        .iter()
+        .filter(|c| written.contains(&c.job_id))
+        // Kept successes record it themselves; others are deleted.
+        .filter(|c| !matches!(c.outcome, Outcome::Succeeded { .. }))
+        .filter_map(|c| {
+            Some(AttemptStarted {
+                id: c.job_id,
+                ago: c.started?.elapsed(),
+                count: matches!(c.outcome, Outcome::Discarded { .. }),
+            })
+        })
+        .collect();
+    if !started.is_empty() {
+        d.jobs_attempt_started(&started)?;
     }
     // Members that ended move their batches' counts, and release or
     // cancel the jobs waiting for them, in this transaction.

@@ -50,6 +50,7 @@ mod sqlite;
 mod statement;
 mod stats;
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -59,7 +60,7 @@ use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
 use diesel::{QueryResult, RunQueryDsl};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 
-pub(crate) use admin::FailedSelection;
+pub(crate) use admin::{FailedSelection, NameScope, NamesSeen};
 pub(crate) use audit::{AuditRow, NewAudit};
 use connection::PoolConn;
 pub(crate) use connection::SqliteSettings;
@@ -110,6 +111,69 @@ pub(crate) struct Store {
     lock_budget: Duration,
     /// How SQLite connections are set up.
     sqlite: SqliteSettings,
+    /// Whether a database ahead of this build was said (once).
+    said_ahead: Arc<std::sync::atomic::AtomicBool>,
+    /// MySQL: the server's `max_allowed_packet`, read once at connect.
+    max_packet: Option<usize>,
+}
+
+/// What diesel's migrations table says against this build's migrations.
+struct SchemaVersions {
+    /// This build's versions the database has not applied, oldest first.
+    pending: Vec<String>,
+    /// Versions the database applied that this build does not have.
+    unknown: Vec<String>,
+}
+
+/// Reads the applied versions on `conn` (diesel makes its table if it is
+/// missing: a fresh database lacks every migration).
+fn schema_versions(conn: &mut AnyConnection) -> Result<SchemaVersions> {
+    fn names<DB: diesel::backend::Backend>(
+        list: Vec<Box<dyn diesel::migration::Migration<DB>>>,
+    ) -> Vec<String> {
+        list.iter()
+            .map(|m| m.name().version().to_string())
+            .collect()
+    }
+    let to_strings = |list: Vec<diesel::migration::MigrationVersion<'static>>| -> Vec<String> {
+        list.iter().map(|v| v.to_string()).collect()
+    };
+    let (pending, applied) = match conn {
+        #[cfg(feature = "postgres")]
+        AnyConnection::Postgres(c) => (
+            c.pending_migrations(POSTGRES_MIGRATIONS).map(names),
+            c.applied_migrations().map(to_strings),
+        ),
+        #[cfg(feature = "sqlite")]
+        AnyConnection::Sqlite(c) => (
+            c.pending_migrations(SQLITE_MIGRATIONS).map(names),
+            c.applied_migrations().map(to_strings),
+        ),
+        #[cfg(feature = "mysql")]
+        AnyConnection::Mysql(c) => (
+            c.pending_migrations(MYSQL_MIGRATIONS).map(names),
+            c.applied_migrations().map(to_strings),
+        ),
+    };
+    let migration_error = |source| Error::Migration { source };
+    let mut pending = pending.map_err(migration_error)?;
+    pending.sort();
+    let backend = match conn {
+        #[cfg(feature = "postgres")]
+        AnyConnection::Postgres(_) => Backend::Postgres,
+        #[cfg(feature = "sqlite")]
+        AnyConnection::Sqlite(_) => Backend::Sqlite,
+        #[cfg(feature = "mysql")]
+        AnyConnection::Mysql(_) => Backend::Mysql,
+    };
+    let embedded = Store::embedded_migrations(backend);
+    let mut unknown: Vec<String> = applied
+        .map_err(migration_error)?
+        .into_iter()
+        .filter(|v| !embedded.contains(v))
+        .collect();
+    unknown.sort();
+    Ok(SchemaVersions { pending, unknown })
 }
 
 /// Connection pool settings.
@@ -125,7 +189,14 @@ impl Store {
     /// fails at once with libpq's or SQLite's own message, then builds the
     /// pool around it lazily.
     pub(crate) fn connect(url: &DatabaseUrl, options: &PoolOptions) -> Result<Store> {
-        let first = url.establish(options.sqlite)?;
+        #[cfg_attr(not(feature = "mysql"), allow(unused_mut))]
+        let mut first = url.establish(options.sqlite)?;
+        let max_packet = match &mut first {
+            #[cfg(feature = "mysql")]
+            AnyConnection::Mysql(conn) => mysql::max_allowed_packet(conn),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        };
         drop(first);
         let manager = connection::Manager {
             url: url.clone(),
@@ -150,7 +221,16 @@ impl Store {
                 Backend::Postgres | Backend::Mysql => LOCK_RETRY_BUDGET,
             },
             sqlite: options.sqlite,
+            said_ahead: Arc::default(),
+            max_packet,
         })
+    }
+
+    /// MySQL: the server's `max_allowed_packet` when the store connected,
+    /// the largest statement it takes (a larger one is answered by closing
+    /// the connection: "server has gone away"). `None` elsewhere.
+    pub(crate) fn max_packet(&self) -> Option<usize> {
+        self.max_packet
     }
 
     /// Notes that a server refused a write as read-only.
@@ -250,6 +330,23 @@ impl Store {
         self.with_conn_within(operation, None, op)
     }
 
+    /// `error` naming this store's database when that is what a caller
+    /// needs to act: a full database says which one is full.
+    fn named(&self, error: Error) -> Error {
+        match error {
+            Error::Database { operation, source }
+                if Error::kind_of(&source) == crate::types::ErrorKind::StorageFull =>
+            {
+                Error::StorageFull {
+                    database: self.url.redacted(),
+                    operation,
+                    source,
+                }
+            }
+            other => other,
+        }
+    }
+
     /// [`Store::with_conn`], waiting at most `checkout` for a connection.
     pub(crate) fn with_conn_within<T>(
         &self,
@@ -274,11 +371,20 @@ impl Store {
                         *self.lost_at.lock().unwrap_or_else(|p| p.into_inner()) =
                             Some(Instant::now());
                     }
+                    if error.kind() == crate::types::ErrorKind::SchemaMismatch {
+                        // A missing table or column: say which migrations
+                        // the database lacks, if it lacks any.
+                        let pooled: &mut PoolConn = &mut checked_out;
+                        if let Ok(versions) = schema_versions(&mut pooled.conn) {
+                            self.schema_verdict(versions)?;
+                        }
+                        return Err(error);
+                    }
                     let refused = error.is_read_only();
                     if !(refused || is_lock_conflict(&error))
                         || started.elapsed() > self.lock_budget
                     {
-                        return Err(error);
+                        return Err(self.named(error));
                     }
                     if refused {
                         self.saw_read_only();
@@ -423,26 +529,68 @@ impl Store {
         }
     }
 
-    /// Embedded migrations not yet applied to the database.
-    pub(crate) fn migrations_pending(&self) -> Result<Vec<String>> {
+    /// The one schema check: `Err(Error::SchemaBehind)` when the database
+    /// lacks migrations of this build (one read of diesel's migrations
+    /// table). A database ahead of the build (migrated by a newer one) is
+    /// fine, migrations being additive: said once, at info level.
+    pub(crate) fn check_schema(&self) -> Result<()> {
         let mut checked_out = self.conn()?;
         let pooled: &mut PoolConn = &mut checked_out;
-        fn names<DB: diesel::backend::Backend>(
-            list: Vec<Box<dyn diesel::migration::Migration<DB>>>,
-        ) -> Vec<String> {
-            list.iter()
-                .map(|m| m.name().version().to_string())
-                .collect()
+        let versions = schema_versions(&mut pooled.conn)?;
+        self.schema_verdict(versions)
+    }
+
+    fn schema_verdict(&self, versions: SchemaVersions) -> Result<()> {
+        if !versions.pending.is_empty() {
+            return Err(Error::SchemaBehind {
+                database: self.url.redacted(),
+                pending: versions.pending,
+            });
         }
-        match &mut pooled.conn {
-            #[cfg(feature = "postgres")]
-            AnyConnection::Postgres(c) => c.pending_migrations(POSTGRES_MIGRATIONS).map(names),
-            #[cfg(feature = "sqlite")]
-            AnyConnection::Sqlite(c) => c.pending_migrations(SQLITE_MIGRATIONS).map(names),
-            #[cfg(feature = "mysql")]
-            AnyConnection::Mysql(c) => c.pending_migrations(MYSQL_MIGRATIONS).map(names),
+        if !versions.unknown.is_empty() && !self.said_ahead.swap(true, Ordering::Relaxed) {
+            log::info!(
+                "the database at {} has migrations this build does not know ({}): a newer solidq migrated it; this one runs on it (migrations are additive)",
+                self.url.redacted(),
+                versions.unknown.join(", ")
+            );
         }
-        .map_err(|source| Error::Migration { source })
+        Ok(())
+    }
+
+    /// Applies the embedded migrations up to and including `version`,
+    /// oldest first, and no further (a test's way to stand where an older
+    /// release left the schema); returns the versions applied.
+    pub(crate) fn migrate_through(&self, version: &str) -> Result<Vec<String>> {
+        let mut applied = Vec::new();
+        let mut checked_out = self.conn()?;
+        let pooled: &mut PoolConn = &mut checked_out;
+        let migration_error = |source| Error::Migration { source };
+        loop {
+            let pending = schema_versions(&mut pooled.conn)?.pending;
+            let Some(next) = pending.first() else { break };
+            if next.as_str() > version {
+                break;
+            }
+            match &mut pooled.conn {
+                #[cfg(feature = "postgres")]
+                AnyConnection::Postgres(c) => c
+                    .run_next_migration(POSTGRES_MIGRATIONS)
+                    .map(drop)
+                    .map_err(migration_error)?,
+                #[cfg(feature = "sqlite")]
+                AnyConnection::Sqlite(c) => c
+                    .run_next_migration(SQLITE_MIGRATIONS)
+                    .map(drop)
+                    .map_err(migration_error)?,
+                #[cfg(feature = "mysql")]
+                AnyConnection::Mysql(c) => c
+                    .run_next_migration(MYSQL_MIGRATIONS)
+                    .map(drop)
+                    .map_err(migration_error)?,
+            }
+            applied.push(next.clone());
+        }
+        Ok(applied)
     }
 
     /// The migration versions embedded in this build, oldest first.
@@ -503,26 +651,7 @@ pub fn lock_conflicts_retried() -> u64 {
 }
 
 pub(crate) fn is_lock_conflict(error: &Error) -> bool {
-    use diesel::result::{DatabaseErrorKind, Error as D};
-    match error {
-        Error::Database {
-            source: D::DatabaseError(kind, info),
-            ..
-        } => {
-            matches!(kind, DatabaseErrorKind::SerializationFailure) || {
-                let message = info.message();
-                message.contains("database is locked")
-                    || message.contains("database table is locked")
-                    || message.contains("deadlock detected")
-                    // MySQL 1213 (diesel's SerializationFailure above) and
-                    // 1205: the statement, or the whole transaction, was
-                    // rolled back; the operation runs again from BEGIN.
-                    || message.contains("Deadlock found when trying to get lock")
-                    || message.contains("Lock wait timeout exceeded")
-            }
-        }
-        _ => false,
-    }
+    matches!(error, Error::Database { .. }) && error.kind() == crate::types::ErrorKind::LockConflict
 }
 
 /// The backend-specific half of the store, one implementation per
@@ -612,6 +741,10 @@ pub(crate) trait Driver {
 
     /// Moves jobs to failed_executions with their error.
     fn jobs_fail(&mut self, rows: &[Failed]) -> QueryResult<()>;
+
+    /// Records when the attempts of these jobs started (the backend's
+    /// "now" less each `ago`), counting the attempt where asked.
+    fn jobs_attempt_started(&mut self, rows: &[AttemptStarted]) -> QueryResult<()>;
 
     /// Puts jobs back in ready, counting a stall on those flagged.
     fn jobs_release(&mut self, rows: &[Released]) -> QueryResult<()>;

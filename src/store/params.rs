@@ -281,6 +281,22 @@ pub(crate) struct Succeeded {
     pub id: i64,
     pub result: Option<String>,
     pub keep: Duration,
+    /// How long before this write the attempt started: its start is kept
+    /// as the backend's "now" less this (`started_at`).
+    pub started_ago: Duration,
+}
+
+/// The start of an attempt that ended otherwise than in a kept success
+/// (retried, failed, snoozed, cancelled), recorded on its job beside the
+/// outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AttemptStarted {
+    pub id: i64,
+    /// As [`Succeeded::started_ago`].
+    pub ago: Duration,
+    /// Whether the outcome beside it does not count the attempt itself
+    /// (a cancel while it ran): then `attempts + 1` here.
+    pub count: bool,
 }
 
 /// A failed attempt with attempts left.
@@ -397,6 +413,9 @@ pub(crate) struct Completion {
     pub slot: Option<Slot>,
     /// The batch the job belongs to, whose counts its final outcome moves.
     pub batch_id: Option<i64>,
+    /// When its attempt started; `None` when it never did (cancelled
+    /// before its claim started).
+    pub started: Option<std::time::Instant>,
 }
 
 /// A job claimed ahead that started, to record on its claim.

@@ -18,8 +18,8 @@ use std::time::Duration;
 use diesel::QueryResult;
 
 use super::{
-    Counted, Driver, Failed, NewProcess, ProcessRow, Released, ReleasedJob, StatsDelta, Store,
-    concurrency, error_json, in_transaction, minute_of,
+    Counted, Driver, Failed, NewProcess, ProcessRow, Released, ReleasedJob, Store, concurrency,
+    error_json, in_transaction,
 };
 use crate::types::{Delivery, Result};
 
@@ -375,33 +375,9 @@ fn release_claims(
 /// Adds released jobs to the job statistics, at the current minute (no
 /// wait or run time: the dead process took those with it).
 fn count_releases(d: &mut dyn Driver, counted: &[(&ReleasedJob, Counted)]) -> QueryResult<()> {
-    let bucket = minute_of(d.db_now()?);
-    let mut deltas: Vec<StatsDelta> = Vec::new();
-    for (job, outcome) in counted {
-        match deltas.iter_mut().find(|delta| {
-            delta.outcome == *outcome
-                && delta.queue_name == job.queue_name
-                && delta.kind == job.kind
-        }) {
-            Some(delta) => delta.jobs += 1,
-            None => deltas.push(StatsDelta {
-                bucket,
-                queue_name: job.queue_name.clone(),
-                kind: job.kind.clone(),
-                outcome: *outcome,
-                jobs: 1,
-                wait_ms: 0,
-                run_ms: 0,
-            }),
-        }
-    }
-    // Key order, as every flush writes: no deadlock with a worker's flush.
-    deltas.sort_by(|a, b| {
-        (&a.queue_name, &a.kind, a.outcome.as_str()).cmp(&(
-            &b.queue_name,
-            &b.kind,
-            b.outcome.as_str(),
-        ))
-    });
-    d.job_stats_add(&deltas.iter().collect::<Vec<_>>())
+    let jobs: Vec<(&str, &str, Counted)> = counted
+        .iter()
+        .map(|(job, outcome)| (job.queue_name.as_str(), job.kind.as_str(), *outcome))
+        .collect();
+    super::stats::count_now(d, &jobs)
 }

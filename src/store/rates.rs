@@ -23,7 +23,15 @@ pub(crate) struct Limited {
     pub job_id: i64,
     pub rate: StoredRate,
     pub options: StoredOptions,
+    /// When it became due (for a job sent back before: its turn).
+    pub due_at: NaiveDateTime,
 }
+
+/// How much wider than `period / limit` the turns of jobs sent back are
+/// spread: a start that comes a little late (a wake-up, a claim) leaves
+/// the window this much of a period before the next turn, instead of just
+/// after it (which would send that job back again). Costs 2 % of the rate.
+const TURN_SLACK: i32 = 50;
 
 fn span(d: Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
@@ -33,8 +41,10 @@ fn span(d: Duration) -> chrono::Duration {
 /// claim order within each key: those within their key's limit have their
 /// start recorded now; the others go back to the scheduled jobs (see
 /// [`defer_on`]), the first when the oldest of the last `limit` starts
-/// leaves the window and each next one `period / limit` later, never
-/// earlier than `period / limit` after the last job the key sent back.
+/// leaves the window and each next one a turn (`period / limit`, and
+/// [`TURN_SLACK`]) later, never earlier than a turn after the last job the
+/// key sent back; a job back at its own turn that finds the window full
+/// by a moment waits only until it opens.
 /// The keys' rows are locked at once, in key order (two claims never wait
 /// for each other's keys in opposite orders), and every key is read and
 /// written by the same few statements, whatever their number. Returns the
@@ -91,14 +101,23 @@ pub(crate) fn grant_on(
         // The first sent back may start when the oldest of the last `limit`
         // starts (those recorded and those just granted) leaves the window.
         let frees_at = d.rate_start_nth(key, since, started + free as i64 - limit)? + period;
-        let spread = span(rate.period() / rate.limit.max(1));
+        let turn = rate.period() / rate.limit.max(1);
+        let spread = span(turn + turn / TURN_SLACK as u32);
         let last = next.get(key).copied().unwrap_or(now);
         let mut at = frees_at.max(last + spread);
-        for job in &jobs[free..] {
-            if defer_on(d, process_id, job.job_id, &job.options, at)? {
+        for (n, job) in jobs[free..].iter().enumerate() {
+            // Back at its turn, it found the window full by a moment (an
+            // earlier start came late): it keeps its turn, waiting only
+            // until the window opens, rather than going to the back.
+            let when = if n == 0 && job.due_at + spread > frees_at {
+                frees_at
+            } else {
+                at += spread;
+                at - spread
+            };
+            if defer_on(d, process_id, job.job_id, &job.options, when)? {
                 deferred.push(job.job_id);
             }
-            at += spread;
         }
         d.rate_key_set_next(key, at - spread)?;
     }

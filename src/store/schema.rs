@@ -31,6 +31,7 @@ diesel::table! {
         created_at -> Timestamp,
         updated_at -> Timestamp,
         fairness_key -> Nullable<Text>,
+        started_at -> Nullable<Timestamp>,
     }
 }
 

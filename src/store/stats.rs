@@ -73,6 +73,48 @@ impl Counted {
     }
 }
 
+/// Adds one job per entry of `jobs` (queue, kind, outcome) to the
+/// statistics at the current minute of the database's clock, with no wait
+/// or run time, in the caller's transaction: outcomes recorded outside a
+/// worker's tally (a dead process's releases, an operator's discards of
+/// waiting jobs), so the statistics keep every queue and kind of a job
+/// that ended.
+pub(crate) fn count_now(
+    d: &mut dyn super::Driver,
+    jobs: &[(&str, &str, Counted)],
+) -> QueryResult<()> {
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    let bucket = minute_of(d.db_now()?);
+    let mut deltas: Vec<StatsDelta> = Vec::new();
+    for &(queue_name, kind, outcome) in jobs {
+        match deltas.iter_mut().find(|delta| {
+            delta.outcome == outcome && delta.queue_name == queue_name && delta.kind == kind
+        }) {
+            Some(delta) => delta.jobs += 1,
+            None => deltas.push(StatsDelta {
+                bucket,
+                queue_name: queue_name.to_string(),
+                kind: kind.to_string(),
+                outcome,
+                jobs: 1,
+                wait_ms: 0,
+                run_ms: 0,
+            }),
+        }
+    }
+    // Key order, as every flush writes: no deadlock with a worker's flush.
+    deltas.sort_by(|a, b| {
+        (&a.queue_name, &a.kind, a.outcome.as_str()).cmp(&(
+            &b.queue_name,
+            &b.kind,
+            b.outcome.as_str(),
+        ))
+    });
+    d.job_stats_add(&deltas.iter().collect::<Vec<_>>())
+}
+
 /// Counts to add to one row of the statistics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StatsDelta {

@@ -36,8 +36,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crossbeam_channel::bounded;
-
 pub use children::{RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, YOUNG_DEATH};
 pub use running::SupervisorHandle;
 
@@ -157,20 +155,12 @@ impl Supervisor {
             QueueConfig {
                 pool_size: 6,
                 sqlite_synchronous: self.config.sqlite_synchronous,
+                max_payload_bytes: self.config.max_payload_bytes,
                 ..QueueConfig::default()
             },
         )?
         .with_events_arc(Arc::clone(&self.events));
-        let pending = queue.store().migrations_pending()?;
-        if !pending.is_empty() {
-            return Err(Error::Config {
-                origin: url.redacted(),
-                message: format!(
-                    "the database is missing migrations {}: run `solidq migrate --database-url …` first",
-                    pending.join(", ")
-                ),
-            });
-        }
+        queue.check_schema()?;
         if let Some(scheduler) = self.scheduler(&queue)? {
             scheduler.check()?;
         }
@@ -185,9 +175,10 @@ impl Supervisor {
     /// Checks everything (nothing is started if anything is wrong), starts
     /// supervising on its own thread and returns at once; stop it with
     /// [`SupervisorHandle::stop`]. Does not install signal handlers (see
-    /// [`Supervisor::run`]). It stops itself, as gracefully, when its own
-    /// heartbeats fail past the alive threshold; `stop` then returns that
-    /// error.
+    /// [`Supervisor::run`]). Once started it never stops itself for the
+    /// database (an outage of any length, a locked SQLite file, a full
+    /// disk, a failover): it keeps its children up and carries on, or
+    /// registers again, when the database answers.
     pub fn start(self) -> Result<SupervisorHandle> {
         let (queue, report) = self.prepare()?;
         for warning in &report.warnings {
@@ -207,19 +198,13 @@ impl Supervisor {
                 "heartbeat_interval_ms": self.config.heartbeat_interval.as_millis() as u64,
             }),
         );
-        let (fatal_tx, fatal) = bounded::<Error>(1);
-        let registration = Registration::start(
-            RegistrationSpec {
-                store: store.clone(),
-                row: row.clone(),
-                interval: self.config.heartbeat_interval,
-                threshold: self.config.process_alive_threshold,
-                events: Arc::clone(&self.events),
-            },
-            move |error| {
-                let _ = fatal_tx.try_send(error);
-            },
-        )?;
+        let registration = Registration::start(RegistrationSpec {
+            store: store.clone(),
+            row: row.clone(),
+            interval: self.config.heartbeat_interval,
+            threshold: self.config.process_alive_threshold,
+            events: Arc::clone(&self.events),
+        })?;
         let id = registration.id().load(Ordering::SeqCst);
         log::info!(
             "supervisor {} (process {id}, pid {}) started on {}: {} worker processes",
@@ -228,7 +213,7 @@ impl Supervisor {
             report.database,
             report.processes
         );
-        let running = self.start_loops(&queue, &row, registration, fatal)?;
+        let running = self.start_loops(&queue, &row, registration)?;
         running.spawn()
     }
 
@@ -240,7 +225,6 @@ impl Supervisor {
         queue: &Queue,
         row: &NewProcess,
         registration: Registration,
-        fatal: crossbeam_channel::Receiver<Error>,
     ) -> Result<Running> {
         let store = queue.store().clone();
         let children = Children::new(&self.config, registration.id().load(Ordering::SeqCst));
@@ -276,26 +260,60 @@ impl Supervisor {
             dispatcher,
             scheduler,
             maintenance,
-            fatal,
         })
     }
 
     /// Installs SIGTERM/SIGINT handlers first, checks everything (nothing is
-    /// started if anything is wrong), then supervises until a signal arrives
-    /// or its own heartbeats fail past the alive threshold (then it stops as
-    /// gracefully and returns the error, so whatever runs it restarts it).
-    /// What `solidq supervisor` runs.
+    /// started if anything is wrong), then supervises until a signal
+    /// arrives. A database that does not answer at the start (a transient
+    /// error: refused, locked, full) is waited for, with a line every
+    /// [`STILL_WAITING_EVERY`]; once started, nothing the database does
+    /// stops it. What `solidq supervisor` runs.
     pub fn run(self) -> Result<()> {
         process::install_signal_handlers()?;
         let signals = process::subscribe_signals();
+        let mut said: Option<std::time::Instant> = None;
+        let mut pause = Duration::from_millis(100);
+        loop {
+            match self.prepare() {
+                Ok(_) => break,
+                Err(error)
+                    if error.is_transient()
+                        || (self.config.wait_for_migrations
+                            && matches!(error, Error::SchemaBehind { .. })) =>
+                {
+                    if said.is_none_or(|at| at.elapsed() >= STILL_WAITING_EVERY) {
+                        // One line, whatever the client library printed.
+                        let text = error.to_string();
+                        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+                        if error.is_transient() {
+                            log::warn!("the database does not answer yet ({text}); waiting for it");
+                        } else {
+                            log::warn!("waiting for migrations (wait_for_migrations): {text}");
+                        }
+                        said = Some(std::time::Instant::now());
+                    }
+                    if signals.recv_timeout(pause).is_ok() {
+                        return Ok(());
+                    }
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+                Err(error) => return Err(error),
+            }
+        }
         let handle = self.start()?;
         crossbeam_channel::select! {
             recv(signals) -> _ => {},
+            // Only a panic ends the supervising thread on its own.
             recv(handle.finished()) -> _ => {},
         }
         handle.stop()
     }
 }
+
+/// How often a supervisor waiting for the database at its start says so
+/// again.
+pub const STILL_WAITING_EVERY: Duration = Duration::from_secs(30);
 
 /// Finds `program` as the OS would run it: a path, or a name on `PATH`.
 fn find_program(program: &str) -> std::result::Result<(), String> {

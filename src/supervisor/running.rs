@@ -35,13 +35,11 @@ pub(super) struct Running {
     pub dispatcher: DispatcherHandle,
     pub scheduler: Option<SchedulerHandle>,
     pub maintenance: Maintenance,
-    /// Heartbeats lost past the alive threshold: the supervisor must stop.
-    pub fatal: Receiver<Error>,
 }
 
 impl Running {
-    /// Supervises on a new thread until told to stop or its heartbeats are
-    /// lost; then shuts down.
+    /// Supervises on a new thread until told to stop (never because the
+    /// database is away); then shuts down.
     pub(super) fn spawn(self) -> Result<SupervisorHandle> {
         let (stop, stopped) = bounded::<()>(1);
         let (finished_tx, finished) = bounded::<()>(1);
@@ -69,30 +67,19 @@ impl Running {
 
     fn supervise(mut self, stopped: &Receiver<()>) -> Result<()> {
         let mut children = std::mem::take(&mut self.children);
-        let mut fatal = None;
         loop {
             children.start_due();
-            crossbeam_channel::select! {
+            match stopped.recv_timeout(TICK) {
                 // A message, or the handle gone: stop either way.
-                recv(stopped) -> _ => break,
-                recv(self.fatal) -> error => {
-                    if let Ok(error) = error {
-                        log::error!("{error}");
-                        fatal = Some(error);
-                    }
-                    break;
-                }
-                default(TICK) => {}
+                Ok(()) | Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
             }
             for exited in children.reap(true) {
                 self.recover(&children, exited.pid, PruneReason::Exited);
             }
         }
         self.shut_down(&mut children);
-        match fatal {
-            Some(error) => Err(error),
-            None => Ok(()),
-        }
+        Ok(())
     }
 
     /// SIGTERM to the children, wait for them within the grace period,
@@ -182,8 +169,6 @@ impl SupervisorHandle {
     /// [`SHUTDOWN_MARGIN`](super::SHUTDOWN_MARGIN)), SIGKILL the rest and
     /// release their jobs, stop the dispatcher and scheduler, deregister.
     /// Stopping a supervisor that stopped already does nothing more.
-    /// Returns the error that made it stop itself, if one did (its
-    /// heartbeats failed past the alive threshold).
     pub fn stop(mut self) -> Result<()> {
         self.stop_and_wait()
     }

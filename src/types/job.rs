@@ -280,7 +280,10 @@ pub struct JobInfo {
     pub created_at: DateTime<Utc>,
     /// When it was (or will be) due.
     pub scheduled_at: DateTime<Utc>,
-    /// When its current attempt started, while it is running.
+    /// When its current attempt started, while it is running; otherwise
+    /// when its last attempt started (a finished, failed, retrying or
+    /// cancelled job keeps it, so its duration is `finished_at` less this);
+    /// `None` before any attempt started.
     pub started_at: Option<DateTime<Utc>>,
     /// When it finished, if it did.
     pub finished_at: Option<DateTime<Utc>>,
@@ -291,7 +294,11 @@ pub struct JobInfo {
     pub retry_at: Option<DateTime<Utc>>,
     /// What it returned, if it succeeded.
     pub result: Option<serde_json::Value>,
-    /// The last error (the final one for a failed job).
+    /// The error that put the job where it is: the final one of a failed
+    /// or cancelled job, the last attempt's of a retrying one, the stall's
+    /// of a job released after its process died. `None` once it succeeded
+    /// and while an attempt runs: earlier attempts' errors are in
+    /// [`JobInfo::errors`].
     pub error: Option<ErrorInfo>,
     /// Every attempt's error, oldest first.
     pub errors: Vec<ErrorInfo>,

@@ -1,8 +1,12 @@
 //! Who a request is and what it may do: bearer tokens, HTTP basic auth,
 //! anonymous loopback; and the CSRF check of state changes made with
-//! browser credentials (see the [module docs](super)).
+//! browser credentials (see the [module docs](super)). A refused
+//! credential is counted and logged by [`super::refusals`].
 
-use axum::extract::{Request, State};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -13,6 +17,7 @@ use maud::html;
 use super::Shared;
 use super::layout::{Ctx, flash, shell};
 use super::pages::Failure;
+use super::refusals::{Refused, Scheme};
 
 /// The header the dashboard sends its CSRF token in.
 pub const CSRF_HEADER: &str = "x-csrf-token";
@@ -105,12 +110,11 @@ fn csrf_ok(app: &super::App, headers: &HeaderMap) -> Result<(), &'static str> {
         return Err("cross-site request refused");
     }
     if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
-        let host = headers
-            .get(header::HOST)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
+        // The host the browser asked for: behind a proxy that rewrites
+        // Host, the forwarded one (when trusted).
+        let host = app.hosts.public_host(headers);
         let origin_host = origin.split_once("://").map(|(_, rest)| rest).unwrap_or("");
-        if origin_host != host {
+        if !origin_host.eq_ignore_ascii_case(host) {
             return Err("request from another origin refused");
         }
     }
@@ -121,7 +125,14 @@ fn csrf_ok(app: &super::App, headers: &HeaderMap) -> Result<(), &'static str> {
     }
 }
 
-fn refuse(status: StatusCode, message: &str, app: &super::App, api: bool) -> Response {
+/// Whether `path` answers in JSON (the API and `/metrics`' errors).
+pub(super) fn is_api(path: &str) -> bool {
+    path.starts_with("/api/") || path == "/metrics"
+}
+
+/// A refusal: `{error, code}` in JSON for the API, one line of text
+/// otherwise; a 401 carries the challenge of the configured scheme.
+pub(super) fn refuse(status: StatusCode, message: &str, app: &super::App, api: bool) -> Response {
     let mut response = if api {
         (
             status,
@@ -148,7 +159,7 @@ fn refuse(status: StatusCode, message: &str, app: &super::App, api: bool) -> Res
 /// The middleware in front of every route.
 pub(super) async fn check(State(app): State<Shared>, mut request: Request, next: Next) -> Response {
     let path = request.uri().path();
-    let api = path.starts_with("/api/") || path == "/metrics";
+    let api = is_api(path);
     // The vendored scripts hold nothing secret, and a login prompt must
     // be able to load them. The API's OpenAPI document describes the
     // endpoints (as the README does) and holds no data: tools fetch it
@@ -160,6 +171,18 @@ pub(super) async fn check(State(app): State<Shared>, mut request: Request, next:
         return next.run(request).await;
     }
     let Some(access) = identify(&app, request.headers()) else {
+        let peer = request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0);
+        let refused = Refused {
+            scheme: Scheme::of(request.headers()),
+            peer,
+            method: request.method(),
+            path,
+            headers: request.headers(),
+        };
+        app.auth_failures.record(&refused, Instant::now());
         let message = if app.config.has_credentials() || !app.config.anonymous {
             "authentication required"
         } else {

@@ -1,4 +1,7 @@
-//! The vendored scripts and styles, compiled in (see `assets/VENDORED.md`).
+//! The scripts and styles, compiled in: the vendored htmx and uPlot (see
+//! `assets/VENDORED.md`) and the dashboard's own stylesheet and charts
+//! script (the pages hold no inline style or script: their
+//! Content-Security-Policy allows only these files).
 
 use axum::extract::Path;
 use axum::http::{StatusCode, header};
@@ -20,6 +23,16 @@ const FILES: &[(&str, &str, &str)] = &[
         "uPlot.min.css",
         "text/css; charset=utf-8",
         include_str!("assets/uPlot.min.css"),
+    ),
+    (
+        "dashboard.css",
+        "text/css; charset=utf-8",
+        include_str!("assets/dashboard.css"),
+    ),
+    (
+        "charts.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/charts.js"),
     ),
     (
         "LICENSE-htmx",

@@ -137,6 +137,20 @@ impl Listing {
         filter
     }
 
+    /// Checks the kind and queue this listing names against what the
+    /// database knows ([`crate::Queue::check_names`]), before an action
+    /// on everything it names: a typo would match nothing.
+    pub fn check_names(&self, queue: &crate::Queue) -> Result<()> {
+        let names: Vec<crate::Name<'_>> = self
+            .kind
+            .as_deref()
+            .map(crate::Name::FilterKind)
+            .into_iter()
+            .chain(self.queue.as_deref().map(crate::Name::FilterQueue))
+            .collect();
+        queue.check_names(&names, false).map(drop)
+    }
+
     /// The failed jobs of this listing, for retry and discard of all
     /// (kind and queue; the time range narrows the listing only when it
     /// is by ids).

@@ -1,12 +1,14 @@
-//! The page shell (navigation, styles, scripts) and the small renderings
-//! every page shares: times, ages, capped counts, filtered arguments.
+//! The page shell (navigation, the stylesheet, scripts) and the small
+//! renderings every page shares: times, ages, capped counts, filtered
+//! arguments. Nothing inline: styles and scripts are files under
+//! `/assets/`, as the pages' Content-Security-Policy requires.
 
 use std::time::Duration;
 
 use axum::extract::{FromRequestParts, OriginalUri};
 use axum::http::request::Parts;
 use chrono::{DateTime, Utc};
-use maud::{DOCTYPE, Markup, PreEscaped, html};
+use maud::{DOCTYPE, Markup, html};
 
 use super::access::Access;
 use super::{LIVE_REFRESH, Shared};
@@ -86,54 +88,6 @@ const NAV: &[(&str, &str)] = &[
     ("database", "Database"),
 ];
 
-const STYLE: &str = r#"
-:root { --fg:#1d2330; --muted:#667085; --line:#e4e7ec; --bg:#f8f9fb; --accent:#2f5bd3; --bad:#c0362c; --ok:#1a7f37; --warn:#b54708; }
-* { box-sizing: border-box; }
-body { margin:0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color:var(--fg); background:var(--bg); }
-header { background:#111827; color:#fff; padding:0 24px; display:flex; gap:20px; align-items:center; height:48px; }
-header b { font-size:16px; margin-right:12px; }
-header a { color:#cbd5e1; text-decoration:none; padding:14px 0; }
-header a.on { color:#fff; border-bottom:2px solid #fff; }
-main { padding:20px 24px; max-width:1400px; }
-h1 { font-size:20px; margin:0 0 16px; }
-h2 { font-size:16px; margin:24px 0 8px; }
-table { border-collapse:collapse; width:100%; background:#fff; border:1px solid var(--line); }
-th, td { text-align:left; padding:6px 10px; border-bottom:1px solid var(--line); vertical-align:top; }
-th { font-weight:600; color:var(--muted); font-size:12px; text-transform:uppercase; letter-spacing:.03em; }
-td.n, th.n { text-align:right; font-variant-numeric: tabular-nums; }
-a { color:var(--accent); }
-.tabs { display:flex; gap:4px; margin-bottom:12px; flex-wrap:wrap; }
-.tabs a { padding:6px 12px; border:1px solid var(--line); border-radius:6px; background:#fff; text-decoration:none; color:var(--fg); }
-.tabs a.on { background:var(--accent); color:#fff; border-color:var(--accent); }
-.badge { display:inline-block; padding:1px 8px; border-radius:10px; font-size:12px; background:#eef2ff; color:#3730a3; }
-.badge.failed, .badge.bad { background:#fee4e2; color:var(--bad); }
-.badge.succeeded, .badge.ok { background:#dcfae6; color:var(--ok); }
-.badge.running { background:#e0f2fe; color:#075985; }
-.badge.paused, .badge.warn { background:#fef0c7; color:var(--warn); }
-.muted { color:var(--muted); }
-button { font:inherit; padding:4px 10px; border:1px solid var(--line); border-radius:6px; background:#fff; cursor:pointer; }
-button.danger { color:var(--bad); border-color:#fda29b; }
-button.primary { background:var(--accent); color:#fff; border-color:var(--accent); }
-form.filters { display:flex; gap:8px; flex-wrap:wrap; align-items:end; margin-bottom:12px; }
-form.filters label { display:flex; flex-direction:column; font-size:12px; color:var(--muted); }
-input, select { font:inherit; padding:4px 6px; border:1px solid var(--line); border-radius:6px; }
-pre { background:#0f172a; color:#e2e8f0; padding:10px; border-radius:6px; overflow:auto; max-height:420px; font-size:12px; white-space:pre-wrap; overflow-wrap:anywhere; }
-table#errors { table-layout:fixed; }
-table#errors th:nth-child(1) { width:80px; } table#errors th:nth-child(2) { width:170px; }
-td { overflow-wrap:break-word; }
-.bar { background:#e5e7eb; border-radius:4px; height:8px; width:140px; overflow:hidden; display:inline-block; vertical-align:middle; }
-.bar > span { display:block; height:100%; background:var(--accent); }
-.actions { display:flex; gap:6px; flex-wrap:wrap; margin:8px 0; align-items:center; }
-.pager { display:flex; gap:10px; margin:10px 0; align-items:center; }
-dl.kv { display:grid; grid-template-columns: 180px 1fr; gap:4px 16px; background:#fff; border:1px solid var(--line); padding:12px; margin:0; }
-dl.kv dt { color:var(--muted); }
-dl.kv dd { margin:0; word-break:break-word; }
-#flash { min-height:0; }
-.flash { padding:8px 12px; border-radius:6px; margin-bottom:12px; background:#dcfae6; color:var(--ok); }
-.flash.bad { background:#fee4e2; color:var(--bad); }
-.chart { background:#fff; border:1px solid var(--line); padding:8px; margin-bottom:16px; }
-"#;
-
 /// A whole page: the navigation with `active` marked, then `body`.
 pub fn shell(ctx: &Ctx, title: &str, active: &str, body: Markup) -> Markup {
     let headers = serde_json::json!({ "X-CSRF-Token": ctx.csrf }).to_string();
@@ -145,7 +99,7 @@ pub fn shell(ctx: &Ctx, title: &str, active: &str, body: Markup) -> Markup {
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 meta name="htmx-config" content=r#"{"includeIndicatorStyles":false,"allowEval":false,"responseHandling":[{"code":"204","swap":false},{"code":"[23]..","swap":true},{"code":"[45]..","swap":true,"error":true}]}"#;
                 title { (title) " · solidq" }
-                style { (PreEscaped(STYLE)) }
+                link rel="stylesheet" href=(ctx.url("/assets/dashboard.css"));
                 script src=(ctx.url("/assets/htmx.min.js")) {}
             }
             body hx-headers=(headers) {
@@ -154,7 +108,7 @@ pub fn shell(ctx: &Ctx, title: &str, active: &str, body: Markup) -> Markup {
                     @for (path, label) in NAV {
                         a href=(ctx.url(&format!("/{path}"))) class=[(active == *path).then_some("on")] { (label) }
                     }
-                    span style="margin-left:auto" class="muted" {
+                    span class="who muted" {
                         (ctx.access.actor())
                         @if !ctx.access.may_write() { " · read only" }
                     }

@@ -13,12 +13,17 @@
 //! | `solidq_jobs_total` | counter | queue, kind, outcome | jobs that ended an attempt: succeeded, failed, retried, snoozed, discarded, stalled |
 //! | `solidq_job_wait_seconds_total` | counter | queue, kind, outcome | their summed wait from due to start |
 //! | `solidq_job_run_seconds_total` | counter | queue, kind, outcome | their summed run time |
+//! | `solidq_web_auth_failures_total` | counter | scheme | requests this server refused for their credential since it started: `bearer`, `basic`, `other` (another scheme), `none` (no credential) |
 //! | `solidq_scrape_duration_seconds` | gauge | | what this scrape cost |
 //!
 //! The counters come from `solidq_job_stats` ([`Queue::job_totals`]):
 //! workers add their counts at each heartbeat, so they lag by up to a
 //! heartbeat interval, and a worker killed outright loses at most one
 //! interval's counts (the jobs table stays the truth).
+//!
+//! The refused credentials are this server process's own count (each
+//! `solidq web` server has its own; Prometheus tells them apart by
+//! instance), not the database's.
 //!
 //! Scrape cost is bounded: the counts come from the execution tables
 //! (waiting, running and failed jobs only), never from a scan of the
@@ -53,8 +58,9 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
         .collect()
 }
 
-/// One scrape: every metric, read now.
-fn collect(queue: &Queue) -> crate::types::Result<String> {
+/// One scrape: every metric, read now; `auth_failures` are this server's
+/// refused credentials by scheme.
+fn collect(queue: &Queue, auth_failures: &[(&str, u64)]) -> crate::types::Result<String> {
     let started = Instant::now();
     let mut registry = Registry::default();
     let jobs = Gauges::default();
@@ -69,6 +75,7 @@ fn collect(queue: &Queue) -> crate::types::Result<String> {
             ("running", q.running),
             ("blocked", q.blocked),
             ("failed", q.failed),
+            ("waiting", q.waiting),
         ] {
             jobs.get_or_create(&labels(&[("queue", &q.name), ("state", state)]))
                 .set(n as f64);
@@ -141,6 +148,18 @@ fn collect(queue: &Queue) -> crate::types::Result<String> {
         run_total,
     );
 
+    let refused: Family<Labels, Counter<u64>> = Family::default();
+    for (scheme, n) in auth_failures {
+        refused
+            .get_or_create(&labels(&[("scheme", scheme)]))
+            .inc_by(*n);
+    }
+    registry.register(
+        "solidq_web_auth_failures",
+        "Requests this server refused for their credential since it started, by what they presented",
+        refused,
+    );
+
     let cost: Gauge<f64, AtomicU64> = Gauge::default();
     cost.set(started.elapsed().as_secs_f64());
     registry.register(
@@ -158,6 +177,7 @@ fn collect(queue: &Queue) -> crate::types::Result<String> {
 
 /// `GET /metrics`.
 pub(super) async fn metrics(State(app): State<Shared>) -> Result<Response, PageError> {
-    let text = db(&app, collect).await?;
+    let refused = app.auth_failures.counts();
+    let text = db(&app, move |queue| collect(queue, &refused)).await?;
     Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response())
 }

@@ -4,6 +4,14 @@
 //! `web` cargo feature; the rest of solidq stays synchronous, and this
 //! module runs every database call on tokio's blocking threads.
 //!
+//! # Host names
+//! Before anything else, a request must name an allowed `Host` (the
+//! server's own address, loopback names on loopback, and
+//! [`WebConfig::allowed_hosts`]); any other is answered 421 Misdirected
+//! Request, whatever its credentials. A page the operator opens could
+//! otherwise point its own name at the server (DNS rebinding) and use it
+//! as its own origin. See [`AllowedHost`] for the forms and the defaults.
+//!
 //! # Access
 //! Closed by default. A request is allowed by, in order:
 //! - `Authorization: Bearer <admin token>`: everything;
@@ -23,6 +31,18 @@
 //! string is escaped by the templates; argument keys such as `password`
 //! are shown as `[FILTERED]` ([`WebConfig::filtered_keys`]).
 //!
+//! Every refused credential is counted in /metrics
+//! (`solidq_web_auth_failures_total{scheme}`) and logged at warn level
+//! with the remote address, path and scheme, never the credential; at most
+//! [`AUTH_LOG_PER_MINUTE`] lines a minute.
+//!
+//! # What the browser is told
+//! Every answer forbids framing (`frame-ancestors 'none'`,
+//! `X-Frame-Options: DENY`), inline scripts and styles
+//! ([`CONTENT_SECURITY_POLICY`]: the pages load only the files under
+//! `/assets/`), type sniffing (`nosniff`) and referrers to other sites,
+//! and every answer but the assets is `Cache-Control: no-store`.
+//!
 //! # Live updates
 //! The queue counts, the status tabs and the running jobs with their
 //! progress bars are re-fetched every [`LIVE_REFRESH`] (htmx polling: no
@@ -38,9 +58,12 @@ mod api;
 mod assets;
 mod audit;
 mod filter;
+mod headers;
+mod hosts;
 mod layout;
 mod metrics;
 mod pages;
+mod refusals;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -51,10 +74,16 @@ use axum::routing::{get, post};
 
 use crate::client::Queue;
 use crate::config::{DEFAULT_FILTERED_KEYS, DEFAULT_WEB_COUNT_CAP, WebSection};
-use crate::config::{ENV_WEB_ADMIN_TOKEN, ENV_WEB_PASSWORD, ENV_WEB_READ_TOKEN, ENV_WEB_USERNAME};
+use crate::config::{
+    ENV_WEB_ADMIN_TOKEN, ENV_WEB_ALLOWED_HOSTS, ENV_WEB_PASSWORD, ENV_WEB_READ_TOKEN,
+    ENV_WEB_TRUST_FORWARDED_HOST, ENV_WEB_USERNAME,
+};
 use crate::types::{Error, Result};
 
 pub use access::Access;
+pub use headers::CONTENT_SECURITY_POLICY;
+pub use hosts::AllowedHost;
+pub use refusals::AUTH_LOG_PER_MINUTE;
 
 /// How often the dashboard re-fetches its live parts (counts, running
 /// jobs, progress).
@@ -84,6 +113,23 @@ pub struct WebConfig {
     /// Counts above this are shown as "N+"; see
     /// [`DEFAULT_WEB_COUNT_CAP`].
     pub count_cap: u64,
+    /// `Host` names answered besides the defaults (see [`AllowedHost`]):
+    /// behind a reverse proxy, the public name it forwards. Defaults to
+    /// none.
+    pub allowed_hosts: Vec<AllowedHost>,
+    /// Read `X-Forwarded-Host`: each of its names must be allowed too, and
+    /// a POST's `Origin` is compared with its first. Set it only behind a
+    /// proxy that sets (or strips) that header, since any client may send
+    /// it. Defaults to `false`: the header is ignored.
+    pub trust_forwarded_host: bool,
+    /// The address the router is served on, when known ([`serve`] sets
+    /// it): that address with its port is allowed as `Host`, and on
+    /// loopback `localhost`, `127.0.0.1` and `[::1]` with the port; on
+    /// `0.0.0.0` or `[::]` any IP address and those names, with the port.
+    /// Defaults to `None`, for a router mounted in your own app: then the
+    /// three loopback names are allowed on any port, and every other name
+    /// must be in [`allowed_hosts`](WebConfig::allowed_hosts).
+    pub listen: Option<SocketAddr>,
 }
 
 impl std::fmt::Debug for WebConfig {
@@ -95,6 +141,9 @@ impl std::fmt::Debug for WebConfig {
             .field("anonymous", &self.anonymous)
             .field("filtered_keys", &self.filtered_keys)
             .field("count_cap", &self.count_cap)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("trust_forwarded_host", &self.trust_forwarded_host)
+            .field("listen", &self.listen)
             .finish()
     }
 }
@@ -113,9 +162,11 @@ impl WebConfig {
     }
 
     /// `[web]` of solidq.toml, each credential overridden by its
-    /// environment variable ([`ENV_WEB_ADMIN_TOKEN`] and the others).
-    /// A user without a password (or the reverse), or an empty token, is
-    /// an error naming the setting.
+    /// environment variable ([`ENV_WEB_ADMIN_TOKEN`] and the others), the
+    /// allowed hosts by [`ENV_WEB_ALLOWED_HOSTS`] (comma-separated) and
+    /// `trust_forwarded_host` by [`ENV_WEB_TRUST_FORWARDED_HOST`].
+    /// A user without a password (or the reverse), an empty token, or a
+    /// host name that is not one, is an error naming the setting.
     pub fn from_section(section: &WebSection) -> Result<WebConfig> {
         let setting = |env: &str, file: &Option<String>, option: &'static str| {
             let value = std::env::var(env).ok().or_else(|| file.clone());
@@ -157,6 +208,37 @@ impl WebConfig {
         if let Some(keys) = &section.filtered_keys {
             config.filtered_keys = keys.clone();
         }
+        config.allowed_hosts = match std::env::var(ENV_WEB_ALLOWED_HOSTS) {
+            Ok(list) if list.trim().is_empty() => {
+                return Err(Error::InvalidOption {
+                    option: ENV_WEB_ALLOWED_HOSTS,
+                    value: list,
+                    reason: "must not be empty (unset it to take allowed_hosts of [web])".into(),
+                });
+            }
+            Ok(list) => AllowedHost::parse_list(
+                list.split(',').map(str::trim).filter(|s| !s.is_empty()),
+                ENV_WEB_ALLOWED_HOSTS,
+            )?,
+            Err(_) => AllowedHost::parse_list(
+                section.allowed_hosts.iter().flatten().map(String::as_str),
+                "web.allowed_hosts",
+            )?,
+        };
+        config.trust_forwarded_host = match std::env::var(ENV_WEB_TRUST_FORWARDED_HOST) {
+            Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => true,
+                "0" | "false" | "no" | "off" => false,
+                _ => {
+                    return Err(Error::InvalidOption {
+                        option: ENV_WEB_TRUST_FORWARDED_HOST,
+                        value: v,
+                        reason: "expected true or false".into(),
+                    });
+                }
+            },
+            Err(_) => section.trust_forwarded_host.unwrap_or(false),
+        };
         Ok(config)
     }
 
@@ -172,6 +254,10 @@ pub(crate) struct App {
     pub config: WebConfig,
     /// The CSRF token of this server: random, made at start.
     pub csrf: String,
+    /// The `Host` names it answers.
+    pub hosts: hosts::HostRules,
+    /// The credentials it refused: counts for /metrics, the log's budget.
+    pub auth_failures: refusals::AuthFailures,
 }
 
 pub(crate) type Shared = Arc<App>;
@@ -187,12 +273,15 @@ pub fn router(queue: Queue, config: WebConfig) -> Result<Router> {
         reason: format!("no randomness for the CSRF token: {e}"),
     })?;
     let csrf = secret.iter().map(|b| format!("{b:02x}")).collect();
+    let hosts = hosts::HostRules::new(&config);
     let app: Shared = Arc::new(App {
         queue,
         config,
         csrf,
+        hosts,
+        auth_failures: refusals::AuthFailures::default(),
     });
-    Ok(Router::new()
+    let routes = Router::new()
         .route("/", get(pages::root))
         .route("/queues", get(pages::queues::page))
         .route("/queues/live", get(pages::queues::live))
@@ -222,14 +311,24 @@ pub fn router(queue: Queue, config: WebConfig) -> Result<Router> {
             app.clone(),
             access::check,
         ))
-        .with_state(app))
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            hosts::check,
+        ))
+        .with_state(app);
+    Ok(headers::apply(routes))
 }
 
 /// Serves [`router`] on `bind` until SIGTERM or SIGINT, then finishes the
 /// requests in flight. Blocks; starts its own tokio runtime. Without
 /// credentials it serves a loopback address only (anonymously, and says
-/// so in the log) and refuses any other.
+/// so in the log) and refuses any other. It sets [`WebConfig::listen`] to
+/// the address it listens on, so that address (and on loopback
+/// `localhost`) is an allowed `Host`.
 pub fn serve(queue: Queue, mut config: WebConfig, bind: SocketAddr) -> Result<()> {
+    if let Err(error @ Error::SchemaBehind { .. }) = queue.check_schema() {
+        return Err(error);
+    }
     if !config.has_credentials() {
         if !bind.ip().is_loopback() {
             return Err(Error::InvalidOption {
@@ -247,7 +346,6 @@ pub fn serve(queue: Queue, mut config: WebConfig, bind: SocketAddr) -> Result<()
         );
         config.anonymous = true;
     }
-    let app = router(queue, config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("solidq-web")
@@ -261,11 +359,18 @@ pub fn serve(queue: Queue, mut config: WebConfig, bind: SocketAddr) -> Result<()
         let local = listener
             .local_addr()
             .map_err(|e| io_error("read the listening address", e))?;
-        log::info!("solidq web: listening on http://{local}/");
-        axum::serve(listener, app)
-            .with_graceful_shutdown(stop_signal())
-            .await
-            .map_err(|e| io_error("serve", e))
+        config.listen = Some(local);
+        let names = hosts::HostRules::new(&config).describe();
+        let app = router(queue, config)?;
+        log::info!("solidq web: listening on http://{local}/ for the Host names {names}");
+        // The remote address, for the log of refused credentials.
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(stop_signal())
+        .await
+        .map_err(|e| io_error("serve", e))
     })
 }
 

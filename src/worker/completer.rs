@@ -10,21 +10,31 @@
 //! hooks and counted for the job statistics (`tally.rs`) once their
 //! transaction committed.
 //!
-//! A batch that fails with a transient error (the database is unreachable,
-//! a lock conflict) is retried with backoff, the jobs staying claimed. One
-//! that fails otherwise is written again row by row, so one bad row cannot
-//! hold the others: a row that still cannot be written is recorded as a
-//! failure of its job ("outcome_not_recorded", with the database's error),
-//! and if even that cannot be written its job stays claimed until its
-//! process stops or is pruned.
+//! **The environment is never a verdict.** A batch that fails for a reason
+//! that is not its own (the database is unreachable or locked, the disk or
+//! the server's memory is full, a table is missing) stays in memory, in
+//! order, and is written again with back-off (at once when a heartbeat
+//! shows the database answering), the jobs staying claimed; fencing still
+//! applies when it lands. While outcomes wait so, the poller claims nothing
+//! (see [`Backlog`]). Only a batch the database refused for a value of its
+//! own is written again row by row, so one bad row cannot hold the others:
+//! a row the database refuses for its content (a constraint, a value too
+//! large, bytes it cannot store: any error but the environment's) is
+//! recorded as a failure of its job
+//! ("outcome_not_recorded", naming the database's error), and if even that
+//! cannot be written its job stays claimed until its process stops or is
+//! pruned. Progress and checkpoints follow the same rule: kept for the
+//! next write while the database cannot take them, dropped only when it
+//! refuses them for their content.
 //!
 //! After each heartbeat that worked, the heartbeat thread asks it to add
 //! the outcomes counted since the last time to the job statistics (one
 //! statement, `tally.rs`), so that write never delays a heartbeat.
 //!
 //! The poller claims nothing while more than [`Backlog`]'s limit of
-//! outcomes wait here, so a completer that cannot write does not let the
-//! worker run ever more jobs whose outcomes it cannot record.
+//! outcomes wait here, or while writing them fails, so a completer that
+//! cannot write does not let the worker run ever more jobs whose outcomes
+//! it cannot record.
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -40,7 +50,7 @@ use super::tally::{Counting, Tally};
 use crate::events::{Events, JobCancelled, JobFailed, JobRetried, JobSnoozed, JobSucceeded};
 use crate::job::ProgressCell;
 use crate::store::{Completion, Counted, FinishReport, Outcome, Progress, Start, Store};
-use crate::types::{Error, ErrorInfo, Result};
+use crate::types::{Error, ErrorInfo, ErrorKind, Result};
 
 /// A message to the completer.
 // `Stop` is sent once per worker; boxing `Done` to shrink it would cost an
@@ -97,11 +107,13 @@ impl Ran {
 }
 
 /// Outcomes handed to the completer and not yet written (nor given up
-/// on). Above `limit` the poller stops claiming; the completer wakes it
-/// when the count falls back.
+/// on). Above `limit`, or while writing them fails, the poller stops
+/// claiming; the completer wakes it when that passes.
 pub(crate) struct Backlog {
     count: AtomicUsize,
     limit: usize,
+    /// Set while the last write of outcomes failed.
+    failing: AtomicBool,
     wake: Sender<()>,
 }
 
@@ -110,6 +122,7 @@ impl Backlog {
         Backlog {
             count: AtomicUsize::new(0),
             limit: limit.max(1),
+            failing: AtomicBool::new(false),
             wake,
         }
     }
@@ -130,6 +143,18 @@ impl Backlog {
     /// Whether so many outcomes wait that claiming more work must wait.
     pub(crate) fn is_full(&self) -> bool {
         self.count.load(Ordering::SeqCst) > self.limit
+    }
+
+    /// Whether outcomes wait because writing them fails: no job may start
+    /// whose end could not be recorded either.
+    pub(crate) fn is_failing(&self) -> bool {
+        self.failing.load(Ordering::SeqCst)
+    }
+
+    fn set_failing(&self, failing: bool) {
+        if self.failing.swap(failing, Ordering::SeqCst) && !failing {
+            let _ = self.wake.try_send(());
+        }
     }
 }
 
@@ -186,6 +211,8 @@ impl Completer {
                         progress_written: None,
                         ending: Vec::new(),
                         failures: 0,
+                        failing_since: None,
+                        failing_said: None,
                     };
                     completer.run(&rx);
                     let _ = exited_tx.send(());
@@ -262,8 +289,12 @@ struct Run {
     /// The last progress and checkpoints of pending jobs: written in the
     /// transaction of their outcomes.
     ending: Vec<Progress>,
-    /// Transient failures in a row.
+    /// Failed writes in a row.
     failures: u32,
+    /// When the current run of failed writes began.
+    failing_since: Option<Instant>,
+    /// When it was last reported.
+    failing_said: Option<Instant>,
 }
 
 impl Run {
@@ -341,7 +372,9 @@ impl Run {
                     self.give_up(ids);
                     return;
                 }
-                self.back_off(&error);
+                if self.back_off(&error, rx) {
+                    stopping = true;
+                }
             }
         }
     }
@@ -402,18 +435,30 @@ impl Run {
         self.store_progress(cells);
     }
 
-    /// Progress is advisory: a failed write is logged and dropped (the
-    /// job's next `set_progress` is written again).
+    /// Writes progress and checkpoints; what the database cannot take for
+    /// now (it is away or full) is put back for the next write, what it
+    /// refuses for its content is logged and dropped (the job's next
+    /// `set_progress` is written again).
     fn store_progress(&mut self, cells: Vec<Arc<ProgressCell>>) {
-        let rows = progress_rows(cells);
+        let (cells, rows): (Vec<_>, Vec<_>) = cells
+            .into_iter()
+            .filter_map(|cell| progress_row(&cell).map(|row| (cell, row)))
+            .unzip();
         if rows.is_empty() {
             return;
         }
         if let Err(error) = self.store.jobs_progress(&rows) {
-            log::warn!(
-                "cannot record the progress of jobs {:?} ({error}); it is written again when they report more",
-                rows.iter().map(|r| r.job_id).collect::<Vec<_>>()
-            );
+            let ids = rows.iter().map(|r| r.job_id).collect::<Vec<_>>();
+            if !is_environment(&error) {
+                log::warn!(
+                    "the database refused the progress of jobs {ids:?} ({error}); it is written again when they report more"
+                );
+                return;
+            }
+            log::debug!("cannot record the progress of jobs {ids:?} yet ({error}); kept");
+            for (cell, row) in cells.into_iter().zip(rows) {
+                cell.restore(row.json, row.checkpoint);
+            }
         }
     }
 
@@ -448,12 +493,13 @@ impl Run {
                     self.stats.write(take, started.elapsed());
                 }
                 self.failures = 0;
+                self.backlog.set_failing(false);
                 self.starts.clear();
                 self.ending.clear();
                 self.written(take, &report);
                 Ok(())
             }
-            Err(error) if error.is_transient() => Err(error),
+            Err(error) if is_environment(&error) => Err(error),
             Err(error) => {
                 log::warn!(
                     "a batch of {take} outcomes and {} starts could not be written ({error}); writing them one by one",
@@ -469,7 +515,7 @@ impl Run {
                 }
                 match self.store.claimed_finish(&[], &starts, &[]) {
                     Ok(_) => {}
-                    Err(error) if error.is_transient() => return Err(error),
+                    Err(error) if is_environment(&error) => return Err(error),
                     Err(error) => log::error!(
                         "cannot record that jobs {:?} started ({error}); if this process dies they go back to ready without counting a stall",
                         starts.iter().map(|s| s.job_id).collect::<Vec<_>>()
@@ -484,24 +530,28 @@ impl Run {
         }
     }
 
-    /// Writes the first pending completion on its own; one that cannot be
-    /// written is recorded as a failure of its job instead.
+    /// Writes the first pending completion on its own; one the database
+    /// refuses for its content is recorded as a failure of its job instead.
+    /// Any other error is returned: the completion stays pending.
     fn write_alone(&mut self) -> std::result::Result<(), Error> {
         let error = match self.store.claimed_finish(&self.pending[..1], &[], &[]) {
             Ok(report) => {
+                self.backlog.set_failing(false);
                 self.written(1, &report);
                 return Ok(());
             }
-            Err(error) if error.is_transient() => return Err(error),
+            Err(error) if is_environment(&error) => return Err(error),
             Err(error) => error,
         };
         let job_id = self.pending[0].job_id;
         log::error!(
-            "the outcome of job {job_id} cannot be written ({error}); recording it as failed"
+            "the database refused the outcome of job {job_id} for its content ({error}); recording it as failed"
         );
         let info = ErrorInfo {
             kind: "outcome_not_recorded".into(),
-            message: format!("the job's outcome could not be written to the database: {error}"),
+            message: format!(
+                "the database refused the job's outcome for its content (not for lack of space or connection), so it is recorded as failed: {error}"
+            ),
             backtrace: None,
             attempt: Some(self.facts[0].attempt),
             at: Some(Utc::now()),
@@ -513,7 +563,7 @@ impl Run {
         };
         match self.store.claimed_finish(&self.pending[..1], &[], &[]) {
             Ok(report) => self.written(1, &report),
-            Err(error) if error.is_transient() => return Err(error),
+            Err(error) if is_environment(&error) => return Err(error),
             Err(error) => {
                 log::error!(
                     "job {job_id}: not even its failure can be written ({error}); it stays claimed until this process stops or is pruned"
@@ -529,6 +579,13 @@ impl Run {
     /// Reports the first `n` pending completions, written per `report`,
     /// and drops them.
     fn written(&mut self, n: usize, report: &FinishReport) {
+        if let Some(since) = self.failing_since.take() {
+            log::info!(
+                "outcomes are recorded again after {:.1?} of failed writes",
+                since.elapsed()
+            );
+            self.failing_said = None;
+        }
         for id in &report.lost {
             log::warn!(
                 "claim on job {id} was lost (this process was pruned meanwhile): its outcome was not recorded over the new claim"
@@ -558,20 +615,72 @@ impl Run {
             .extend(ids);
     }
 
-    fn back_off(&mut self, error: &Error) {
+    /// Waits before writing failed outcomes again, taking the messages
+    /// that arrive meanwhile; a heartbeat that worked (`FlushStats`: the
+    /// database answers) ends the wait at once. The first failure of a run
+    /// is logged at warn, then one line per [`STILL_FAILING_EVERY`].
+    /// Returns whether it was told to stop.
+    fn back_off(&mut self, error: &Error, rx: &Receiver<Message>) -> bool {
+        if self.failures == 0 {
+            self.backlog.set_failing(true);
+            self.failing_since = Some(Instant::now());
+            log::warn!(
+                "cannot record {} outcomes ({error}); they are kept and written when the database takes them, and this worker claims nothing meanwhile",
+                self.pending.len()
+            );
+        } else if self
+            .failing_said
+            .is_none_or(|at| at.elapsed() >= STILL_FAILING_EVERY)
+        {
+            self.failing_said = Some(Instant::now());
+            log::warn!(
+                "still cannot record {} outcomes after {:.0?} ({error}); retrying",
+                self.pending.len(),
+                self.failing_since
+                    .map(|at| at.elapsed())
+                    .unwrap_or_default()
+            );
+        }
         self.failures += 1;
         let pause =
             Duration::from_millis(50 * 2u64.pow(self.failures.min(7))).min(Duration::from_secs(5));
-        log::warn!(
-            "cannot record {} completions ({error}); retrying in {pause:?}, the jobs stay claimed meanwhile",
-            self.pending.len()
-        );
         let until = Instant::now() + pause;
-        while Instant::now() < until && !self.abandon.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(20).min(pause));
+        let mut stop = false;
+        while !self.abandon.load(Ordering::SeqCst) {
+            let slice = until.min(Instant::now() + Duration::from_millis(20));
+            match rx.recv_deadline(slice) {
+                Ok(Message::FlushStats) => {
+                    self.flush_stats();
+                    break;
+                }
+                Ok(Message::Stop) => stop = true,
+                Ok(message) => self.take(message),
+                Err(RecvTimeoutError::Disconnected) => stop = true,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            if Instant::now() >= until {
+                break;
+            }
+            if stop {
+                // Nothing more will arrive: sleep out the slice.
+                std::thread::sleep(Duration::from_millis(20).min(until - Instant::now()));
+            }
         }
+        stop
     }
 }
+
+/// Whether a failed write says nothing about the rows written: the
+/// database is away, locked, full, or lacks migrations. Such outcomes wait
+/// and are written later; any other refusal (a constraint, a value too
+/// large, bytes the backend cannot store) is the row's own, and its job is
+/// recorded as failed.
+fn is_environment(error: &Error) -> bool {
+    error.is_transient() || error.kind() == ErrorKind::SchemaMismatch
+}
+
+/// How often a completer whose writes keep failing says so again.
+const STILL_FAILING_EVERY: Duration = crate::process::heartbeat::STILL_FAILING_EVERY;
 
 /// Tells `events` of a recorded outcome.
 pub(super) fn report_outcome(events: &dyn Events, completion: &Completion, ran: Ran) {
@@ -629,16 +738,18 @@ pub(super) fn report_outcome(events: &dyn Events, completion: &Completion, ran: 
 
 /// The values of `cells` not written yet, as rows to write.
 fn progress_rows(cells: Vec<Arc<ProgressCell>>) -> Vec<Progress> {
-    cells
-        .into_iter()
-        .filter_map(|cell| match cell.take() {
-            (None, None) => None,
-            (json, checkpoint) => Some(Progress {
-                job_id: cell.job_id,
-                process_id: cell.process_id,
-                json,
-                checkpoint,
-            }),
-        })
-        .collect()
+    cells.iter().filter_map(|cell| progress_row(cell)).collect()
+}
+
+/// The values of `cell` not written yet, as a row to write.
+fn progress_row(cell: &ProgressCell) -> Option<Progress> {
+    match cell.take() {
+        (None, None) => None,
+        (json, checkpoint) => Some(Progress {
+            job_id: cell.job_id,
+            process_id: cell.process_id,
+            json,
+            checkpoint,
+        }),
+    }
 }

@@ -85,6 +85,10 @@ impl Worker {
         if self.registry.is_empty() {
             return Err(Error::NoJobTypes);
         }
+        if let Some(error) = self.registry.invalid() {
+            return Err(error);
+        }
+        self.queue.check_schema()?;
         executor::install_panic_capture();
         executor::arm_panic_capture();
         let queue = match &self.events {
@@ -164,6 +168,7 @@ impl Worker {
                     outcome: execution.outcome,
                     slot: Slot::of(job.concurrency_key.as_deref(), &options),
                     batch_id: job.batch_id,
+                    started: execution.started,
                 };
                 let report =
                     store.claimed_finish(std::slice::from_ref(&completion), &[], &progress)?;

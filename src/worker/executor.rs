@@ -75,6 +75,9 @@ pub(crate) struct Execution {
     pub elapsed: Duration,
     /// The error's kind and message, for logs; `None` on success.
     pub error: Option<(String, String)>,
+    /// When the attempt started; `None` when it did not (cancelled before
+    /// this claim of it started).
+    pub started: Option<Instant>,
 }
 
 /// Runs `job` and decides its outcome.
@@ -89,12 +92,7 @@ pub(crate) fn execute(
 ) -> Execution {
     if cancel.load(Ordering::SeqCst) {
         // Asked to stop while a worker that is gone held it: not run.
-        return cancelled(
-            job,
-            options,
-            Duration::ZERO,
-            "before this claim of it started",
-        );
+        return cancelled(job, options, Duration::ZERO, None, None);
     }
     let attempt = u32::try_from(job.attempts).unwrap_or(0).saturating_add(1);
     let max_attempts = u32::try_from(job.max_attempts).unwrap_or(1).max(1);
@@ -124,11 +122,24 @@ pub(crate) fn execute(
     let timed_out = deadline.is_some_and(|d| Instant::now() > d);
     // Cancelled and ended with any error (a panic, a snooze, an
     // interruption): discarded, whatever attempts or snoozes are left.
+    // The job's own error is kept beside the operator's reason.
     if cancel.load(Ordering::SeqCst) && !matches!(ran, Ok(Some(Ok(_)))) {
-        return cancelled(job, options, elapsed, "while it ran");
+        let own = match &ran {
+            Err(payload) => (
+                "panic".to_string(),
+                crate::types::panic_message(payload.as_ref()),
+            ),
+            Ok(None) => (
+                "unknown_kind".to_string(),
+                format!("no job type registered for kind {:?}", job.kind),
+            ),
+            Ok(Some(Err(e))) => (e.kind.clone(), e.message.clone()),
+            Ok(Some(Ok(_))) => unreachable!("checked above"),
+        };
+        return cancelled(job, options, elapsed, Some(started), Some(own));
     }
 
-    let failure: Result<serde_json::Value, (ErrorInfo, bool)> = match ran {
+    let failure: Result<Option<String>, (ErrorInfo, bool)> = match ran {
         Err(payload) => {
             let message = crate::types::panic_message(payload.as_ref());
             let backtrace =
@@ -154,7 +165,7 @@ pub(crate) fn execute(
             hand_back: Some(hand_back),
             ..
         }))) if !timed_out => {
-            return hand_back_execution(job, options, hand_back, elapsed, attempt);
+            return hand_back_execution(job, options, hand_back, elapsed, attempt, started);
         }
         Ok(Some(Err(JobError {
             kind,
@@ -163,7 +174,24 @@ pub(crate) fn execute(
             retry,
             ..
         }))) => Err((info(&kind, message, backtrace, attempt), retry)),
-        Ok(Some(Ok(value))) => Ok(value),
+        Ok(Some(Ok(value))) => {
+            // Stored as JSON text: one over the limit fails the job, for
+            // good (running it again would give the same), never cut.
+            let text = (!value.is_null()).then(|| value.to_string());
+            let size = text.as_ref().map_or(0, String::len);
+            match registry.payload.check("result", &job.kind, size) {
+                Ok(()) => Ok(text),
+                Err(error) => Err((
+                    info(
+                        "result_too_large",
+                        format!("{error}; the result was not stored"),
+                        None,
+                        attempt,
+                    ),
+                    false,
+                )),
+            }
+        }
     };
     // A job that returns after its deadline failed by timeout, whatever it
     // returned: its caller was promised an answer by then.
@@ -181,13 +209,14 @@ pub(crate) fn execute(
     };
 
     match failure {
-        Ok(value) => Execution {
+        Ok(result) => Execution {
             outcome: Outcome::Succeeded {
-                result: (!value.is_null()).then(|| value.to_string()),
+                result,
                 keep: Duration::from_millis(options.keep_result_ms),
             },
             elapsed,
             error: None,
+            started: Some(started),
         },
         Err((error, retryable)) => {
             let summary = Some((error.kind.clone(), error.message.clone()));
@@ -229,21 +258,32 @@ pub(crate) fn execute(
                 outcome,
                 elapsed,
                 error: summary,
+                started: Some(started),
             }
         }
     }
 }
 
-/// A job an operator cancelled: finished as discarded.
+/// A job an operator cancelled: finished as discarded. `started` when its
+/// attempt ran (it then counts as an attempt), with the error the job
+/// itself ended with (`own`: kind and message), kept in the message.
 fn cancelled(
     job: &ClaimedJob,
     options: &StoredOptions,
     elapsed: Duration,
-    when: &str,
+    started: Option<Instant>,
+    own: Option<(String, String)>,
 ) -> Execution {
+    let message = match (&started, own) {
+        (None, _) => "cancelled by an operator before this claim of it started".to_string(),
+        (Some(_), None) => "cancelled by an operator while it ran".to_string(),
+        (Some(_), Some((kind, message))) => {
+            format!("cancelled by an operator while it ran; the job ended with {kind}: {message}")
+        }
+    };
     let error = ErrorInfo {
         kind: DISCARDED.into(),
-        message: format!("cancelled by an operator {when}"),
+        message,
         backtrace: None,
         attempt: Some(u32::try_from(job.attempts).unwrap_or(0).saturating_add(1)),
         at: Some(Utc::now()),
@@ -256,6 +296,7 @@ fn cancelled(
         },
         elapsed,
         error: Some((error.kind, error.message)),
+        started,
     }
 }
 
@@ -267,6 +308,7 @@ fn hand_back_execution(
     hand_back: HandBack,
     elapsed: Duration,
     attempt: u32,
+    started: Instant,
 ) -> Execution {
     let max = options.max_snoozes.unwrap_or(DEFAULT_MAX_SNOOZES);
     let (delay, asked) = match hand_back {
@@ -292,12 +334,14 @@ fn hand_back_execution(
                 error: error.to_stored_json(),
             },
             elapsed,
+            started: Some(started),
         };
     }
     Execution {
         outcome: Outcome::Snoozed { delay },
         elapsed,
         error: None,
+        started: Some(started),
     }
 }
 

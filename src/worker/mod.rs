@@ -70,10 +70,12 @@ pub struct Worker {
 impl Worker {
     /// A worker on `queue`'s database with the default [`WorkerConfig`].
     pub fn new(queue: Queue) -> Worker {
+        let mut registry = Registry::default();
+        registry.payload = queue.payload_limit();
         Worker {
             queue,
             config: WorkerConfig::default(),
-            registry: Registry::default(),
+            registry,
             events: None,
         }
     }
@@ -176,17 +178,28 @@ impl Worker {
         self
     }
 
-    /// Teaches the worker a job type.
+    /// Teaches the worker a job type. Its [`Job::options`] are checked
+    /// here ([`JobOptions::validate`](crate::JobOptions::validate)): a value
+    /// that cannot work (a concurrency limit of 0, a rate limit period of
+    /// zero…) is refused by [`Worker::start`], naming the value and the
+    /// kind, before anything starts.
     pub fn register<J: Job>(mut self) -> Worker {
         self.registry.register::<J>();
         self
     }
 
     /// Starts the worker's threads and returns at once; stop it with
-    /// [`WorkerHandle::stop`]. Does not install signal handlers.
+    /// [`WorkerHandle::stop`]. Does not install signal handlers. Refuses,
+    /// with nothing started or registered, a configuration that cannot work
+    /// ([`WorkerConfig::validate`]: `threads(0)`, no queues…), no job
+    /// types, a kind registered twice, or a registered type whose options
+    /// cannot work (see [`Worker::register`]), each naming the value.
     pub fn start(self) -> Result<WorkerHandle> {
         if self.registry.is_empty() {
             return Err(Error::NoJobTypes);
+        }
+        if let Some(error) = self.registry.invalid() {
+            return Err(error);
         }
         if let Some(kind) = self.registry.duplicates().first() {
             return Err(Error::InvalidOption {
@@ -197,6 +210,20 @@ impl Worker {
         }
         for warning in self.config.validate()?.0 {
             log::warn!("{warning}");
+        }
+        // A build newer than the database's schema refuses (or, asked to,
+        // waits) here rather than failing every claim; a database that is
+        // away is an outage, ridden out once started.
+        match self.queue.check_schema() {
+            Err(error @ Error::SchemaBehind { .. }) => {
+                if !self.config.wait_for_migrations {
+                    return Err(error);
+                }
+                let (_never, stop) = crossbeam_channel::bounded::<()>(0);
+                self.queue.wait_for_schema("worker", &stop);
+            }
+            Err(error) => log::debug!("cannot check the schema yet ({error})"),
+            Ok(()) => {}
         }
         let wanted = runtime::connections_needed(&self.config);
         if self.queue.pool_size() < wanted {
@@ -216,11 +243,18 @@ impl Worker {
     }
 
     /// Installs SIGTERM/SIGINT handlers (before anything else), starts the
-    /// worker, and blocks until a signal arrives or the worker stops itself
-    /// (heartbeats lost); then shuts down gracefully.
+    /// worker, and blocks until a signal arrives (or the worker stops
+    /// itself, which it never does for the database being away); then
+    /// shuts down gracefully.
     pub fn run(self) -> Result<()> {
         crate::process::install_signal_handlers()?;
         let signals = crate::process::subscribe_signals();
+        if self.config.wait_for_migrations
+            && matches!(self.queue.check_schema(), Err(Error::SchemaBehind { .. }))
+            && !self.queue.wait_for_schema("worker", &signals)
+        {
+            return Ok(());
+        }
         let handle = self.start()?;
         crossbeam_channel::select! {
             recv(signals) -> _ => {},

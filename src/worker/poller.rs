@@ -8,8 +8,9 @@
 //! back at once, so a worker never sits on work others could run.
 //!
 //! It claims nothing while the worker's lease is invalid (its heartbeats
-//! failed too long: its row may be pruned) or while outcomes wait for the
-//! completer beyond its limit.
+//! failed too long: its row may be pruned), while outcomes wait for the
+//! completer beyond its limit, or while writing outcomes fails (a full
+//! disk, an outage): a job started then could not have its end recorded.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::pool::{self, Assigned, WorkQueue};
-use super::runtime::{Parts, Shared};
+use super::runtime::{Parts, Shared, lock};
 use super::shutdown;
 use super::stats::{self, Plan};
 use crate::events::JobClaimed;
@@ -35,6 +36,7 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
     let threads = shared.config.threads;
     let mut failures = 0u32;
     let mut backlog = false;
+    let mut outcomes_failing = false;
     let parent = std::os::unix::process::parent_id();
     while !shared.stopping.load(Ordering::SeqCst) {
         if shared.config.supervisor_id.is_some() && std::os::unix::process::parent_id() != parent {
@@ -47,9 +49,12 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
         } else {
             shared.config.polling_interval
         };
+        pool::release_pending(shared);
         let process_id = shared.process_id();
         if process_id == 0 {
-            reregister(shared);
+            if !reregister(shared, &mut failures) {
+                wait = backoff(shared.config.polling_interval, failures);
+            }
         } else {
             let plan = plan(shared);
             rebalance(shared, &parts.work, &plan);
@@ -64,7 +69,18 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
                 |free: usize, waiting: usize| free > 0 && (free * 2 >= capacity || waiting == 0);
             // Outcomes the completer cannot write yet, or a lease that may
             // have lapsed: claim nothing more until that passes.
-            let may_claim = !shared.backlog.is_full() && shared.lease.is_valid();
+            let failing = shared.backlog.is_failing();
+            if failing != outcomes_failing {
+                outcomes_failing = failing;
+                if failing {
+                    log::warn!(
+                        "outcomes cannot be written: claiming nothing until they are (the jobs already claimed run on)"
+                    );
+                } else {
+                    log::info!("outcomes are written again: claiming");
+                }
+            }
+            let may_claim = !shared.backlog.is_full() && !failing && shared.lease.is_valid();
             if free > 0 && may_claim && (!backlog || worth_it(free, parts.work.len())) {
                 let immediate = threads.saturating_sub(inflight).min(free);
                 let limits = ClaimLimits {
@@ -138,6 +154,7 @@ fn grant_starts(shared: &Shared, process_id: i64, jobs: Vec<ClaimedJob>) -> Vec<
                 job_id: job.id,
                 rate: options.rate.clone()?,
                 options,
+                due_at: job.due_at,
             })
         })
         .collect();
@@ -156,9 +173,15 @@ fn grant_starts(shared: &Shared, process_id: i64, jobs: Vec<ClaimedJob>) -> Vec<
                 Ok(back) => back.into_iter().collect(),
                 Err(error) => {
                     log::warn!(
-                        "cannot send them back either ({error}); their claims are released when this worker deregisters or is pruned"
+                        "cannot send them back either ({error}); their claims are released as soon as the database takes it"
                     );
-                    limited.iter().map(|l| l.job_id).collect()
+                    let ids: HashSet<i64> = limited.iter().map(|l| l.job_id).collect();
+                    lock(&shared.unreleased).extend(
+                        jobs.iter()
+                            .filter(|j| ids.contains(&j.id))
+                            .map(|j| pool::Unreleased::of(j, process_id)),
+                    );
+                    ids
                 }
             }
         }
@@ -222,23 +245,30 @@ fn rebalance(shared: &Shared, work: &WorkQueue, plan: &Plan) {
     }
 }
 
-/// After the row was pruned: once nothing runs under the old registration,
-/// register afresh.
-fn reregister(shared: &Shared) {
+/// Registers the worker: at the start, if the database was away then, or
+/// after its row was pruned, once nothing runs under the old registration.
+/// Returns false when it tried and failed (`failures` counts the tries in
+/// a row, for the back-off; the first and every tenth are logged).
+fn reregister(shared: &Shared, failures: &mut u32) -> bool {
     if shared.inflight.load(Ordering::SeqCst) > 0 {
-        return;
+        return true;
     }
     let sent = Instant::now();
     match process::register(&shared.store, &shared.process, shared.events.as_ref()) {
         Ok(id) => {
             shared.lease.renew(sent);
             shared.process_id.store(id, Ordering::SeqCst);
-            log::info!(
-                "worker {} registered again as process {id}",
-                shared.process.name
-            );
+            *failures = 0;
+            log::info!("worker {} registered as process {id}", shared.process.name);
+            true
         }
-        Err(error) => log::warn!("cannot register again yet: {error}"),
+        Err(error) => {
+            if failures.is_multiple_of(10) {
+                log::warn!("cannot register yet: {error}; retrying");
+            }
+            *failures += 1;
+            false
+        }
     }
 }
 

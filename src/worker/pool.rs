@@ -283,6 +283,7 @@ fn run(shared: &Shared, thread: usize, assigned: Assigned, completions: &Sender<
         outcome: execution.outcome,
         slot: Slot::of(job.concurrency_key.as_deref(), &options),
         batch_id: job.batch_id,
+        started: execution.started,
     };
     let ran = Ran {
         attempt: u32::try_from(job.attempts).unwrap_or(0).saturating_add(1),
@@ -316,6 +317,26 @@ pub(super) fn on_claim_clock(
         .unwrap_or(job.claimed_at)
 }
 
+/// A claimed job that never started, to hand back.
+#[derive(Debug, Clone)]
+pub(crate) struct Unreleased {
+    pub process_id: i64,
+    pub job_id: i64,
+    pub kind: String,
+    pub queue: String,
+}
+
+impl Unreleased {
+    pub(super) fn of(job: &ClaimedJob, process_id: i64) -> Unreleased {
+        Unreleased {
+            process_id,
+            job_id: job.id,
+            kind: job.kind.clone(),
+            queue: job.queue_name.clone(),
+        }
+    }
+}
+
 /// Hands claimed jobs that never started back to ready (not a stall), so
 /// other workers can take them.
 pub(super) fn hand_back(shared: &Shared, jobs: Vec<Assigned>) {
@@ -323,22 +344,36 @@ pub(super) fn hand_back(shared: &Shared, jobs: Vec<Assigned>) {
         return;
     }
     shared.inflight.fetch_sub(jobs.len(), Ordering::SeqCst);
-    let mut by_process: HashMap<i64, Vec<i64>> = HashMap::new();
-    for a in &jobs {
-        by_process.entry(a.process_id).or_default().push(a.job.id);
+    release(
+        shared,
+        jobs.iter()
+            .map(|a| Unreleased::of(&a.job, a.process_id))
+            .collect(),
+    );
+}
+
+/// Releases claims of jobs that never started; those the database cannot
+/// take now wait in [`Shared::unreleased`] for the poller's next turn
+/// ([`release_pending`]). Fenced: a claim no longer this registration's
+/// (its process was pruned, which released it) is left alone.
+pub(super) fn release(shared: &Shared, jobs: Vec<Unreleased>) {
+    let mut by_process: HashMap<i64, Vec<Unreleased>> = HashMap::new();
+    for job in jobs {
+        by_process.entry(job.process_id).or_default().push(job);
     }
-    for (process_id, ids) in by_process {
+    for (process_id, jobs) in by_process {
+        let ids: Vec<i64> = jobs.iter().map(|j| j.job_id).collect();
         match shared.store.claimed_release(process_id, &ids) {
             Ok(released) => {
                 log::info!(
                     "released {} claimed jobs that had not started: {released:?}",
                     released.len()
                 );
-                for a in jobs.iter().filter(|a| released.contains(&a.job.id)) {
+                for job in jobs.iter().filter(|j| released.contains(&j.job_id)) {
                     shared.events.job_released(&JobReleased {
-                        job_id: a.job.id,
-                        kind: a.job.kind.clone(),
-                        queue: a.job.queue_name.clone(),
+                        job_id: job.job_id,
+                        kind: job.kind.clone(),
+                        queue: job.queue.clone(),
                         process_id,
                         cause: ReleaseCause::NotStarted,
                         failed: None,
@@ -347,9 +382,18 @@ pub(super) fn hand_back(shared: &Shared, jobs: Vec<Assigned>) {
             }
             Err(error) => {
                 log::warn!(
-                    "cannot release unstarted jobs {ids:?} yet ({error}); deregistration will"
-                )
+                    "cannot release unstarted jobs {ids:?} yet ({error}); trying again at every poll"
+                );
+                lock(&shared.unreleased).extend(jobs);
             }
         }
+    }
+}
+
+/// Tries again the releases the database could not take before.
+pub(super) fn release_pending(shared: &Shared) {
+    let pending = std::mem::take(&mut *lock(&shared.unreleased));
+    if !pending.is_empty() {
+        release(shared, pending);
     }
 }

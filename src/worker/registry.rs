@@ -31,14 +31,31 @@ struct Handler {
 pub(crate) struct Registry {
     handlers: HashMap<&'static str, Handler>,
     duplicates: Vec<&'static str>,
+    /// The first option of each registered type that cannot work
+    /// ([`crate::JobOptions::validate`]), refused by `Worker::start`.
+    invalid: Vec<(&'static str, String, String)>,
     /// Wraps every run, outermost first.
     middleware: Vec<Arc<dyn Middleware>>,
     /// Given to every job's context.
     pub(crate) state: StateMap,
+    /// The largest result stored: a larger one fails its job.
+    pub(crate) payload: crate::client::PayloadLimit,
 }
 
 impl Registry {
     pub(crate) fn register<J: Job>(&mut self) {
+        if let Err(error) = J::options().validate() {
+            let (option, value, reason) = match error {
+                crate::types::Error::InvalidOption {
+                    option,
+                    value,
+                    reason,
+                } => (option, value, reason),
+                other => ("job options", String::new(), other.to_string()),
+            };
+            let reason = format!("{reason} (in the options of job kind {:?})", J::KIND);
+            self.invalid.push((option, value, reason));
+        }
         let handler = Handler {
             run: Box::new(|arguments, ctx| {
                 let job: J = serde_json::from_str(arguments).map_err(|e| {
@@ -112,5 +129,17 @@ impl Registry {
 
     pub(crate) fn duplicates(&self) -> &[&'static str] {
         &self.duplicates
+    }
+
+    /// The first option of a registered type that cannot work, as an
+    /// error naming the value and the kind.
+    pub(crate) fn invalid(&self) -> Option<crate::types::Error> {
+        self.invalid.first().map(
+            |(option, value, reason)| crate::types::Error::InvalidOption {
+                option,
+                value: value.clone(),
+                reason: reason.clone(),
+            },
+        )
     }
 }

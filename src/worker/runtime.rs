@@ -21,7 +21,7 @@ use crate::client::Queue;
 use crate::config::{EXIT_HARD_TIMEOUT, WorkerConfig};
 use crate::dispatcher::{Dispatcher, DispatcherHandle};
 use crate::events::Events;
-use crate::job::ShutdownSignal;
+use crate::job::{ShutdownSignal, Standing};
 use crate::maintenance::{self, Maintenance, MaintenanceConfig, Pruner};
 use crate::process::heartbeat::{self, Beat, Heartbeat, Lease};
 use crate::process::{self, ProcessKind, wakeups};
@@ -69,8 +69,14 @@ pub(super) struct Shared {
     pub wake: Sender<()>,
     /// Outcomes not yet written: past its limit the poller waits.
     pub backlog: Arc<Backlog>,
-    /// Why the worker stopped itself, if it did.
+    /// Why the worker stopped itself, if it did (never for the database
+    /// being away).
     pub fatal: Mutex<Option<Error>>,
+    /// Claims of jobs that never started which could not be handed back
+    /// (the database was away): the poller tries again at every turn
+    /// until it takes them. The process no longer exits for an outage, so
+    /// waiting for its deregistration could hold them for days.
+    pub unreleased: Mutex<Vec<super::pool::Unreleased>>,
 }
 
 impl Shared {
@@ -188,12 +194,26 @@ pub(crate) fn start(
         }),
     );
     let registered = Instant::now();
-    let id = process::register(&store, &process, events.as_ref())?;
     let lease = Arc::new(Lease::new(
         registered,
         config.process_alive_threshold,
         config.heartbeat_interval,
     ));
+    // A database that is away (or locked, or full) at the start is an
+    // outage like any other: the worker starts unregistered and its poller
+    // registers it when the database answers.
+    let id = match process::register(&store, &process, events.as_ref()) {
+        Ok(id) => id,
+        Err(error) if error.is_transient() => {
+            lease.revoke();
+            log::warn!(
+                "worker {} cannot register yet ({error}); it registers when the database answers",
+                process.name
+            );
+            0
+        }
+        Err(error) => return Err(error),
+    };
     log::info!(
         "worker {} (process {id}, pid {}) started: queues {:?}, {} threads, kinds {:?}",
         process.name,
@@ -213,10 +233,12 @@ pub(crate) fn start(
         registry,
         process,
         process_id: Arc::new(AtomicI64::new(id)),
-        lease,
+        lease: Arc::clone(&lease),
         inflight: AtomicUsize::new(0),
         wake_when_free: AtomicBool::new(false),
-        shutdown: Arc::new(ShutdownSignal::default()),
+        shutdown: Arc::new(ShutdownSignal::with_standing(
+            Arc::clone(&lease) as Arc<dyn Standing>
+        )),
         stopping: AtomicBool::new(false),
         patterns: patterns.clone(),
         listening: AtomicBool::new(false),
@@ -228,6 +250,7 @@ pub(crate) fn start(
         backlog,
         wake,
         fatal: Mutex::new(None),
+        unreleased: Mutex::new(Vec::new()),
     });
 
     let started = (|| -> Result<Parts> {
@@ -294,8 +317,10 @@ pub(crate) fn start(
         Ok(parts) => parts,
         Err(error) => {
             shared.request_stop();
-            let reason = ReleaseReason::Shutdown { started: vec![] };
-            let _ = store.process_deregister(id, &reason);
+            if id != 0 {
+                let reason = ReleaseReason::Shutdown { started: vec![] };
+                let _ = store.process_deregister(id, &reason);
+            }
             return Err(error);
         }
     };
@@ -329,9 +354,15 @@ fn spawn_heartbeat(shared: &Arc<Shared>, completions: Sender<Message>) -> Result
     let on_beat = {
         let shared = Arc::clone(shared);
         move |beat: Beat| match beat {
-            Beat::Alive => {
+            Beat::Alive { recovered } => {
                 check_overdue(&shared);
+                // The completer also takes it as "the database answers":
+                // outcomes waiting out a back-off are written at once.
                 let _ = completions.send(Message::FlushStats);
+                if recovered {
+                    // Claims resume now, not at the end of a back-off.
+                    let _ = shared.wake.try_send(());
+                }
             }
             Beat::RowGone(id) => {
                 if shared
@@ -347,11 +378,8 @@ fn spawn_heartbeat(shared: &Arc<Shared>, completions: Sender<Message>) -> Result
                     let _ = shared.wake.try_send(());
                 }
             }
-            Beat::Lost(error) => {
-                log::error!("{error}");
-                lock(&shared.fatal).get_or_insert(error);
-                shared.request_stop();
-            }
+            // The poller registers it, once nothing runs under the old row.
+            Beat::Unregistered => {}
         }
     };
     heartbeat::spawn(

@@ -13,6 +13,12 @@
 //! its outcomes. The statistics are for metrics and charts; the jobs table
 //! stays the truth.
 //!
+//! Memory is bounded: while flushes keep failing (the statistics table
+//! refused, the database away) the counts grow by one row per minute,
+//! queue, kind and outcome, up to [`MAX_ROWS`]; outcomes that would need
+//! a row beyond it are not counted (said once per run of failures), so an
+//! outage of any length cannot exhaust the worker's memory.
+//!
 //! Times: a job's minute is when its attempt ended, and its wait runs from
 //! when it became due to when it started, both on the backend's clock (the
 //! database's on PostgreSQL): the claim's database time plus the time that
@@ -51,10 +57,17 @@ struct Sums {
 /// since the last flush.
 type Counts = HashMap<String, HashMap<String, HashMap<(NaiveDateTime, Counted), Sums>>>;
 
+/// How many rows (minute, queue, kind, outcome) the counts may hold
+/// before new ones are dropped: about 1 MB.
+pub(crate) const MAX_ROWS: usize = 10_000;
+
 /// Counted outcomes not yet flushed.
 #[derive(Debug, Default)]
 pub(crate) struct Tally {
     counts: Mutex<Counts>,
+    /// Rows in `counts`, and whether a drop was said since the last flush
+    /// that worked.
+    rows: Mutex<(usize, bool)>,
 }
 
 impl Tally {
@@ -93,7 +106,10 @@ impl Tally {
         }
         let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         for (key, add) in summed {
-            let sums = slot(&mut counts, key.queue, key.kind, key.ended_at, key.outcome);
+            let Some(sums) = self.slot(&mut counts, key.queue, key.kind, key.ended_at, key.outcome)
+            else {
+                continue;
+            };
             sums.jobs += add.jobs;
             sums.wait_us = sums.wait_us.saturating_add(add.wait_us);
             sums.run_us = sums.run_us.saturating_add(add.run_us);
@@ -103,13 +119,20 @@ impl Tally {
     /// Writes every count to the database and forgets it; on failure keeps
     /// it for the next flush. Returns how many outcomes were written.
     pub(crate) fn flush(&self, store: &Store) -> Result<i64> {
-        let taken = std::mem::take(&mut *self.counts.lock().unwrap_or_else(|p| p.into_inner()));
+        let taken = {
+            let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+            self.rows.lock().unwrap_or_else(|p| p.into_inner()).0 = 0;
+            std::mem::take(&mut *counts)
+        };
         if taken.is_empty() {
             return Ok(0);
         }
         let deltas = deltas(&taken);
         match store.job_stats_add(&deltas) {
-            Ok(()) => Ok(deltas.iter().map(|d| d.jobs).sum()),
+            Ok(()) => {
+                self.rows.lock().unwrap_or_else(|p| p.into_inner()).1 = false;
+                Ok(deltas.iter().map(|d| d.jobs).sum())
+            }
             Err(error) => {
                 self.put_back(taken);
                 Err(error)
@@ -133,7 +156,9 @@ impl Tally {
         for (queue, kinds) in taken {
             for (kind, rows) in kinds {
                 for ((minute, outcome), add) in rows {
-                    let sums = slot(&mut counts, &queue, &kind, minute, outcome);
+                    let Some(sums) = self.slot(&mut counts, &queue, &kind, minute, outcome) else {
+                        continue;
+                    };
                     sums.jobs += add.jobs;
                     sums.wait_us = sums.wait_us.saturating_add(add.wait_us);
                     sums.run_us = sums.run_us.saturating_add(add.run_us);
@@ -143,25 +168,48 @@ impl Tally {
     }
 }
 
-fn slot<'c>(
-    counts: &'c mut Counts,
-    queue: &str,
-    kind: &str,
-    minute: NaiveDateTime,
-    outcome: Counted,
-) -> &'c mut Sums {
-    if !counts.contains_key(queue) {
-        counts.insert(queue.to_string(), HashMap::new());
+impl Tally {
+    /// The row of a key, made if there is room (see [`MAX_ROWS`]).
+    fn slot<'c>(
+        &self,
+        counts: &'c mut Counts,
+        queue: &str,
+        kind: &str,
+        minute: NaiveDateTime,
+        outcome: Counted,
+    ) -> Option<&'c mut Sums> {
+        let exists = counts
+            .get(queue)
+            .and_then(|kinds| kinds.get(kind))
+            .is_some_and(|rows| rows.contains_key(&(minute, outcome)));
+        if !exists {
+            let mut rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
+            if rows.0 >= MAX_ROWS {
+                if !rows.1 {
+                    rows.1 = true;
+                    log::warn!(
+                        "job statistics could not be written for a long while: {MAX_ROWS} rows wait in memory; outcomes beyond them are not counted in the statistics (the jobs themselves are recorded)"
+                    );
+                }
+                return None;
+            }
+            rows.0 += 1;
+        }
+        if !counts.contains_key(queue) {
+            counts.insert(queue.to_string(), HashMap::new());
+        }
+        let kinds = counts.get_mut(queue).expect("inserted above");
+        if !kinds.contains_key(kind) {
+            kinds.insert(kind.to_string(), HashMap::new());
+        }
+        Some(
+            kinds
+                .get_mut(kind)
+                .expect("inserted above")
+                .entry((minute, outcome))
+                .or_default(),
+        )
     }
-    let kinds = counts.get_mut(queue).expect("inserted above");
-    if !kinds.contains_key(kind) {
-        kinds.insert(kind.to_string(), HashMap::new());
-    }
-    kinds
-        .get_mut(kind)
-        .expect("inserted above")
-        .entry((minute, outcome))
-        .or_default()
 }
 
 fn deltas(counts: &Counts) -> Vec<StatsDelta> {
@@ -240,5 +288,33 @@ mod tests {
         tally.put_back(taken);
         tally.add([counting(at(1, 5), "mail", Counted::Succeeded)]);
         assert_eq!(tally.pending(), 6, "put back and added to");
+    }
+
+    #[test]
+    fn counts_stop_growing_at_the_row_bound() {
+        let tally = Tally::default();
+        let kinds: Vec<String> = (0..MAX_ROWS + 5).map(|i| format!("k{i}")).collect();
+        for kind in &kinds {
+            tally.add([counting(at(1, 5), kind, Counted::Succeeded)]);
+        }
+        assert_eq!(
+            tally.pending(),
+            MAX_ROWS as i64,
+            "rows beyond the bound not counted"
+        );
+        tally.add([counting(at(1, 6), "k0", Counted::Succeeded)]);
+        assert_eq!(
+            tally.pending(),
+            MAX_ROWS as i64 + 1,
+            "an existing row still counts"
+        );
+        let taken = std::mem::take(&mut *tally.counts.lock().unwrap());
+        tally.rows.lock().unwrap().0 = 0;
+        tally.put_back(taken);
+        assert_eq!(
+            tally.pending(),
+            MAX_ROWS as i64 + 1,
+            "put back within the bound"
+        );
     }
 }

@@ -85,6 +85,7 @@ fn run_worker() {
         shutdown_timeout: Duration::from_millis(var("SOLIDQ_TEST_SHUTDOWN_MS", 2000)),
         standalone: var("SOLIDQ_TEST_STANDALONE", true),
         prefetch: var("SOLIDQ_TEST_PREFETCH", solidq::config::DEFAULT_PREFETCH),
+        wait_for_migrations: var("SOLIDQ_TEST_WAIT_FOR_MIGRATIONS", false),
         ..WorkerConfig::default()
     };
     jobs::worker(queue)

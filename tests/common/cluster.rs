@@ -17,12 +17,26 @@ pub struct PrivateCluster {
     dir: tempfile::TempDir,
     bin: PathBuf,
     port: u16,
+    /// Where the data directory is, when not in `dir` (a small
+    /// filesystem); the WAL then stays in `dir`.
+    data_parent: Option<PathBuf>,
 }
 
 impl PrivateCluster {
     /// Creates and starts a cluster; `None` (skipped, loudly) without the
     /// server binaries.
     pub fn start() -> Option<PrivateCluster> {
+        PrivateCluster::create(None)
+    }
+
+    /// Like [`PrivateCluster::start`], its data directory (the tables, not
+    /// the WAL) under `parent`: a small filesystem fills up with tables
+    /// while the WAL still has room, as on a server with a WAL volume.
+    pub fn start_with_data_in(parent: &std::path::Path) -> Option<PrivateCluster> {
+        PrivateCluster::create(Some(parent.to_path_buf()))
+    }
+
+    fn create(data_parent: Option<PathBuf>) -> Option<PrivateCluster> {
         let bin = PathBuf::from(
             std::env::var("SOLIDQ_TEST_PG_BIN").unwrap_or("/usr/lib/postgresql/15/bin".into()),
         );
@@ -40,21 +54,34 @@ impl PrivateCluster {
             run(Command::new("chown").arg("postgres:").arg(dir.path()));
         }
         let port = free_port();
-        let cluster = PrivateCluster { dir, bin, port };
-        cluster.pg(
-            "initdb",
-            &[
-                "-D",
-                &cluster.data(),
-                "-A",
-                "trust",
-                "-U",
-                "postgres",
-                "--no-sync",
-                "-E",
-                "UTF8",
-            ],
-        );
+        if let Some(parent) = &data_parent
+            && is_root()
+        {
+            run(Command::new("chown").arg("postgres:").arg(parent));
+        }
+        let cluster = PrivateCluster {
+            dir,
+            bin,
+            port,
+            data_parent,
+        };
+        let waldir = format!("--waldir={}", cluster.dir.path().join("wal").display());
+        let data = cluster.data();
+        let mut args = vec![
+            "-D",
+            &data,
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "--no-sync",
+            "-E",
+            "UTF8",
+        ];
+        if cluster.data_parent.is_some() {
+            args.push(&waldir);
+        }
+        cluster.pg("initdb", &args);
         cluster.start_again();
         Some(cluster)
     }
@@ -98,7 +125,12 @@ impl PrivateCluster {
     }
 
     fn data(&self) -> String {
-        self.dir.path().join("data").display().to_string()
+        self.data_parent
+            .as_deref()
+            .unwrap_or(self.dir.path())
+            .join("data")
+            .display()
+            .to_string()
     }
 
     fn pg(&self, program: &str, args: &[&str]) {
@@ -175,6 +207,7 @@ impl PrivateCluster {
             dir,
             bin: self.bin.clone(),
             port: free_port(),
+            data_parent: None,
         };
         let port = self.port.to_string();
         standby.pg(

@@ -164,6 +164,9 @@ fn answers(conn: &mut TestConn) -> bool {
 /// partition, a restarted server) and only a statement that may have
 /// reached the server should fail the job.
 pub fn ledger_append(url: &str, job_id: i64, n: i64, event: &str) {
+    // The moment of the event, not of the write (opening a connection
+    // takes milliseconds).
+    let at = now_us();
     CONNS.with(|conns| {
         let mut conns = conns.borrow_mut();
         let mut conn = match conns.remove(url) {
@@ -179,9 +182,8 @@ pub fn ledger_append(url: &str, job_id: i64, n: i64, event: &str) {
         };
         // A panic here drops the connection with the unwinding.
         conn.execute(&format!(
-            "INSERT INTO test_ledger (job_id, n, pid, event, at_us) VALUES ({job_id}, {n}, {}, '{event}', {})",
+            "INSERT INTO test_ledger (job_id, n, pid, event, at_us) VALUES ({job_id}, {n}, {}, '{event}', {at})",
             std::process::id(),
-            now_us()
         ));
         conns.insert(url.to_string(), (conn, Instant::now()));
     });
@@ -196,6 +198,31 @@ impl Job for Ledger {
         }
         ledger_append(&self.url, ctx.job_id(), self.n, "end");
         Ok(serde_json::json!({ "n": self.n }))
+    }
+}
+
+/// Appends a `start` row to `test_ledger`, then waits until it is asked
+/// to stop (`ctx.is_cancelled()`): appends `interrupted` and hands itself
+/// back ([`JobError::interrupted`]). Run again after that (`snoozes` > 0),
+/// it appends `end` at once.
+#[derive(Serialize, Deserialize)]
+pub struct CancelLedger {
+    pub url: String,
+}
+
+impl Job for CancelLedger {
+    const KIND: &'static str = "cancel_ledger";
+    fn perform(&self, ctx: &JobContext) -> JobResult {
+        ledger_append(&self.url, ctx.job_id(), 0, "start");
+        if ctx.snoozes() == 0 {
+            while !ctx.is_cancelled() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            ledger_append(&self.url, ctx.job_id(), 0, "interrupted");
+            return Err(JobError::interrupted());
+        }
+        ledger_append(&self.url, ctx.job_id(), 0, "end");
+        Ok(serde_json::Value::Null)
     }
 }
 
@@ -222,6 +249,25 @@ impl Job for FileLedger {
             .and_then(|mut file| file.write_all(line.as_bytes()))?;
         std::thread::sleep(std::time::Duration::from_millis(self.sleep_ms));
         Ok(serde_json::Value::Null)
+    }
+}
+
+/// A [`FileLedger`] whose arguments carry `pad`, bytes that only take
+/// room (a full disk's tests).
+#[derive(Serialize, Deserialize)]
+pub struct PaddedLedger {
+    pub path: String,
+    pub pad: String,
+}
+
+impl Job for PaddedLedger {
+    const KIND: &'static str = "padded_ledger";
+    fn perform(&self, ctx: &JobContext) -> JobResult {
+        FileLedger {
+            path: self.path.clone(),
+            sleep_ms: 0,
+        }
+        .perform(ctx)
     }
 }
 
@@ -455,6 +501,45 @@ pub fn register(worker: Worker) -> Worker {
         .register::<Stepper>()
         .register::<Rated>()
         .register::<RatedFile>()
+        .register::<HoldLock>()
+        .register::<PaddedLedger>()
+        .register::<CancelLedger>()
+}
+
+/// Takes SQLite's write lock on `db` through a connection of its own
+/// (`BEGIN IMMEDIATE` and a write), says so by writing its pid to
+/// `marker`, holds the lock `hold_ms`, then commits. A test freezes the
+/// process while it holds the lock: every other process then finds the
+/// database locked, as behind a frozen writer.
+#[derive(Serialize, Deserialize)]
+pub struct HoldLock {
+    pub db: String,
+    pub marker: String,
+    pub hold_ms: u64,
+}
+
+impl Job for HoldLock {
+    const KIND: &'static str = "hold_lock";
+    fn perform(&self, _ctx: &JobContext) -> JobResult {
+        #[cfg(feature = "sqlite")]
+        {
+            use diesel::Connection;
+            use diesel::connection::SimpleConnection;
+            let mut conn = diesel::SqliteConnection::establish(&self.db)
+                .map_err(|e| JobError::new("open", e.to_string()))?;
+            conn.batch_execute(
+                "PRAGMA busy_timeout = 60000; BEGIN IMMEDIATE; \
+                 CREATE TABLE IF NOT EXISTS test_held (pid INTEGER); \
+                 INSERT INTO test_held VALUES (1);",
+            )
+            .map_err(|e| JobError::new("lock", e.to_string()))?;
+            std::fs::write(&self.marker, std::process::id().to_string())?;
+            std::thread::sleep(Duration::from_millis(self.hold_ms));
+            conn.batch_execute("COMMIT")
+                .map_err(|e| JobError::new("commit", e.to_string()))?;
+        }
+        Ok(serde_json::Value::Null)
+    }
 }
 
 /// A resumable job of three steps: `one`, then `two` over `items` items

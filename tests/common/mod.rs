@@ -7,10 +7,13 @@
 pub mod child;
 pub mod cluster;
 pub mod jobs;
+#[cfg(feature = "mysql")]
+pub mod mariadb;
 pub mod netns;
 #[cfg(feature = "postgres")]
 pub mod pgbouncer;
 pub mod recorder;
+pub mod tmpfs;
 
 #[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -476,15 +479,20 @@ impl TestConn {
     }
 
     pub fn execute(&mut self, sql: &str) {
-        let result = match self {
+        self.try_execute(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
+    /// Runs `sql`, returning the database's refusal.
+    pub fn try_execute(&mut self, sql: &str) -> diesel::QueryResult<()> {
+        match self {
             #[cfg(feature = "postgres")]
             TestConn::Pg(c) => c.batch_execute(sql),
             #[cfg(feature = "sqlite")]
             TestConn::Sqlite(c) => c.batch_execute(sql),
             #[cfg(feature = "mysql")]
             TestConn::Mysql(c) => c.batch_execute(sql),
-        };
-        result.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
     }
 
     /// Runs a query returning one BIGINT column named `v`.

@@ -17,6 +17,15 @@
 // Any script that runs from stored text (an `alert`, or a dialog nobody
 // asked for) is recorded in `window.__xss` and fails the run.
 //
+// Every page must work under the server's Content-Security-Policy (no
+// inline script or style, no eval, no framing): any `securitypolicyviolation`
+// event or console message about the policy fails the run. Each page's
+// answer must carry the policy and the other browser headers; the live
+// parts must poll, the charts draw, the filters filter. At the end two
+// probes (an inline script and an inline style added to a page) must be
+// blocked and reported, so the watch is shown to work, and a page of
+// another origin framing the dashboard must get nothing.
+//
 // playwright-core downloads no browser: it drives /usr/bin/chromium
 // (Debian's package), in a fresh profile, with no network of its own.
 
@@ -84,8 +93,22 @@ const report = {
   xss: [],
   consoleErrors: [],
   failedRequests: [],
+  csp: { violations: [], probes: {}, headersChecked: 0 },
+  polls: [],
+  charts: null,
+  filters: [],
+  framing: null,
   ms: 0,
 };
+
+// What every answer of a page must say to the browser.
+const REQUIRED_HEADERS = {
+  'x-frame-options': /^DENY$/,
+  'x-content-type-options': /^nosniff$/,
+  'referrer-policy': /^same-origin$/,
+  'cache-control': /^no-store$/,
+};
+const CSP_DIRECTIVES = ["frame-ancestors 'none'", "script-src 'self'", "style-src 'self'", "default-src 'none'"];
 
 async function main() {
   const started = Date.now();
@@ -118,6 +141,22 @@ async function drive(context, base, shots, plan) {
   await context.exposeBinding('__solidqXss', ({ page }, what) => {
     report.xss.push({ url: page.url(), what: String(what) });
   });
+  // Every violation of the Content-Security-Policy, on any page, from
+  // the start of each document.
+  await context.exposeBinding('__solidqCsp', ({ page }, v) => {
+    report.csp.violations.push({ url: page.url(), ...v });
+  });
+  await context.addInitScript(() => {
+    document.addEventListener('securitypolicyviolation', (e) => {
+      window.__solidqCsp?.({
+        directive: e.violatedDirective,
+        blocked: e.blockedURI,
+        source: e.sourceFile,
+        line: e.lineNumber,
+        sample: e.sample,
+      });
+    });
+  });
   await context.addInitScript(() => {
     window.__xss = [];
     const note = (how, message) => {
@@ -149,6 +188,9 @@ async function drive(context, base, shots, plan) {
   page.on('pageerror', (e) => report.consoleErrors.push({ url: page.url(), text: `page error: ${e.message}` }));
   page.on('console', (m) => {
     if (m.type() === 'error') report.consoleErrors.push({ url: page.url(), text: m.text() });
+    if (/Content[- ]Security[- ]Policy/i.test(m.text())) {
+      report.csp.violations.push({ url: page.url(), console: m.text() });
+    }
   });
   page.on('response', (r) => {
     if (r.status() >= 400) report.failedRequests.push({ url: r.url(), method: r.request().method(), status: r.status() });
@@ -173,6 +215,36 @@ async function drive(context, base, shots, plan) {
     }
     const pageErrors = report.consoleErrors.filter((e) => e.text.startsWith('page error'));
     if (pageErrors.length > 0) fail(`script errors on ${where}: ${JSON.stringify(pageErrors)}`);
+    if (report.csp.violations.length > 0) {
+      fail(`Content-Security-Policy violations on ${where}: ${JSON.stringify(report.csp.violations)}`);
+    }
+  };
+
+  // The headers of a page's answer: the policy and the others.
+  const checkHeaders = async (response, where) => {
+    const headers = await response.allHeaders();
+    const csp = headers['content-security-policy'] ?? '';
+    for (const directive of CSP_DIRECTIVES) {
+      if (!csp.includes(directive)) fail(`${where}: Content-Security-Policy ${JSON.stringify(csp)} lacks ${directive}`);
+    }
+    if (/unsafe-/.test(csp)) fail(`${where}: Content-Security-Policy ${JSON.stringify(csp)} allows unsafe code`);
+    for (const [name, pattern] of Object.entries(REQUIRED_HEADERS)) {
+      if (!pattern.test(headers[name] ?? '')) fail(`${where}: ${name} is ${JSON.stringify(headers[name])}, expected ${pattern}`);
+    }
+    report.csp.headersChecked += 1;
+  };
+
+  // Waits for the next htmx poll of `path` (a GET htmx makes by itself)
+  // and for `selector` to be on the page after its swap.
+  const polls = async (path, selector) => {
+    const t0 = Date.now();
+    const answer = await page
+      .waitForResponse((r) => new URL(r.url()).pathname === path && r.request().headers()['hx-request'] === 'true', { timeout: TIMEOUT_MS })
+      .catch(() => fail(`${page.url()}: no htmx poll of ${path} within ${TIMEOUT_MS} ms`));
+    if (answer.status() !== 200) fail(`${page.url()}: the poll of ${path} answered ${answer.status()}`);
+    await checkHeaders(answer, `the poll of ${path}`);
+    await page.locator(selector).first().waitFor({ state: 'attached' });
+    report.polls.push({ page: new URL(page.url()).pathname, path, ms: Date.now() - t0 });
   };
 
   const checkNav = async (where) => {
@@ -192,6 +264,7 @@ async function drive(context, base, shots, plan) {
       const body = (await response?.text().catch(() => '')) ?? '';
       fail(`GET ${target} answered ${status}: ${body.slice(0, 300)}`);
     }
+    await checkHeaders(response, `GET ${target}`);
     await checkNav(target);
     if (check) await check();
     await checkClean(target);
@@ -267,6 +340,7 @@ async function drive(context, base, shots, plan) {
   // ---- Every page, before any action --------------------------------
   await visit('queues', '/queues', async () => {
     await expectCount(page.locator('table#queues tr[data-queue]'), 1, 'queue rows');
+    await polls('/queues/live', 'table#queues tr[data-queue]');
     if (plan?.pauseQueue) await expectCount(page.locator(`tr[data-queue="${plan.pauseQueue}"]`), 1, `queue ${plan.pauseQueue}`);
     if (plan?.pausedQueue) {
       await expectText(page.locator(`tr[data-queue="${plan.pausedQueue}"] .badge`), /^paused$/, `queue ${plan.pausedQueue}`);
@@ -284,7 +358,27 @@ async function drive(context, base, shots, plan) {
         const rows = await page.locator('table#jobs tr[data-job]').count();
         if (rows !== Math.min(expected, 25)) fail(`the ${status} tab lists ${rows} jobs, expected ${expected}`);
       }
+      if (status === 'failed') await polls('/jobs/live', `nav.tabs a[data-status="failed"] span.count`);
+      // The running jobs (and their progress bars) refresh in place.
+      if (status === 'running' && plan?.counts?.running) {
+        await polls('/jobs', 'table#jobs tr[data-job] progress.bar');
+      }
     });
+  }
+  // The filters: a kind narrows the failed tab, another kind empties it.
+  if (plan?.filter) {
+    const { kind, count, other } = plan.filter;
+    for (const [value, expected] of [[kind, count], [other, 0]]) {
+      await visit(`jobs-filter-${value}`, '/jobs?status=failed', async () => {
+        await page.locator('form.filters input[name="kind"]').fill(value);
+        await Promise.all([page.waitForURL((u) => u.searchParams.get('kind') === value), page.locator('form.filters button[type="submit"]').click()]);
+        const rows = await page.locator('table#jobs tr[data-job]').count();
+        if (rows !== expected) fail(`the failed tab filtered by kind ${value} lists ${rows} jobs, expected ${expected}`);
+        await expectText(page.locator(`nav.tabs a[data-status="failed"] span.count`), new RegExp(`^${expected}$`), `the failed count filtered by kind ${value}`);
+        await checkClean(page.url());
+        report.filters.push({ kind: value, rows });
+      });
+    }
   }
   for (const [name, id] of Object.entries(plan?.visit ?? {})) {
     await visit(`job-${name}`, `/jobs/${id}`, async () => {
@@ -318,6 +412,7 @@ async function drive(context, base, shots, plan) {
   }
   await visit('processes', '/processes', async () => {
     await expectCount(page.locator('table#processes tr[data-process]'), 1, 'process rows');
+    await polls('/processes', 'table#processes tr[data-process]');
   });
   await visit('recurring', '/recurring', async () => {
     await expectCount(page.locator('table#recurring tr[data-task]'), 1, 'recurring tasks');
@@ -331,7 +426,22 @@ async function drive(context, base, shots, plan) {
   await visit('concurrency', '/concurrency', async () => {
     await expectCount(page.locator('table#concurrency tr[data-key]'), plan?.counts?.blocked ? 1 : 0, 'concurrency keys');
   });
-  for (const name of ['charts', 'audit', 'database']) await visit(name, `/${name}`);
+  // The charts: drawn by the vendored uPlot from /charts/data (60
+  // minutes), and again with a filter.
+  const drawn = async (what) => {
+    await page.locator('#charts[data-loaded="60"]').waitFor({ state: 'attached' }).catch(() => fail(`${what}: the charts were not drawn`));
+    for (const id of ['throughput', 'latency']) await expectCount(page.locator(`#${id} canvas`), 1, `${what}: the ${id} chart's canvas`);
+  };
+  await visit('charts', '/charts', async () => {
+    await drawn('/charts');
+    const queues = await page.locator('form.filters select[name="queue"] option').evaluateAll((os) => os.map((o) => o.value).filter(Boolean));
+    if (queues.length === 0) fail('/charts: no queue to filter by');
+    await page.locator('form.filters select[name="queue"]').selectOption(queues[0]);
+    await Promise.all([page.waitForURL((u) => u.searchParams.get('queue') === queues[0]), page.locator('form.filters button[type="submit"]').click()]);
+    await drawn(`/charts?queue=${queues[0]}`);
+    report.charts = { drawn: true, filteredBy: queues[0] };
+  });
+  for (const name of ['audit', 'database']) await visit(name, `/${name}`);
   // A flash message is text from the query string: shown, never run.
   await visit('flash-probe', `/queues?done=${encodeURIComponent(XSS_PROBE)}`, async () => {
     await expectText(page.locator('#flash .flash'), exactly(XSS_PROBE), 'the reflected flash');
@@ -404,6 +514,55 @@ async function drive(context, base, shots, plan) {
   }
   await visit('queues-after', '/queues');
   await visit('jobs-ready-after', '/jobs?status=ready');
+  await probeThePolicy(context, page, base);
+}
+
+// Shows the watch works: an inline script and an inline style added to a
+// dashboard page are blocked and reported (then forgotten: they were
+// ours); a page of another origin framing the dashboard gets an error
+// page instead.
+async function probeThePolicy(context, page, base) {
+  await page.goto(`${base}/queues`, { waitUntil: 'load' });
+  const before = report.csp.violations.length;
+  if (before > 0) fail(`violations before the probes: ${JSON.stringify(report.csp.violations)}`);
+  const probes = {
+    script: () => page.addScriptTag({ content: 'window.__solidqProbeRan = true;' }),
+    style: () => page.addStyleTag({ content: 'body { outline: 3px solid red; }' }),
+  };
+  for (const [name, add] of Object.entries(probes)) {
+    const seen = report.csp.violations.length;
+    await add().catch(() => {});
+    const deadline = Date.now() + TIMEOUT_MS;
+    while (!report.csp.violations.slice(seen).some((v) => v.directive)) {
+      if (Date.now() > deadline) fail(`the inline ${name} probe was not reported as a violation`);
+      await page.waitForTimeout(20);
+    }
+    report.csp.probes[name] = report.csp.violations.slice(seen).find((v) => v.directive).directive;
+  }
+  if (await page.evaluate(() => window.__solidqProbeRan === true)) fail('the inline script probe ran');
+  const outline = await page.evaluate(() => getComputedStyle(document.body).outlineStyle);
+  if (outline === 'solid') fail('the inline style probe applied');
+  report.csp.violations = [];
+
+  const framer = await context.newPage();
+  try {
+    await framer.setContent(`<iframe id="framed" src="${base}/queues"></iframe>`);
+    const frame = await (await framer.waitForSelector('iframe#framed')).contentFrame();
+    await frame.waitForLoadState('load').catch(() => {});
+    const deadline = Date.now() + TIMEOUT_MS;
+    while (frame.url() === 'about:blank' && Date.now() < deadline) await framer.waitForTimeout(20);
+    const headers = await frame.locator('header').count().catch(() => 0);
+    report.framing = { url: frame.url(), dashboardShown: headers > 0 };
+    if (headers > 0 || !frame.url().startsWith('chrome-error:')) {
+      fail(`the dashboard was shown in another origin's frame: ${JSON.stringify(report.framing)}`);
+    }
+  } finally {
+    await framer.close();
+  }
+  // The framer's own violation report (frame-ancestors) is not the
+  // dashboard's.
+  report.csp.violations = report.csp.violations.filter((v) => !v.url.startsWith('about:'));
+  if (report.csp.violations.length > 0) fail(`violations after the probes: ${JSON.stringify(report.csp.violations)}`);
 }
 
 main().then(

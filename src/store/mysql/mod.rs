@@ -40,9 +40,9 @@ pub(in crate::store) use explain::explain;
 pub(in crate::store) use statement::enqueue_statements;
 
 use super::{
-    Cached, ClaimLimits, ClaimQuery, ClaimedJob, Discarded, Driver, Failed, LimitedJob, NewJob,
-    NewProcess, ProcessRow, Progress, RecurringTaskRow, Released, ReleasedJob, Retried, Snoozed,
-    Succeeded, micros,
+    AttemptStarted, Cached, ClaimLimits, ClaimQuery, ClaimedJob, Discarded, Driver, Failed,
+    LimitedJob, NewJob, NewProcess, ProcessRow, Progress, RecurringTaskRow, Released, ReleasedJob,
+    Retried, Snoozed, Succeeded, micros,
 };
 use crate::store::fair::{READY_COLUMNS, ready_rows_sql, ready_values_of};
 use crate::types::StoredLimit;
@@ -69,6 +69,16 @@ pub(super) const NOW_MINUS: &str = "(UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND)"
 /// without parsing what is there (see PostgreSQL's). Binds the error twice.
 pub(super) const APPEND_ERROR: &str = "CASE WHEN errors IS NULL OR errors = '[]' \
      THEN CONCAT('[', ?, ']') ELSE CONCAT(LEFT(errors, CHAR_LENGTH(errors) - 1), ',', ?, ']') END";
+
+/// The server's `max_allowed_packet` (the largest statement it takes),
+/// `None` if it cannot be read.
+pub(in crate::store) fn max_allowed_packet(conn: &mut MysqlConnection) -> Option<usize> {
+    sql_query("SELECT CAST(@@max_allowed_packet AS SIGNED) AS v")
+        .get_result::<Scalar>(conn)
+        .map_err(|e| log::debug!("cannot read max_allowed_packet: {e}"))
+        .ok()
+        .and_then(|s| usize::try_from(s.v).ok())
+}
 
 pub(super) fn json_ids(ids: &[i64]) -> String {
     serde_json::to_string(ids).expect("integers serialize")
@@ -248,11 +258,22 @@ STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value";
 
 /// Finishes a group of jobs without results and with the same retention
 /// (`?2` microseconds).
+/// `?` is a JSON array of `[id, microseconds since the attempt started]`.
 const SUCCEED_GROUP: &str = "\
-UPDATE JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
+UPDATE JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$[0]', ago_us BIGINT PATH '$[1]')) AS ids
 STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
 SET j.finished_at = UTC_TIMESTAMP(6), j.expires_at = (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND),
+    j.started_at = (UTC_TIMESTAMP(6) - INTERVAL ids.ago_us MICROSECOND),
     j.attempts = j.attempts + 1, j.updated_at = UTC_TIMESTAMP(6)";
+
+/// When attempts started, and the attempt counted where asked: `?` is a
+/// JSON array of `[id, microseconds since it started, 0 or 1]`.
+const ATTEMPT_STARTED: &str = "\
+UPDATE JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$[0]', ago_us BIGINT PATH '$[1]',
+                                     count INT PATH '$[2]')) AS ids
+STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
+SET j.started_at = (UTC_TIMESTAMP(6) - INTERVAL ids.ago_us MICROSECOND),
+    j.attempts = j.attempts + ids.count";
 
 const HEARTBEAT: &str =
     "UPDATE solidq_processes SET last_heartbeat_at = UTC_TIMESTAMP(6) WHERE id = ?";
@@ -594,11 +615,11 @@ impl Driver for MysqlConnection {
     ) -> QueryResult<Vec<i64>> {
         // Outcomes without a result and with the same keep_result (nearly
         // all) are written by one UPDATE per group; a result row by row.
-        let mut groups: HashMap<Duration, Vec<i64>> = HashMap::new();
+        let mut groups: HashMap<Duration, Vec<&Succeeded>> = HashMap::new();
         let mut with_result = Vec::new();
         for row in rows {
             match &row.result {
-                None => groups.entry(row.keep).or_default().push(row.id),
+                None => groups.entry(row.keep).or_default().push(row),
                 Some(_) => with_result.push(row),
             }
         }
@@ -613,18 +634,24 @@ impl Driver for MysqlConnection {
             }
             let held: std::collections::HashSet<i64> = fenced.iter().copied().collect();
             for (keep, group) in &groups {
-                let mut group: Vec<i64> = group
+                let mut group: Vec<&Succeeded> = group
                     .iter()
                     .copied()
-                    .filter(|id| held.contains(id))
+                    .filter(|r| held.contains(&r.id))
                     .collect();
                 if group.is_empty() {
                     continue;
                 }
-                group.sort_unstable();
+                group.sort_unstable_by_key(|r| r.id);
+                let pairs = serde_json::Value::Array(
+                    group
+                        .iter()
+                        .map(|r| serde_json::json!([r.id, micros(r.started_ago)]))
+                        .collect(),
+                );
                 Cached(
                     sql_query(SUCCEED_GROUP)
-                        .bind::<Text, _>(json_ids(&group))
+                        .bind::<Text, _>(pairs.to_string())
                         .bind::<BigInt, _>(micros(*keep)),
                 )
                 .execute(c)?;
@@ -634,16 +661,32 @@ impl Driver for MysqlConnection {
                     sql_query(
                         "UPDATE solidq_jobs SET finished_at = UTC_TIMESTAMP(6),
                                 expires_at = (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), result = ?,
+                                started_at = (UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND),
                                 attempts = attempts + 1, updated_at = UTC_TIMESTAMP(6) WHERE id = ?",
                     )
                     .bind::<BigInt, _>(micros(row.keep))
                     .bind::<Nullable<Text>, _>(row.result.as_deref())
+                    .bind::<BigInt, _>(micros(row.started_ago))
                     .bind::<BigInt, _>(row.id),
                 )
                 .execute(c)?;
             }
             Ok(fenced)
         })
+    }
+
+    fn jobs_attempt_started(&mut self, rows: &[AttemptStarted]) -> QueryResult<()> {
+        // In id order, as every write of job rows (no lock-order deadlock).
+        let mut rows = rows.to_vec();
+        rows.sort_unstable_by_key(|r| r.id);
+        let triples = serde_json::Value::Array(
+            rows.iter()
+                .map(|r| serde_json::json!([r.id, micros(r.ago), i32::from(r.count)]))
+                .collect(),
+        );
+        Cached(sql_query(ATTEMPT_STARTED).bind::<Text, _>(triples.to_string()))
+            .execute(self)
+            .map(drop)
     }
 
     fn jobs_delete(&mut self, ids: &[i64]) -> QueryResult<()> {

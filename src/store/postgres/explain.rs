@@ -70,7 +70,7 @@ pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(Str
         (
             "finish (fence and succeed)",
             SUCCEED_FENCED.into(),
-            "(1, ARRAY[1, 2]::bigint[], ARRAY[NULL, NULL]::text[], ARRAY[1, 1]::bigint[], ARRAY[3]::bigint[])",
+            "(1, ARRAY[1, 2]::bigint[], ARRAY[NULL, NULL]::text[], ARRAY[1, 1]::bigint[], ARRAY[3]::bigint[], ARRAY[5, 5]::bigint[])",
         ),
         (
             "fence before a failure",

@@ -24,9 +24,9 @@ pub(in crate::store) use explain::explain;
 pub(in crate::store) use statement::enqueue_statement;
 
 use super::{
-    Cached, ClaimLimits, ClaimQuery, ClaimedJob, Discarded, Driver, Failed, LimitedJob, NewJob,
-    NewProcess, ProcessRow, Progress, RecurringTaskRow, Released, ReleasedJob, Retried, Snoozed,
-    Succeeded, micros,
+    AttemptStarted, Cached, ClaimLimits, ClaimQuery, ClaimedJob, Discarded, Driver, Failed,
+    LimitedJob, NewJob, NewProcess, ProcessRow, Progress, RecurringTaskRow, Released, ReleasedJob,
+    Retried, Snoozed, Succeeded, micros,
 };
 use crate::store::fair::{READY_COLUMNS, ready_rows_sql, ready_values_of};
 use crate::types::StoredLimit;
@@ -324,6 +324,8 @@ UPDATE solidq_jobs j SET finished_at = LOCALTIMESTAMP,
        expires_at = LOCALTIMESTAMP
            + ($4::bigint[])[width_bucket(j.id, $2::bigint[])] * INTERVAL '1 microsecond',
        result = ($3::text[])[width_bucket(j.id, $2::bigint[])],
+       started_at = LOCALTIMESTAMP
+           - ($6::bigint[])[width_bucket(j.id, $2::bigint[])] * INTERVAL '1 microsecond',
        attempts = j.attempts + 1, updated_at = LOCALTIMESTAMP
 WHERE j.id = ANY (ARRAY(SELECT job_id FROM fenced))
 RETURNING j.id";
@@ -379,6 +381,14 @@ fn fail_sql() -> String {
         error = stamped("r.error")
     )
 }
+
+/// When attempts started, and the attempt counted where the outcome does
+/// not count it.
+const ATTEMPT_STARTED: &str = "\
+UPDATE solidq_jobs j SET started_at = LOCALTIMESTAMP - u.ago_us * INTERVAL '1 microsecond',
+       attempts = j.attempts + u.count
+FROM unnest($1::bigint[], $2::bigint[], $3::int[]) AS u(id, ago_us, count)
+WHERE j.id = u.id";
 
 /// Jobs handed back without an attempt spent: due again after their delay,
 /// straight to ready (and notified) when it is zero and no concurrency slot
@@ -720,7 +730,12 @@ impl Driver for PgConnection {
                     rows.iter().map(|r| r.result.as_deref()).collect::<Vec<_>>(),
                 )
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.keep)).collect::<Vec<_>>())
-                .bind::<Array<BigInt>, _>(starts),
+                .bind::<Array<BigInt>, _>(starts)
+                .bind::<Array<BigInt>, _>(
+                    rows.iter()
+                        .map(|r| micros(r.started_ago))
+                        .collect::<Vec<_>>(),
+                ),
         )
         .load(self)?;
         Ok(written.into_iter().map(|r| r.id).collect())
@@ -757,6 +772,19 @@ impl Driver for PgConnection {
                     rows.iter()
                         .map(|r| i32::from(r.stalled))
                         .collect::<Vec<_>>(),
+                ),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
+    fn jobs_attempt_started(&mut self, rows: &[AttemptStarted]) -> QueryResult<()> {
+        Cached(
+            sql_query(ATTEMPT_STARTED)
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.ago)).collect::<Vec<_>>())
+                .bind::<Array<Integer>, _>(
+                    rows.iter().map(|r| i32::from(r.count)).collect::<Vec<_>>(),
                 ),
         )
         .execute(self)

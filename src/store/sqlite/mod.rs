@@ -34,9 +34,9 @@ pub(in crate::store) use explain::explain;
 pub(in crate::store) use statement::enqueue_statements;
 
 use super::{
-    Cached, ClaimLimits, ClaimQuery, ClaimedJob, Discarded, Driver, Failed, LimitedJob, NewJob,
-    NewProcess, ProcessRow, Progress, RecurringTaskRow, Released, ReleasedJob, Retried, Snoozed,
-    Succeeded, utc_now,
+    AttemptStarted, Cached, ClaimLimits, ClaimQuery, ClaimedJob, Discarded, Driver, Failed,
+    LimitedJob, NewJob, NewProcess, ProcessRow, Progress, RecurringTaskRow, Released, ReleasedJob,
+    Retried, Snoozed, Succeeded, utc_now,
 };
 use crate::types::StoredLimit;
 
@@ -154,11 +154,23 @@ const DELETE_CLAIMS_FENCED: &str = "DELETE FROM solidq_claimed_executions
                  WHERE process_id = ?1 AND job_id IN (SELECT value FROM json_each(?2))
                  RETURNING job_id AS id";
 
-/// Finishes a group of jobs without results and with the same retention.
+/// Finishes a group of jobs without results and with the same retention:
+/// `?1` is a JSON array of `[id, started_at]` (see [`attempt_starts`]).
 const SUCCEED_GROUP: &str =
     "UPDATE solidq_jobs SET finished_at = ?2, expires_at = ?3, attempts = attempts + 1,
-                                updated_at = ?2
-                         WHERE id IN (SELECT value FROM json_each(?1))";
+                            updated_at = ?2, started_at = u.value ->> 1
+     FROM json_each(?1) AS u WHERE solidq_jobs.id = u.value ->> 0";
+
+/// `[id, started_at]` pairs as a JSON array, the times as diesel writes
+/// SQLite timestamps (`%F %T%.f`), for [`SUCCEED_GROUP`].
+fn attempt_starts(rows: &[(i64, NaiveDateTime)]) -> String {
+    serde_json::Value::Array(
+        rows.iter()
+            .map(|(id, at)| serde_json::json!([id, at.format("%F %T%.f").to_string()]))
+            .collect(),
+    )
+    .to_string()
+}
 
 /// A heartbeat.
 const HEARTBEAT: &str = "UPDATE solidq_processes SET last_heartbeat_at = ?1 WHERE id = ?2";
@@ -561,11 +573,11 @@ impl Driver for SqliteConnection {
         // Outcomes without a result and with the same keep_result (nearly
         // all) are written by one UPDATE per group; a result is written row
         // by row.
-        let mut groups: HashMap<std::time::Duration, Vec<i64>> = HashMap::new();
+        let mut groups: HashMap<std::time::Duration, Vec<&Succeeded>> = HashMap::new();
         let mut with_result = Vec::new();
         for row in rows {
             match &row.result {
-                None => groups.entry(row.keep).or_default().push(row.id),
+                None => groups.entry(row.keep).or_default().push(row),
                 Some(_) => with_result.push(row),
             }
         }
@@ -581,17 +593,17 @@ impl Driver for SqliteConnection {
             let held: std::collections::HashSet<i64> = fenced.iter().copied().collect();
             let now = utc_now();
             for (keep, group) in &groups {
-                let group: Vec<i64> = group
+                let group: Vec<(i64, NaiveDateTime)> = group
                     .iter()
-                    .copied()
-                    .filter(|id| held.contains(id))
+                    .filter(|r| held.contains(&r.id))
+                    .map(|r| (r.id, minus(now, r.started_ago)))
                     .collect();
                 if group.is_empty() {
                     continue;
                 }
                 Cached(
                     sql_query(SUCCEED_GROUP)
-                        .bind::<Text, _>(json_ids(&group))
+                        .bind::<Text, _>(attempt_starts(&group))
                         .bind::<Timestamp, _>(now)
                         .bind::<Timestamp, _>(plus(now, *keep)),
                 )
@@ -601,17 +613,35 @@ impl Driver for SqliteConnection {
                 Cached(
                     sql_query(
                         "UPDATE solidq_jobs SET finished_at = ?1, expires_at = ?2, result = ?3,
-                                attempts = attempts + 1, updated_at = ?1 WHERE id = ?4",
+                                attempts = attempts + 1, updated_at = ?1, started_at = ?5
+                         WHERE id = ?4",
                     )
                     .bind::<Timestamp, _>(now)
                     .bind::<Timestamp, _>(plus(now, row.keep))
                     .bind::<Nullable<Text>, _>(row.result.as_deref())
-                    .bind::<BigInt, _>(row.id),
+                    .bind::<BigInt, _>(row.id)
+                    .bind::<Timestamp, _>(minus(now, row.started_ago)),
                 )
                 .execute(c)?;
             }
             Ok(fenced)
         })
+    }
+
+    fn jobs_attempt_started(&mut self, rows: &[AttemptStarted]) -> QueryResult<()> {
+        let now = utc_now();
+        for row in rows {
+            Cached(
+                sql_query(
+                    "UPDATE solidq_jobs SET started_at = ?1, attempts = attempts + ?2 WHERE id = ?3",
+                )
+                .bind::<Timestamp, _>(minus(now, row.ago))
+                .bind::<Integer, _>(i32::from(row.count))
+                .bind::<BigInt, _>(row.id),
+            )
+            .execute(self)?;
+        }
+        Ok(())
     }
 
     fn jobs_delete(&mut self, ids: &[i64]) -> QueryResult<()> {

@@ -249,7 +249,7 @@ fn done_verb(action: JobAction) -> &'static str {
     responses(
         (status = 200, description = "Done", body = ActionDone),
         (status = 400, description = "Malformed body, or no such action", body = ErrorBody),
-        (status = 422, description = "Neither or both of ids and filter, too many ids, a bad filter value, or an action its status does not allow", body = ErrorBody),
+        (status = 422, description = "Neither or both of ids and filter, too many ids, a bad filter value (a kind or queue the database does not know included: `field` is `filter.kind` or `filter.queue`), or an action its status does not allow", body = ErrorBody),
     ),
     security(("adminToken" = []), ("basicAuth" = []))
 )]
@@ -294,6 +294,28 @@ pub async fn many(
                 ))
                 .field_in("filter.status", &raw));
             }
+            let (names, r) = (listing.clone(), raw.clone());
+            blocking(&app, move |queue| {
+                names.check_names(queue).map_err(|e| match e {
+                    Error::Unknown { what, .. } => ApiError::unprocessable(e.to_string())
+                        .field_in(format!("filter.{what}"), &r),
+                    other => ApiError::from_solidq(
+                        other,
+                        |o| {
+                            Some(
+                                if o == "queue name" {
+                                    "filter.queue"
+                                } else {
+                                    "filter.kind"
+                                }
+                                .into(),
+                            )
+                        },
+                        &r,
+                    ),
+                })
+            })
+            .await?;
             let target = format!(
                 "all {} jobs matching {}",
                 status_name(listing.status),
@@ -377,6 +399,39 @@ pub struct QueuePaused {
     pub paused: bool,
     /// Whether this request changed it (false: it was so already).
     pub changed: bool,
+    /// The queue could not be checked (the database knows no queue yet),
+    /// or `force` let an unknown one through; left out when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// The optional body of pause and resume.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PauseRequest {
+    /// Pause (or resume) it even if the database knows no such queue.
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// [`PauseRequest`], or its defaults when the body is empty.
+pub struct OptionalPause(PauseRequest);
+
+impl<S: Send + Sync> axum::extract::FromRequest<S> for OptionalPause {
+    type Rejection = ApiError;
+
+    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        let (parts, body) = request.into_parts();
+        let bytes = axum::body::to_bytes(body, 64 * 1024)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("cannot read the body: {e}")))?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalPause(PauseRequest::default()));
+        }
+        let request = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+        let ApiJson { value, .. } = ApiJson::<PauseRequest>::from_request(request, state).await?;
+        Ok(OptionalPause(value))
+    }
 }
 
 async fn set_paused(
@@ -384,20 +439,30 @@ async fn set_paused(
     actor: Actor,
     name: String,
     paused: bool,
+    force: bool,
 ) -> Result<Json<QueuePaused>, ApiError> {
     let queue_name = name.clone();
-    let changed = blocking(&app, move |queue| {
+    let (changed, warnings) = blocking(&app, move |queue| {
+        let named = |e: Error| match e {
+            Error::InvalidOption { .. } => {
+                ApiError::unprocessable(e.to_string()).field("name", queue_name.clone())
+            }
+            Error::Unknown { .. } => ApiError::not_found(format!(
+                "{e}; send {{\"force\": true}} to {} it anyway",
+                if paused { "pause" } else { "resume" }
+            ))
+            .field("name", queue_name.clone()),
+            other => other.into(),
+        };
+        let warnings = queue
+            .check_names(&[crate::Name::Queue(&queue_name)], force)
+            .map_err(named)?;
         let result = if paused {
             queue.pause(&queue_name)
         } else {
             queue.resume(&queue_name)
         };
-        result.map_err(|e| match e {
-            Error::InvalidOption { .. } => {
-                ApiError::unprocessable(e.to_string()).field("name", queue_name.clone())
-            }
-            other => other.into(),
-        })
+        Ok((result.map_err(named)?, warnings))
     })
     .await?;
     let action = if paused { "pause" } else { "resume" };
@@ -406,6 +471,7 @@ async fn set_paused(
         queue: name,
         paused,
         changed,
+        warnings,
     }))
 }
 
@@ -416,8 +482,10 @@ async fn set_paused(
     tag = "queues",
     summary = "Pause a queue: workers stop claiming from it",
     params(("name" = String, Path, description = "The queue")),
+    request_body(content = Option<PauseRequest>, description = "Optional: `{\"force\": true}` pauses a queue the database does not know"),
     responses(
         (status = 200, description = "Paused", body = QueuePaused),
+        (status = 404, description = "A queue the database does not know (no job, pause, recurring task or worker names it): `field` is `name`, the message lists the known queues; nothing changed", body = ErrorBody),
         (status = 422, description = "Not a queue name", body = ErrorBody),
     ),
     security(("adminToken" = []), ("basicAuth" = []))
@@ -426,8 +494,9 @@ pub async fn pause(
     State(app): State<Shared>,
     actor: Actor,
     ApiPath(QueueName { name }): ApiPath<QueueName>,
+    OptionalPause(body): OptionalPause,
 ) -> Result<Json<QueuePaused>, ApiError> {
-    set_paused(app, actor, name, true).await
+    set_paused(app, actor, name, true, body.force).await
 }
 
 /// `POST /api/queues/{name}/resume`.
@@ -437,8 +506,10 @@ pub async fn pause(
     tag = "queues",
     summary = "Resume a paused queue",
     params(("name" = String, Path, description = "The queue")),
+    request_body(content = Option<PauseRequest>, description = "Optional: `{\"force\": true}` resumes a queue the database does not know"),
     responses(
         (status = 200, description = "Resumed", body = QueuePaused),
+        (status = 404, description = "A queue the database does not know: `field` is `name`; nothing changed", body = ErrorBody),
         (status = 422, description = "Not a queue name", body = ErrorBody),
     ),
     security(("adminToken" = []), ("basicAuth" = []))
@@ -447,8 +518,9 @@ pub async fn resume(
     State(app): State<Shared>,
     actor: Actor,
     ApiPath(QueueName { name }): ApiPath<QueueName>,
+    OptionalPause(body): OptionalPause,
 ) -> Result<Json<QueuePaused>, ApiError> {
-    set_paused(app, actor, name, false).await
+    set_paused(app, actor, name, false, body.force).await
 }
 
 /// `{key}`.

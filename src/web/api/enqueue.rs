@@ -13,6 +13,7 @@ use utoipa::ToSchema;
 use super::blocking;
 use super::error::{ApiError, ApiJson, ErrorBody, objects};
 use super::options::{EnqueueRequest, field_of_option, random_unique_id};
+use crate::Name;
 use crate::client::{JobRequest, Queue};
 use crate::types::Error;
 use crate::web::audit::{Actor, record};
@@ -29,6 +30,10 @@ pub struct Created {
     /// task info is at `/api/tasks/{uniqueId}`.
     #[schema(example = "9f86d081884c7d659a2feaa0c55ad015")]
     pub unique_id: String,
+    /// Names that could not be checked (the database knows no kind or
+    /// queue yet) or that `force` let through; left out when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Many jobs to enqueue at once.
@@ -44,8 +49,62 @@ pub struct BulkRequest {
 /// The jobs a bulk enqueue made, in the order asked.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct BulkCreated {
-    /// One entry per job asked for.
+    /// One entry per job asked for (each with its own `warnings`).
     pub jobs: Vec<Created>,
+}
+
+/// The names of `requests` checked by the library's rule
+/// ([`Queue::check_names`]), once per distinct kind, queue and `force`:
+/// the warnings of each request, or a 422 naming the field of the first
+/// request that holds an unknown name (under `prefix[i]` in a bulk).
+fn check_names(
+    queue: &Queue,
+    requests: &[EnqueueRequest],
+    raw: &Value,
+    prefix: Option<&str>,
+) -> Result<Vec<Vec<String>>, ApiError> {
+    let default_queue = queue.config().default_queue.as_str();
+    fn target<'a>(r: &'a EnqueueRequest, default_queue: &'a str) -> &'a str {
+        r.options.queue.as_deref().unwrap_or(default_queue)
+    }
+    let mut said: HashMap<(&str, &str, bool), Vec<String>> = HashMap::new();
+    let mut warnings = Vec::with_capacity(requests.len());
+    for (i, r) in requests.iter().enumerate() {
+        let key = (r.kind.as_str(), target(r, default_queue), r.force);
+        if let std::collections::hash_map::Entry::Vacant(slot) = said.entry(key) {
+            let names = [Name::Kind(key.0), Name::Target(key.1)];
+            let checked = queue.check_names(&names, r.force).map_err(|e| {
+                let field = match &e {
+                    Error::Unknown { what: "queue", .. }
+                    | Error::InvalidOption {
+                        option: "queue name",
+                        ..
+                    } => "options.queue",
+                    _ => "kind",
+                };
+                let error = match &e {
+                    Error::Unknown { .. } => ApiError::unprocessable(format!(
+                        "{e}; send \"force\": true to enqueue it anyway"
+                    )),
+                    Error::InvalidOption { .. } => ApiError::unprocessable(e.to_string()),
+                    _ => return ApiError::from(e),
+                };
+                let path = match prefix {
+                    Some(prefix) => format!("{prefix}[{i}].{field}"),
+                    None => field.to_string(),
+                };
+                if field == "options.queue" && r.options.queue.is_none() {
+                    // The default queue: not in the request.
+                    error.field(path, key.1)
+                } else {
+                    error.field_in(path, raw)
+                }
+            })?;
+            slot.insert(checked);
+        }
+        warnings.push(said[&key].clone());
+    }
+    Ok(warnings)
 }
 
 /// A request checked the way solidq checks it before writing anything,
@@ -89,9 +148,10 @@ fn taken(e: Error, field: String) -> ApiError {
     request_body = EnqueueRequest,
     responses(
         (status = 201, description = "Enqueued", body = Created),
-        (status = 400, description = "Malformed JSON, a wrong type, an unknown key or a NUL character; `field` names it", body = ErrorBody),
+        (status = 400, description = "Malformed JSON, a wrong type or an unknown key; `field` names it", body = ErrorBody),
         (status = 409, description = "The uniqueId is taken: `existingId` is the job holding it", body = ErrorBody),
-        (status = 422, description = "A value solidq refuses (an empty kind, a bad queue name, a zero timeout…); `field` names it", body = ErrorBody),
+        (status = 413, description = "The body is over 2 MiB, or `args` over the queue's max_payload_bytes (1 MiB by default): `field` is `args`, `value` its size in bytes", body = ErrorBody),
+        (status = 422, description = "A value solidq refuses (an empty kind, a bad queue name, a zero timeout…), or a kind or queue the database does not know (unless `force`); `field` names it", body = ErrorBody),
     ),
     security(("adminToken" = []), ("basicAuth" = []))
 )]
@@ -104,12 +164,16 @@ pub async fn enqueue(
     let kind = value.kind.clone();
     let created = blocking(&app, move |queue| {
         let (job, unique_id) = prepare(queue, &value, &raw)?;
+        let warnings = check_names(queue, std::slice::from_ref(&value), &raw, None)?
+            .pop()
+            .unwrap_or_default();
         let ids = queue
             .enqueue_all_with(std::slice::from_ref(&job))
             .map_err(|e| taken(e, "uniqueId".into()))?;
         Ok(Created {
             id: ids[0],
             unique_id,
+            warnings,
         })
     })
     .await?;
@@ -138,7 +202,8 @@ pub async fn enqueue(
         (status = 201, description = "Every job enqueued, in the order asked", body = BulkCreated),
         (status = 400, description = "A job is malformed; `field` names it", body = ErrorBody),
         (status = 409, description = "A uniqueId is taken by an existing job (`field` is `jobs[i].uniqueId`, `existingId` the holder); nothing was enqueued", body = ErrorBody),
-        (status = 422, description = "No jobs, more than 1,000, the same uniqueId twice, or a value solidq refuses; nothing was enqueued", body = ErrorBody),
+        (status = 413, description = "The body is over 16 MiB, or a job's `args` over max_payload_bytes (`field` is `jobs[i].args`, `value` its size); nothing was enqueued", body = ErrorBody),
+        (status = 422, description = "No jobs, more than 1,000, the same uniqueId twice, a value solidq refuses, or a kind or queue the database does not know (unless that job's `force`); nothing was enqueued", body = ErrorBody),
     ),
     security(("adminToken" = []), ("basicAuth" = []))
 )]
@@ -175,6 +240,7 @@ pub async fn bulk(
             jobs.push(job);
             unique_ids.push(unique_id);
         }
+        let warnings = check_names(queue, &value.jobs, &raw, Some("jobs"))?;
         let ids = queue.enqueue_all_with(&jobs).map_err(|e| {
             let index = match &e {
                 Error::Duplicate { unique_key, .. } => {
@@ -192,7 +258,12 @@ pub async fn bulk(
             jobs: ids
                 .into_iter()
                 .zip(unique_ids)
-                .map(|(id, unique_id)| Created { id, unique_id })
+                .zip(warnings)
+                .map(|((id, unique_id), warnings)| Created {
+                    id,
+                    unique_id,
+                    warnings,
+                })
                 .collect(),
         })
     })

@@ -44,6 +44,8 @@ pub struct ErrorBody {
 pub struct ApiError {
     status: StatusCode,
     body: ErrorBody,
+    /// Seconds for a `Retry-After` header (the database is away or full).
+    retry_after: Option<u32>,
 }
 
 impl ApiError {
@@ -58,6 +60,7 @@ impl ApiError {
                 value: Value::Null,
                 existing_id: None,
             },
+            retry_after: None,
         }
     }
 
@@ -150,9 +153,24 @@ impl From<Error> for ApiError {
                 ApiError::unprocessable(e.to_string()).field(*what, value.clone())
             }
             Error::NothingToDo { .. } => ApiError::conflict(e.to_string()),
+            // Arguments over the limit: the size is the value (sending
+            // them back would be the problem again).
+            Error::TooLarge { bytes, .. } => {
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()).field("args", *bytes)
+            }
+            // The database's storage is full: nothing was written; the
+            // same request may work once space is freed.
+            _ if e.kind() == crate::types::ErrorKind::StorageFull => {
+                log::warn!("solidq web api: {e}");
+                let mut error = ApiError::new(StatusCode::INSUFFICIENT_STORAGE, e.to_string());
+                error.retry_after = Some(RETRY_AFTER_SECS);
+                error
+            }
             _ if e.is_transient() => {
                 log::warn!("solidq web api: {e}");
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+                let mut error = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
+                error.retry_after = Some(RETRY_AFTER_SECS);
+                error
             }
             _ => {
                 log::warn!("solidq web api: {e}");
@@ -162,9 +180,18 @@ impl From<Error> for ApiError {
     }
 }
 
+/// What a 503 or 507 asks a client to wait before trying again.
+const RETRY_AFTER_SECS: u32 = 5;
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, axum::Json(self.body)).into_response()
+        let mut response = (self.status, axum::Json(self.body)).into_response();
+        if let Some(secs) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+        }
+        response
     }
 }
 
@@ -187,38 +214,13 @@ pub fn lookup<'a>(root: &'a Value, path: &str) -> Option<&'a Value> {
     Some(here)
 }
 
-/// The path of the first string (or object key) in `value` holding a NUL
-/// character, and that string: PostgreSQL stores none, and SQLite's text
-/// would be cut at it.
-pub fn find_nul(value: &Value, path: &str) -> Option<(String, String)> {
-    let join = |key: &str| {
-        if path.is_empty() {
-            key.to_string()
-        } else {
-            format!("{path}.{key}")
-        }
-    };
-    match value {
-        Value::String(s) if s.contains('\0') => Some((path.to_string(), s.clone())),
-        Value::Array(items) => items
-            .iter()
-            .enumerate()
-            .find_map(|(i, v)| find_nul(v, &format!("{path}[{i}]"))),
-        Value::Object(map) => map.iter().find_map(|(k, v)| {
-            if k.contains('\0') {
-                Some((join(k), k.clone()))
-            } else {
-                find_nul(v, &join(k))
-            }
-        }),
-        _ => None,
-    }
-}
-
 /// A JSON request body: the value as sent (for naming the values of
-/// errors) and its typed reading. Malformed JSON, a NUL character in any
-/// string, a wrong type, a missing field or an unknown key is a 400
-/// naming the field; a content type other than JSON is a 415.
+/// errors) and its typed reading. Malformed JSON, a wrong type, a missing
+/// field or an unknown key is a 400 naming the field; a content type other
+/// than JSON is a 415. A NUL character is the library's to judge, as for
+/// any other value: arguments are any JSON (stored as the escape `\u0000`
+/// and returned exactly), names and keys hold none (refused, 422, naming
+/// the field).
 pub struct ApiJson<T> {
     /// The body as sent.
     pub raw: Value,
@@ -250,12 +252,6 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
             .map_err(|e| ApiError::new(e.status(), e.body_text()))?;
         let raw: Value = serde_json::from_slice(&bytes)
             .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
-        if let Some((field, text)) = find_nul(&raw, "") {
-            return Err(ApiError::bad_request(
-                "a string holds a NUL character (\\u0000), which solidq cannot store",
-            )
-            .field(field, text));
-        }
         let value = serde_path_to_error::deserialize::<_, Object<T>>(&raw)
             .map(|Object(value)| value)
             .map_err(|e| {
@@ -440,18 +436,6 @@ mod tests {
         assert_eq!(lookup(&v, "jobs[0].options.delay"), Some(&Value::from(5)));
         assert_eq!(lookup(&v, "jobs[1].args[1][0]"), Some(&Value::from(2)));
         assert_eq!(lookup(&v, "jobs[2]"), None);
-    }
-
-    #[test]
-    fn nul_is_found_in_values_and_keys_at_any_depth() {
-        let v = serde_json::json!({"args": {"list": ["ok", "a\u{0}b"]}});
-        assert_eq!(
-            find_nul(&v, ""),
-            Some(("args.list[1]".to_string(), "a\u{0}b".to_string()))
-        );
-        let k = serde_json::json!({"args": {"k\u{0}": 1}});
-        assert_eq!(find_nul(&k, "").unwrap().0, "args.k\u{0}");
-        assert_eq!(find_nul(&serde_json::json!({"a": "b"}), ""), None);
     }
 
     #[derive(Debug, serde::Deserialize)]

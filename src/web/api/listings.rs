@@ -22,7 +22,8 @@ pub const MAX_PAGE: usize = 500;
 /// Every queue.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Queues {
-    /// By name: those holding jobs, and the paused ones.
+    /// By name: those with jobs in any state, the paused ones, and those
+    /// registered workers name.
     #[schema(value_type = Vec<QueueSchema>)]
     pub queues: Vec<QueueStats>,
 }

@@ -67,7 +67,9 @@ where
                        admin token may do everything, the read token only GET. Every error is \
                        JSON: `{error, code, field, value}`; `field` names the offending request \
                        field (`options.delay`, `jobs[3].args`), `value` is what was sent. \
-                       400: malformed JSON, a wrong type, an unknown key, a NUL character; 404: \
+                       400: malformed JSON, a wrong type, an unknown key, a NUL character in a query \
+                       or path parameter (arguments may hold NUL: they are stored as the JSON \
+                       escape and returned exactly); 404: \
                        no such job or task; 409: a taken uniqueId, or a job whose state refuses \
                        the action; 422: a value solidq refuses.",
         license(name = "MIT OR Apache-2.0"),

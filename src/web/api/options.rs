@@ -38,6 +38,12 @@ pub struct EnqueueRequest {
     /// How to run it; every option may be left out.
     #[serde(default, deserialize_with = "object")]
     pub options: Options,
+    /// Enqueue it even if the database knows no such kind or queue, or
+    /// no registered worker claims from its queue (solidq's own). Without
+    /// it such a job is refused with 422 naming the field and the names
+    /// that exist: it would most likely never run.
+    #[serde(default)]
+    pub force: bool,
 }
 
 /// LeanCloud's enqueue options, and `queue` and `runAt` of solidq's own.

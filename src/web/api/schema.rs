@@ -115,6 +115,8 @@ pub struct QueueSchema {
     blocked: u64,
     /// Jobs failed for good.
     failed: u64,
+    /// Workflow members waiting for their parents.
+    waiting: u64,
     /// How long the oldest ready job has waited, as a humantime string
     /// (`"1s 200ms"`); null when nothing is ready.
     latency: Option<String>,
@@ -261,6 +263,7 @@ mod tests {
             running: 0,
             blocked: 0,
             failed: 0,
+            waiting: 0,
             latency: Some(Duration::from_millis(1200)),
             paused: false,
         };

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use axum::Json;
 use axum::extract::{Query, State};
 use chrono::{Duration, DurationRound, Utc};
-use maud::{PreEscaped, html};
+use maud::html;
 use serde::{Deserialize, Serialize};
 
 use super::{Page, PageError, db};
@@ -97,38 +97,6 @@ pub async fn data(
     Ok(Json(db(&app, move |q| series(q, &query)).await?))
 }
 
-const SCRIPT: &str = r#"
-(function () {
-  const root = document.getElementById('charts');
-  const url = root.dataset.source;
-  const width = () => Math.min(1100, root.clientWidth - 20);
-  let plots = [];
-  function draw(d) {
-    plots.forEach(p => p.destroy());
-    plots = [];
-    const x = d.minutes;
-    const make = (id, title, series, data) => {
-      const el = document.getElementById(id);
-      el.innerHTML = '';
-      plots.push(new uPlot({ title, width: width(), height: 220, series: [{}].concat(series) }, [x].concat(data), el));
-    };
-    make('throughput', 'Jobs per minute', [
-      { label: 'succeeded', stroke: '#1a7f37', width: 2 },
-      { label: 'failed or retried', stroke: '#c0362c', width: 2 },
-    ], [d.succeeded, d.failed]);
-    make('latency', 'Mean wait from due to start (s)', [
-      { label: 'latency', stroke: '#2f5bd3', width: 2 },
-    ], [d.latency]);
-    root.dataset.loaded = String(x.length);
-  }
-  function load() {
-    fetch(url, { credentials: 'same-origin' }).then(r => r.json()).then(draw);
-  }
-  load();
-  setInterval(load, 60000);
-})();
-"#;
-
 /// `GET /charts?queue=&kind=`.
 pub async fn page(State(app): State<Shared>, ctx: Ctx, Query(query): Query<ChartQuery>) -> Page {
     let q = query.clone();
@@ -161,7 +129,7 @@ pub async fn page(State(app): State<Shared>, ctx: Ctx, Query(query): Query<Chart
             div class="chart" id="throughput" {}
             div class="chart" id="latency" {}
         }
-        script { (PreEscaped(SCRIPT)) }
+        script src=(ctx.url("/assets/charts.js")) {}
     };
     Ok(shell(&ctx, "Charts", "charts", body))
 }

@@ -12,7 +12,32 @@ use crate::types::{JobStatus, user_frames};
 use crate::web::Shared;
 use crate::web::audit::{Actor, record};
 use crate::web::filter::{Listing, status_name};
-use crate::web::layout::{Ctx, filtered, maybe_time, shell, time};
+use crate::web::layout::{Ctx, filtered, maybe_time, shell, thousands, time};
+
+/// The most of one value (arguments, result, the raw JSON) a job's page
+/// shows, in bytes of its pretty-printed JSON: past it the text is cut,
+/// with a link to the whole job as JSON (`/api/jobs/{id}`), so a large
+/// value never makes a page of megabytes.
+pub const MAX_SHOWN_VALUE: usize = 64 * 1024;
+
+/// `text` in a `<pre>`, cut at [`MAX_SHOWN_VALUE`] with a link to the
+/// whole job's JSON.
+fn shown(ctx: &Ctx, job: i64, text: &str, id: Option<&str>) -> maud::Markup {
+    if text.len() <= MAX_SHOWN_VALUE {
+        return html! { pre id=[id] { (text) } };
+    }
+    let mut cut = MAX_SHOWN_VALUE;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    html! {
+        pre id=[id] class="cut" { (&text[..cut]) "…" }
+        p class="muted" {
+            "Cut at " (MAX_SHOWN_VALUE / 1024) " KiB of " (thousands(text.len() as u64)) " bytes: "
+            a href=(ctx.url(&format!("/api/jobs/{job}"))) data-whole="json" { "the whole job as JSON" } "."
+        }
+    }
+}
 
 /// `GET /jobs/{id}`.
 pub async fn page(State(app): State<Shared>, ctx: Ctx, Path(id): Path<String>) -> Page {
@@ -84,8 +109,8 @@ pub async fn page(State(app): State<Shared>, ctx: Ctx, Path(id): Path<String>) -
                     (None, None) => { "—" }
                 }
             }
-            dt { "Arguments" } dd { pre { (pretty(&arguments)) } }
-            @if let Some(result) = &job.result { dt { "Result" } dd { pre { (pretty(result)) } } }
+            dt { "Arguments" } dd { (shown(&ctx, job.id, &pretty(&arguments), None)) }
+            @if let Some(result) = &job.result { dt { "Result" } dd { (shown(&ctx, job.id, &pretty(result), None)) } }
         }
         h2 { "Errors and stalls (" (job.errors.len()) ")" }
         @if job.errors.is_empty() {
@@ -114,7 +139,7 @@ pub async fn page(State(app): State<Shared>, ctx: Ctx, Path(id): Path<String>) -
             }
         }
         h2 { "Raw JSON" }
-        details { summary { "Show" } pre id="raw" { (pretty(&raw)) } }
+        details { summary { "Show" } (shown(&ctx, job.id, &pretty(&raw), Some("raw"))) }
     };
     Ok(shell(&ctx, &format!("Job {}", job.id), "jobs", body))
 }

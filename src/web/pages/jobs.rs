@@ -216,7 +216,7 @@ fn bulk_actions(ctx: &Ctx, listing: &Listing, total: u64, cap: u64) -> Markup {
                         }
                     }
                 }
-                span class="muted" style="margin-left:16px" { "Everything matching the filter:" }
+                span class="muted apart" { "Everything matching the filter:" }
                 @for (action, label) in actions {
                     button hx-post=(ctx.url(&format!("/jobs/action/{action}?{}&all=1", listing.query(listing.status))))
                         hx-confirm=(format!("{label} all {} {} jobs matching the filter?", count(total, cap), status_name(listing.status)))
@@ -322,8 +322,8 @@ pub fn progress(job: &JobInfo) -> Markup {
         .map(|f| f.clamp(0.0, 1.0));
     html! {
         @if let Some(f) = fraction {
-            span class="bar" role="progressbar" aria-valuenow=(format!("{:.0}", f * 100.0)) {
-                span style=(format!("width:{:.0}%", f * 100.0)) {}
+            progress class="bar" max="100" value=(format!("{:.0}", f * 100.0)) {
+                (format!("{:.0}%", f * 100.0))
             }
             " " (format!("{:.0}%", f * 100.0))
         } @else {
@@ -494,7 +494,13 @@ pub async fn bulk_action(
         ),
     };
     let (l, a, who) = (listing.clone(), action.clone(), actor.describe());
-    let outcome = db(&app, move |queue| apply(queue, &a, &l, selected, &who)).await?;
+    let outcome = db(&app, move |queue| {
+        if selected.is_none() {
+            l.check_names(queue)?;
+        }
+        apply(queue, &a, &l, selected, &who)
+    })
+    .await?;
     record(&app, &actor, &action, &target, outcome.rows).await;
     Ok(done(&headers, &outcome.message))
 }

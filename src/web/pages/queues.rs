@@ -44,7 +44,7 @@ fn table(ctx: &Ctx, queues: &[QueueStats]) -> Markup {
                 thead { tr {
                     th { "Queue" } th class="n" { "Ready" } th class="n" { "Scheduled" }
                     th class="n" { "Retrying" } th class="n" { "Running" } th class="n" { "Blocked" }
-                    th class="n" { "Failed" } th class="n" { "Latency" } th { "State" } th {}
+                    th class="n" { "Failed" } th class="n" { "Waiting" } th class="n" { "Latency" } th { "State" } th {}
                 } }
                 tbody {
                     @for q in queues {
@@ -56,6 +56,7 @@ fn table(ctx: &Ctx, queues: &[QueueStats]) -> Markup {
                             td.n { a href=(jobs(&q.name, "running")) { (thousands(q.running + q.claimed)) } }
                             td.n { a href=(jobs(&q.name, "blocked")) { (thousands(q.blocked)) } }
                             td.n { a href=(jobs(&q.name, "failed")) { (thousands(q.failed)) } }
+                            td.n { a href=(jobs(&q.name, "waiting")) { (thousands(q.waiting)) } }
                             td.n { (q.latency.map(age).unwrap_or_else(|| "—".into())) }
                             td {
                                 @if q.paused { span class="badge paused" { "paused" } }
@@ -103,14 +104,23 @@ pub async fn set_paused(
         }
     };
     let queue = name.clone();
+    // A queue the database does not know is most likely a typo (the page
+    // offers only listed queues): 404, naming the known ones.
     let changed = db(&app, move |q| {
+        q.check_names(&[crate::Name::Queue(&queue)], false)?;
         if pause {
             q.pause(&queue)
         } else {
             q.resume(&queue)
         }
     })
-    .await?;
+    .await
+    .map_err(|e| match e {
+        PageError::BadRequest(message) if message.starts_with("unknown queue") => {
+            PageError::NotFound(message)
+        }
+        other => other,
+    })?;
     record(&app, &actor, &action, &name, u64::from(changed)).await;
     let done_to = if pause { "paused" } else { "resumed" };
     Ok(done(&headers, &format!("Queue {name} {done_to}.")))

@@ -1,0 +1,1 @@
+ALTER TABLE solidq_jobs DROP COLUMN started_at;
