@@ -335,6 +335,17 @@ impl Queue {
     /// `immediate_transaction` ([`AnyConnection::write_transaction`] on an
     /// `AnyConnection`), not `transaction`: see the README's SQLite section.
     ///
+    /// On MySQL and MariaDB, keep DDL (`CREATE`, `ALTER`, `DROP`,
+    /// `TRUNCATE`, …) out of a transaction that enqueues: the server
+    /// commits the transaction implicitly before such a statement, so what
+    /// came before it is committed whatever happens next, the savepoint
+    /// `enqueue_on` takes no longer belongs to a transaction, and a later
+    /// rollback leaves the job in place. Run schema changes first, in
+    /// their own statements.
+    ///
+    /// To abandon the caller's transaction from inside its closure with a
+    /// message of your own, return [`Error::rollback`].
+    ///
     /// ```no_run
     /// # use diesel::{Connection, SqliteConnection};
     /// # use serde::{Deserialize, Serialize};

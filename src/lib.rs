@@ -44,7 +44,7 @@
 //! ## Layers
 //!
 //! Modules stand on each other in one order, low to high; a module uses
-//! only modules below it (`tests/layers.rs` checks every `crate::` path):
+//! only modules below it (`tests/it/layers.rs` checks every `crate::` path):
 //!
 //! | layer | modules | what |
 //! | --- | --- | --- |

@@ -10,6 +10,7 @@
 //! for the README. And on MySQL a real lock wait timeout (1205), retried
 //! inside the operation that met it.
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::sync::Arc;

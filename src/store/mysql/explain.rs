@@ -1,4 +1,4 @@
-//! EXPLAIN of the hot statements, for `tests/plans.rs` and
+//! EXPLAIN of the hot statements, for `tests/it/plans.rs` and
 //! `docs/query-plans.md`. MySQL cannot explain a statement with unbound
 //! `?`, so each is explained with representative literal values in their
 //! place. The plan is read as `FORMAT=JSON` (one text column, `EXPLAIN`,

@@ -1,4 +1,4 @@
-//! EXPLAIN of the hot statements, for `tests/plans.rs` and `docs/query-plans.md`.
+//! EXPLAIN of the hot statements, for `tests/it/plans.rs` and `docs/query-plans.md`.
 
 use super::*;
 

@@ -1,0 +1,159 @@
+//! A worker frozen past the alive threshold (DESIGN: "pruned after the
+//! threshold; its late outcomes write nothing; it starts none of the jobs
+//! it had claimed ahead"). A worker holding jobs claimed ahead is stopped
+//! with SIGSTOP; a standalone peer prunes it and runs those jobs; after
+//! SIGCONT the frozen worker starts none of them (its lease lapsed and its
+//! row is gone), records nothing over the peer's claims, and registers
+//! again. Jobs claimed ahead are reported `claimed` until they start.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::child::Child;
+use common::jobs::{Echo, FileLedger, Sleep, file_ledger_starts};
+use common::{TestDb, assert_invariants, wait_for};
+use solidq::{EnqueueOptions, JobRequest, JobStatus};
+
+backend_tests!(a_frozen_worker_starts_none_of_the_jobs_it_claimed_ahead);
+
+const WAIT: Duration = Duration::from_secs(30);
+/// The workers' alive threshold.
+const ALIVE_MS: &str = "1000";
+
+/// Jobs of kind `file_ledger` claimed ahead behind a long one.
+const AHEAD: usize = 8;
+
+fn a_frozen_worker_starts_none_of_the_jobs_it_claimed_ahead(db: &TestDb) {
+    let queue = db.queue();
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("starts");
+    let path = ledger.display().to_string();
+    // The victim: one thread, so the jobs behind its long job wait for it.
+    let victim = Child::worker(
+        &db.url,
+        &[
+            ("SOLIDQ_TEST_THREADS", "1"),
+            ("SOLIDQ_TEST_ALIVE_MS", ALIVE_MS),
+        ],
+    );
+    // Teach it that file_ledger jobs are fast: it then claims them ahead.
+    let warm: Vec<FileLedger> = (0..100)
+        .map(|_| FileLedger {
+            path: path.clone(),
+            sleep_ms: 0,
+        })
+        .collect();
+    queue.enqueue_all(&warm).unwrap();
+    wait_for("the warm-up", WAIT, || {
+        file_ledger_starts(&ledger).len() == warm.len()
+    });
+    let victim_pid = victim.pid();
+    // One claim: a long job for its idle thread, the rest ahead.
+    let mut batch = vec![JobRequest::new(&Sleep { ms: 4_000 }, EnqueueOptions::new()).unwrap()];
+    for _ in 0..AHEAD {
+        batch.push(
+            JobRequest::new(
+                &FileLedger {
+                    path: path.clone(),
+                    sleep_ms: 0,
+                },
+                EnqueueOptions::new(),
+            )
+            .unwrap(),
+        );
+    }
+    let ids: Vec<i64> = queue
+        .enqueue_batch(&batch)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id())
+        .collect();
+    let long = ids[0];
+    // How many it claims ahead follows its measures of claim and job times
+    // (up to all of them): wait for the long job and some behind it, then
+    // freeze it and take what it holds.
+    let claimed = || {
+        db.column_of(&format!(
+            "SELECT job_id AS v FROM solidq_claimed_executions WHERE job_id >= {long} ORDER BY job_id"
+        ))
+    };
+    wait_for(
+        "the victim to claim the long job and jobs ahead",
+        WAIT,
+        || {
+            let claimed = claimed();
+            claimed.first() == Some(&long) && claimed.len() > 1
+        },
+    );
+    victim.signal(libc::SIGSTOP);
+    let held = claimed();
+    let ahead = &held[1..];
+    assert_eq!(queue.job(long).unwrap().status, JobStatus::Running);
+    for id in ahead {
+        assert_eq!(
+            queue.job(*id).unwrap().status,
+            JobStatus::Claimed,
+            "claimed ahead, not started"
+        );
+    }
+    let victim_row = queue.job(long).unwrap().process_id.unwrap();
+
+    // A standalone peer prunes the frozen worker (no supervisor runs) and
+    // runs its jobs.
+    let peer = Child::worker(&db.url, &[("SOLIDQ_TEST_ALIVE_MS", ALIVE_MS)]);
+    wait_for("the peer to run every job claimed ahead", WAIT, || {
+        let starts = file_ledger_starts(&ledger);
+        ahead
+            .iter()
+            .all(|id| starts.iter().any(|(job, _)| job == id))
+    });
+    assert_eq!(
+        db.scalar(&format!(
+            "SELECT count(*) AS v FROM solidq_processes WHERE id = {victim_row}"
+        )),
+        0,
+        "the frozen worker was pruned"
+    );
+    for id in ahead {
+        assert_eq!(
+            queue.job(*id).unwrap().stalled_count,
+            0,
+            "a job that never started is not a stall"
+        );
+    }
+
+    victim.signal(libc::SIGCONT);
+    // It wakes with its long job still on its thread and the others queued
+    // behind it: it must drop them, and register again.
+    wait_for("the woken worker to register again", WAIT, || {
+        db.scalar(&format!(
+            "SELECT count(*) AS v FROM solidq_processes WHERE pid = {victim_pid} AND id <> {victim_row}"
+        )) == 1
+    });
+    wait_for("the long job to succeed", WAIT, || {
+        queue.job(long).unwrap().status == JobStatus::Succeeded
+    });
+    // Anything the woken worker still wanted to start would have started by
+    // now; enqueue more work to be sure it still takes jobs.
+    let after = queue.enqueue(&Echo { value: 1.into() }).unwrap();
+    wait_for("a job enqueued afterwards", WAIT, || {
+        queue.job(after).unwrap().status == JobStatus::Succeeded
+    });
+    let starts = file_ledger_starts(&ledger);
+    for id in ahead {
+        let runs: Vec<u32> = starts
+            .iter()
+            .filter(|(job, _)| job == id)
+            .map(|(_, pid)| *pid)
+            .collect();
+        assert_eq!(runs.len(), 1, "job {id} started once: {runs:?}");
+        assert_ne!(
+            runs[0], victim_pid,
+            "job {id} was started by the worker that had been pruned"
+        );
+    }
+    drop(peer);
+    drop(victim);
+    assert_invariants(db);
+}
