@@ -121,6 +121,14 @@ mod types;
 mod worker;
 pub mod workflow;
 
+#[cfg(any(doc, doctest))]
+pub mod guide;
+
+/// The README's examples, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 #[cfg(feature = "cli")]
 pub mod cli;
 #[cfg(feature = "cli")]
