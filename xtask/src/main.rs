@@ -64,9 +64,16 @@ fn test(rest: &[String]) -> ExitCode {
         "SOLIDQ_TEST_POSTGRES_URL",
         POSTGRES_DEFAULT,
         5432,
+        "SOLIDQ_REQUIRE_POSTGRES",
     );
     if features.contains(&"mysql") {
-        probe("MySQL", "SOLIDQ_TEST_MYSQL_URL", MYSQL_DEFAULT, 3306);
+        probe(
+            "MySQL",
+            "SOLIDQ_TEST_MYSQL_URL",
+            MYSQL_DEFAULT,
+            3306,
+            "SOLIDQ_REQUIRE_MYSQL",
+        );
     }
 
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -116,7 +123,7 @@ fn pkg_config(library: &str) -> bool {
 
 /// Says up front whether the server of `variable` (or `default`) accepts
 /// a TCP connection; its tests skip themselves loudly when it does not.
-fn probe(name: &str, variable: &str, default: &str, default_port: u16) {
+fn probe(name: &str, variable: &str, default: &str, default_port: u16, require: &str) {
     let url = std::env::var(variable).unwrap_or_else(|_| default.to_string());
     let answering = address(&url, default_port)
         .map(|addr| TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok())
@@ -129,9 +136,8 @@ fn probe(name: &str, variable: &str, default: &str, default_port: u16) {
     } else {
         loud(&format!(
             "{name} does not answer at {} ({variable}): its tests will print `*** SKIPPED` and \
-             pass without running (set {variable} to a server, or SOLIDQ_REQUIRE_{}=1 to fail instead)",
+             pass without running (set {variable} to a server, or {require}=1 to fail instead)",
             host_port(&url),
-            name.to_uppercase()
         ));
     }
 }
