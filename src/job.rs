@@ -109,7 +109,52 @@ pub trait Job: Serialize + DeserializeOwned + Send + 'static {
 pub type JobResult = Result<serde_json::Value, JobError>;
 
 /// Per-type defaults for a job's options; every field is optional and falls
-/// back to the queue's configuration. Built with chained setters.
+/// back to the queue's configuration. Built with chained setters, returned
+/// by [`Job::options`].
+///
+/// This is also where a type's **concurrency limit** ([`JobOptions::concurrency`],
+/// keyed by [`Job::concurrency_key`]) and **rate limit**
+/// ([`JobOptions::rate_limit`], keyed by [`Job::rate_key`]) live: they are
+/// not [`EnqueueOptions`] or worker settings, because every job of the type
+/// shares them. An impossible value (a limit of 0, a zero timeout) is
+/// refused by [`Worker::start`](crate::Worker::start) and at enqueue with
+/// [`Error::InvalidOption`](crate::Error::InvalidOption); see
+/// [`JobOptions::validate`]. More: the guide's
+/// [options](crate::guide::options) and [limits](crate::guide::limits).
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use solidq::{Backoff, ConcurrencyLimit, Job, JobContext, JobOptions, JobResult, RateLimit};
+/// use std::time::Duration;
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct SyncAccount { account_id: i64 }
+///
+/// impl Job for SyncAccount {
+///     const KIND: &'static str = "sync_account";
+///     fn perform(&self, _ctx: &JobContext) -> JobResult {
+///         Ok(serde_json::json!({ "synced": self.account_id }))
+///     }
+///     fn options() -> JobOptions {
+///         JobOptions::new()
+///             .queue("sync")
+///             .max_attempts(5)
+///             .backoff(Backoff::exponential(Duration::from_secs(10), Duration::from_secs(3600)))
+///             .timeout(Duration::from_secs(30))
+///             // one sync per account at a time:
+///             .concurrency(ConcurrencyLimit::new(1))
+///             // at most ten starts a second per account:
+///             .rate_limit(RateLimit::new(10, Duration::from_secs(1)))
+///     }
+///     fn concurrency_key(&self) -> Option<String> {
+///         Some(self.account_id.to_string())
+///     }
+///     fn rate_key(&self) -> Option<String> {
+///         Some(self.account_id.to_string())
+///     }
+/// }
+/// assert!(SyncAccount::options().validate().is_ok());
+/// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct JobOptions {
     pub(crate) queue: Option<String>,

@@ -1,71 +1,34 @@
 //! # solidq: durable background jobs for synchronous Rust programs
 //!
-//! Jobs live in SQL tables, SQLite by default (one file, several processes)
-//! or PostgreSQL for fleets, modelled on Ruby's SolidQueue. Producers
-//! [`Queue::enqueue`] jobs, possibly inside their own transaction; worker
-//! threads in the user's binary claim and run them; a separate supervisor
-//! process restarts workers and releases the jobs of dead ones.
+//! Jobs live in SQL tables: SQLite (one file, several processes, nothing
+//! to run), PostgreSQL for fleets, or MySQL 8 / MariaDB 10.6+. You
+//! [`Queue::enqueue`] a [`Job`] (inside your own diesel transaction if you
+//! like), worker threads in your binary claim and run it, and a supervisor
+//! process restarts workers and releases the jobs of dead ones. Once
+//! `enqueue` returns the job survives any crash, and it runs again only
+//! when the process running it is gone. **New here? Read the
+//! [guide]**, which starts from tasks; this page is a map.
 //!
-//! Beyond that: per-job options (retries with backoff, timeouts, delivery
-//! modes, unique keys, retention), [`concurrency`] limits keyed by a job's
-//! arguments, recurring tasks on cron schedules fired once per tick across
-//! any number of [`Scheduler`]s, an operator CLI (`solidq`) with the same
-//! operations on [`Queue`], [`events`] hooks for metrics, and log lines
-//! that name the process that wrote them (`solidq::logging`, text or JSON).
+//! | to… | use |
+//! | --- | --- |
+//! | define a job | the [`Job`] trait: `KIND`, `perform`, and per-type [`JobOptions`] |
+//! | retry, time out, prioritise, keep results | [`JobOptions`] (per type), [`EnqueueOptions`] (per enqueue), [`QueueConfig`] (defaults); [`Backoff`], [`Delivery`] |
+//! | limit concurrency or rate | [`JobOptions::concurrency`] with a [`ConcurrencyLimit`] and [`Job::concurrency_key`]; [`JobOptions::rate_limit`] with a [`RateLimit`] and [`Job::rate_key`] |
+//! | take turns between tenants | [`Job::fairness_key`], [`EnqueueOptions::fairness_key`] |
+//! | enqueue | [`Queue::connect`], [`Queue::migrate`], [`Queue::enqueue`], [`Queue::enqueue_with`], [`Queue::enqueue_all`] |
+//! | enqueue in your own transaction | [`Queue::open_connection`] → [`AnyConnection`] (a diesel `MultiConnection`), [`AnyConnection::write_transaction`], [`Queue::enqueue_on`]; other drivers: [`Queue::enqueue_statement`] |
+//! | read what a job sees while it runs | [`JobContext`]: `attempt`, `deadline`, `is_cancelled`, `state`, `set_progress`, `step`, `batch_id` |
+//! | run jobs | [`Worker`] (`register`, `threads`, `queues`, `state`, `wrap`, `run`, `start`, `drain`) |
+//! | supervise worker processes | [`Supervisor`], `solidq supervisor` ([`config::SupervisorConfig`]) |
+//! | cron schedules | [`RecurringTask`], [`Scheduler`] |
+//! | steps, batches, workflows | [`JobContext::step`]; [`Queue::batch`], [`BatchOptions`]; [`JobRequest::after`] ([`workflow`]) |
+//! | inspect and operate | [`Queue::job`], [`Queue::jobs`], [`Queue::queues`], [`Queue::retry_failed`], [`Queue::cancel_job`]; the `solidq` binary ([`cli`]) |
+//! | dashboard, HTTP API, metrics | `web` (feature `web`): `solidq web` or `solidq::web::router` |
+//! | hooks for metrics | [`events::Events`], [`Queue::with_events`] |
+//! | test your jobs | [`testing::TestQueue`], [`Worker::drain`] |
 //!
-//! ## The promises
-//! 1. Nothing is lost: once `enqueue` returns, the job survives any crash,
-//!    power loss included with the default settings (on SQLite,
-//!    [`SqliteSynchronous::Full`]; see [`QueueConfig::sqlite_synchronous`]).
-//! 2. At least once, and no more than needed: a job runs again only when
-//!    the process running it is gone, never because it is slow.
-//! 3. A stalled job is counted, logged and bounded.
-//! 4. Deploys are graceful: SIGTERM lets running jobs finish, hands back
-//!    the rest, and deregisters.
-//! 5. Bad input gets a clear [`Error`] and changes nothing.
-//!
-//! ## Lifecycle
-//!
-//! A job is always in exactly one execution table, or finished; every move
-//! between tables is one transaction.
-//!
-//! ```text
-//! enqueue ──► scheduled ──(due: dispatcher)──► ready ──(claim: worker)──► claimed ──► finished (kept for keep_result)
-//!    │                                           ▲                          │
-//!    └── (no delay) ─────────────────────────────┘                          ├─ error, attempts left ──► scheduled (retry_at)
-//!                                                 ▲                          ├─ error, none left ──────► failed
-//!                                                 └── graceful shutdown ─────┘ (released, not a stall)
-//! ```
-//!
-//! Every finalize deletes the claim row matching both the job and the
-//! claiming process; if none matched, the claim was lost (the process was
-//! pruned meanwhile) and nothing is written over the new claim.
-//!
-//! ## Layers
-//!
-//! Modules stand on each other in one order, low to high; a module uses
-//! only modules below it (`tests/it/layers.rs` checks every `crate::` path):
-//!
-//! | layer | modules | what |
-//! | --- | --- | --- |
-//! | 0 | `types` | plain data every layer shares: [`Error`], [`JobStatus`], [`Delivery`], [`Backoff`], [`ErrorInfo`], [`JobInfo`], [`QueuePattern`], stored limits, [`Schedule`], [`DatabaseUrl`], [`SqliteSynchronous`]; imports nothing of solidq |
-//! | 1 | [`config`], [`concurrency`] | settings and their defaults; the limit builder |
-//! | 2 | `job` | the [`Job`] trait, its options and context |
-//! | 3 | `store` | all SQL, one implementation per backend |
-//! | 4 | [`events`] | the hooks and their event types |
-//! | 5 | `process` | registration, heartbeats, signals, in-process wake-ups |
-//! | 6 | `client`, `logging` | [`Queue`]: enqueue and queries; log lines that name their process (`cli` feature) |
-//! | 7 | [`workflow`] | dependencies between members of a batch: checked, then stored |
-//! | 8 | [`batch`] | batches of jobs and their callbacks |
-//! | 9 | `maintenance` | pruning dead processes, releasing orphans, cleaning, tending |
-//! | 10 | `dispatcher` | scheduled → ready |
-//! | 11 | `scheduler` | recurring tasks |
-//! | 12 | `worker` | claiming and running jobs |
-//! | 13 | `supervisor` | worker processes, and the loops above them |
-//! | 14 | `admin` | operator queries and actions |
-//! | 15 | `testing` | helpers for testing an app's jobs |
-//! | 16 | `web` | the dashboard, HTTP API and metrics (`web` feature) |
-//! | 17 | `cli` | the `solidq` binary |
+//! Cargo features: `sqlite`, `postgres`, `cli` and `web` (default), `mysql`,
+//! `bundled-libpq`; see [the backends chapter](crate::guide::backends).
 //!
 //! ## Example
 //!
@@ -96,7 +59,53 @@
 //!     Worker::new(queue).queues(["mail", "*"]).threads(8).register::<SendEmail>().run()
 //! }
 //! ```
+//!
+//! ## Lifecycle
+//!
+//! A job is always in exactly one execution table, or finished; every move
+//! between tables is one transaction.
+//!
+//! ```text
+//! enqueue ──► scheduled ──(due: dispatcher)──► ready ──(claim: worker)──► claimed ──► finished (kept for keep_result)
+//!    │                                           ▲                          │
+//!    └── (no delay) ─────────────────────────────┘                          ├─ error, attempts left ──► scheduled (retry_at)
+//!                                                 ▲                          ├─ error, none left ──────► failed
+//!                                                 └── graceful shutdown ─────┘ (released, not a stall)
+//! ```
+//!
+//! Every finalize deletes the claim row matching both the job and the
+//! claiming process; if none matched, the claim was lost (the process was
+//! pruned meanwhile) and nothing is written over the new claim.
+//!
+//!
+//! ## Layers (for contributors)
+//!
+//! Modules stand on each other in one order, low to high; a module uses
+//! only modules below it (`tests/it/layers.rs` checks every `crate::` path):
+//!
+//! | layer | modules | what |
+//! | --- | --- | --- |
+//! | 0 | `types` | plain data every layer shares: [`Error`], [`JobStatus`], [`Delivery`], [`Backoff`], [`ErrorInfo`], [`JobInfo`], [`QueuePattern`], stored limits, [`Schedule`], [`DatabaseUrl`], [`SqliteSynchronous`]; imports nothing of solidq |
+//! | 1 | [`config`], [`concurrency`] | settings and their defaults; the limit builder |
+//! | 2 | `job` | the [`Job`] trait, its options and context |
+//! | 3 | `store` | all SQL, one implementation per backend |
+//! | 4 | [`events`] | the hooks and their event types |
+//! | 5 | `process` | registration, heartbeats, signals, in-process wake-ups |
+//! | 6 | `client`, `logging` | [`Queue`]: enqueue and queries; log lines that name their process (`cli` feature) |
+//! | 7 | [`workflow`] | dependencies between members of a batch: checked, then stored |
+//! | 8 | [`batch`] | batches of jobs and their callbacks |
+//! | 9 | `maintenance` | pruning dead processes, releasing orphans, cleaning, tending |
+//! | 10 | `dispatcher` | scheduled → ready |
+//! | 11 | `scheduler` | recurring tasks |
+//! | 12 | `worker` | claiming and running jobs |
+//! | 13 | `supervisor` | worker processes, and the loops above them |
+//! | 14 | `admin` | operator queries and actions |
+//! | 15 | `testing` | helpers for testing an app's jobs |
+//! | 16 | `web` | the dashboard, HTTP API and metrics (`web` feature) |
+//! | 17 | `cli` | the `solidq` binary |
+//!
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(not(any(feature = "sqlite", feature = "postgres", feature = "mysql")))]
 compile_error!(
@@ -120,6 +129,39 @@ pub mod testing;
 mod types;
 mod worker;
 pub mod workflow;
+
+// The guide: Markdown chapters in src/guide/, compiled into the API
+// documentation (and their examples into doctests) only. Declared here,
+// not in a src/guide/mod.rs, so that it is no layer of the crate.
+#[cfg(any(doc, doctest))]
+#[doc = include_str!("guide/index.md")]
+#[allow(rustdoc::redundant_explicit_links)]
+pub mod guide {
+    macro_rules! chapter {
+        ($name:ident, $file:literal) => {
+            #[doc = include_str!($file)]
+            pub mod $name {}
+        };
+    }
+
+    chapter!(jobs, "guide/jobs.md");
+    chapter!(options, "guide/options.md");
+    chapter!(limits, "guide/limits.md");
+    chapter!(steps, "guide/steps.md");
+    chapter!(batches_and_workflows, "guide/batches_and_workflows.md");
+    chapter!(recurring, "guide/recurring.md");
+    chapter!(workers_and_supervisor, "guide/workers_and_supervisor.md");
+    chapter!(operating, "guide/operating.md");
+    chapter!(deployment, "guide/deployment.md");
+    chapter!(backends, "guide/backends.md");
+    chapter!(performance, "guide/performance.md");
+    chapter!(testing, "guide/testing.md");
+}
+
+/// The README's examples, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 #[cfg(feature = "cli")]
 pub mod cli;

@@ -261,7 +261,7 @@ pub struct WorkerConfig {
     pub standalone: bool,
     /// On a database that lacks migrations of this build: `start` (and
     /// `run`) wait for them, saying so every 30 s, and start once they are
-    /// applied, instead of refusing with [`Error::SchemaBehind`](crate::Error::SchemaBehind).
+    /// applied, instead of refusing with [`Error::SchemaBehind`].
     /// For platforms that roll out the binary before the migration runs.
     /// Defaults to false (deploy order: migrate first).
     pub wait_for_migrations: bool,

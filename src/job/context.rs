@@ -13,6 +13,43 @@ use super::state::StateMap;
 use super::steps::StepBook;
 
 /// What a running job can see about itself, and how it learns it should stop.
+///
+/// [`Job::perform`](crate::Job::perform) gets one for each attempt:
+///
+/// | method | what |
+/// | --- | --- |
+/// | [`job_id`](JobContext::job_id), [`kind`](JobContext::kind), [`queue`](JobContext::queue), [`batch_id`](JobContext::batch_id), [`enqueued_at`](JobContext::enqueued_at) | which job this is |
+/// | [`attempt`](JobContext::attempt), [`max_attempts`](JobContext::max_attempts), [`stalled_count`](JobContext::stalled_count), [`snoozes`](JobContext::snoozes) | how it got here (the first attempt is 1) |
+/// | [`deadline`](JobContext::deadline), [`is_cancelled`](JobContext::is_cancelled), [`is_cancelled_by_operator`](JobContext::is_cancelled_by_operator) | when to stop: its timeout, the worker's shutdown, an operator's cancel |
+/// | [`state`](JobContext::state) | a value the worker was given with [`Worker::state`](crate::Worker::state), by type |
+/// | [`set_progress`](JobContext::set_progress) | a JSON progress value, cheap to set in a loop |
+/// | [`step`](JobContext::step), [`finished_steps`](JobContext::finished_steps) | resumable steps with a cursor (the guide's [steps](crate::guide::steps)) |
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use solidq::{Job, JobContext, JobError, JobResult};
+///
+/// struct Mailer { from: String }
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct SendNewsletter { recipients: Vec<String> }
+///
+/// impl Job for SendNewsletter {
+///     const KIND: &'static str = "send_newsletter";
+///     fn perform(&self, ctx: &JobContext) -> JobResult {
+///         let mailer = ctx.state::<Mailer>()?; // given with Worker::state(Mailer { … })
+///         for (done, to) in self.recipients.iter().enumerate() {
+///             if ctx.is_cancelled() {
+///                 // shutdown, timeout or an operator: hand it back, no attempt spent
+///                 return Err(JobError::interrupted());
+///             }
+///             println!("{} → {to} (attempt {})", mailer.from, ctx.attempt());
+///             ctx.set_progress(serde_json::json!({ "done": done + 1, "total": self.recipients.len() }));
+///         }
+///         Ok(serde_json::json!({ "sent": self.recipients.len(), "job": ctx.job_id() }))
+///     }
+/// }
+/// ```
 #[derive(Debug, Clone)]
 pub struct JobContext {
     pub(crate) id: i64,

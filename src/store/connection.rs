@@ -15,12 +15,40 @@ use diesel::connection::SimpleConnection;
 use crate::config::{DEFAULT_SQLITE_BUSY_TIMEOUT, DEFAULT_SQLITE_SYNCHRONOUS};
 use crate::types::{DatabaseUrl, Error, Result, SqliteSynchronous};
 
-/// One connection to either backend, set up as solidq sets up its own.
+/// One connection to any compiled backend, set up as solidq sets up its own.
+///
+/// It is a diesel [`MultiConnection`](diesel::MultiConnection) (derived
+/// with `#[derive(diesel::MultiConnection)]`), so it implements
+/// [`diesel::Connection`]: diesel queries every compiled backend accepts
+/// run on the enum itself, a `match` on the variant reaches backend-only
+/// ones, and [`AnyConnection::write_transaction`] writes safely on SQLite.
 /// [`Queue::open_connection`](crate::Queue::open_connection) gives the
-/// caller one: diesel queries both backends accept run on the enum itself,
-/// a `match` on the variant reaches backend-only ones, and
-/// [`AnyConnection::write_transaction`] writes safely on SQLite. (Inside
-/// solidq only `store/` looks inside.)
+/// caller one, and [`Queue::enqueue_on`](crate::Queue::enqueue_on) enqueues
+/// on it inside the caller's transaction. (Inside solidq only `store/`
+/// looks inside.)
+///
+/// ```
+/// use diesel::RunQueryDsl;
+/// use solidq::{AnyConnection, Queue};
+///
+/// # fn main() -> solidq::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let url = format!("sqlite://{}", dir.path().join("app.sqlite3").display());
+/// let queue = Queue::connect(&url)?; // any backend's URL
+/// # queue.migrate()?;
+/// let mut conn: AnyConnection = queue.open_connection()?;
+/// // A query for every backend, on the enum:
+/// diesel::sql_query("CREATE TABLE notes (body TEXT)").execute(&mut conn)?;
+/// // A backend's own API, through its variant:
+/// match &mut conn {
+///     AnyConnection::Sqlite(sqlite) => {
+///         diesel::sql_query("PRAGMA optimize").execute(sqlite)?;
+///     }
+///     _ => {}
+/// }
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// Each variant exists only when its backend's Cargo feature (`postgres`,
 /// `sqlite`, `mysql`) is on.

@@ -267,7 +267,7 @@ impl Supervisor {
     /// started if anything is wrong), then supervises until a signal
     /// arrives. A database that does not answer at the start (a transient
     /// error: refused, locked, full) is waited for, with a line every
-    /// [`STILL_WAITING_EVERY`]; once started, nothing the database does
+    /// `STILL_WAITING_EVERY` (30 s); once started, nothing the database does
     /// stops it. What `solidq supervisor` runs.
     pub fn run(self) -> Result<()> {
         process::install_signal_handlers()?;
