@@ -852,11 +852,24 @@ fn disk_full(url: &str, fill: impl FnOnce(), free: impl FnOnce(), check: impl Fn
     };
     std::thread::sleep(Duration::from_secs(1));
     fill();
-    std::thread::sleep(FULL);
+    let filled = Instant::now();
+    std::thread::sleep(Duration::from_secs(2));
+    let job = common::jobs::PaddedLedger {
+        path: ledger.display().to_string(),
+        pad: "x".repeat(4096),
+    };
+    // The CLI and the HTTP API refuse as the library does; what either
+    // acknowledged (space freed for a moment) counts as acknowledged.
+    #[cfg_attr(not(feature = "web"), allow(unused_mut))]
+    let mut on_other_surfaces = cli_refuses_a_full_disk(url, &job);
+    #[cfg(feature = "web")]
+    on_other_surfaces.extend(api_refuses_a_full_disk(&queue, &job));
+    std::thread::sleep(FULL.saturating_sub(filled.elapsed()));
     free();
     std::thread::sleep(Duration::from_secs(1));
     stop.store(true, Ordering::SeqCst);
-    let (acknowledged, refused) = producer.join().expect("producer");
+    let (mut acknowledged, refused) = producer.join().expect("producer");
+    acknowledged.extend(on_other_surfaces);
     wait_for("every acknowledged job to succeed", WAIT, || {
         acknowledged.iter().all(|&id| {
             queue
@@ -913,4 +926,88 @@ fn disk_full(url: &str, fill: impl FnOnce(), free: impl FnOnce(), check: impl Fn
     let pids: Vec<i32> = queue.processes().unwrap().iter().map(|p| p.pid).collect();
     assert_eq!(pids, [worker.pid() as i32], "the same worker process");
     check();
+}
+
+/// `solidq enqueue` while the disk is full: exit 1 and a message that says
+/// the database is full. Tries up to 20 times (a moment's free space lets
+/// one through); the ids it acknowledged meanwhile.
+fn cli_refuses_a_full_disk(url: &str, job: &common::jobs::PaddedLedger) -> Vec<i64> {
+    let args = serde_json::to_string(job).expect("arguments");
+    let mut acknowledged = Vec::new();
+    for _ in 0..20 {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_solidq"))
+            .args(["--database-url", url, "enqueue", "padded_ledger", "--json"])
+            .args(["--args", &args])
+            .output()
+            .expect("run solidq");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() {
+            let answer: serde_json::Value =
+                serde_json::from_slice(&out.stdout).expect("the CLI's JSON");
+            acknowledged.push(answer["id"].as_i64().expect("an id"));
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(1), "the CLI's exit code: {stderr}");
+        assert!(stderr.contains("is full"), "the CLI says why: {stderr}");
+        eprintln!("full disk, the CLI: exit 1, {}", stderr.trim());
+        return acknowledged;
+    }
+    panic!("the CLI enqueued 20 times on a full disk");
+}
+
+/// `POST /api/jobs` while the disk is full: 507 with `Retry-After`, the
+/// error saying the database is full. As [`cli_refuses_a_full_disk`].
+#[cfg(feature = "web")]
+fn api_refuses_a_full_disk(queue: &Queue, job: &common::jobs::PaddedLedger) -> Vec<i64> {
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode, header};
+    use tower::ServiceExt;
+
+    let mut config = solidq::web::WebConfig::new();
+    config.admin_token = Some("admin-token-for-the-full-disk".into());
+    let router = solidq::web::router(queue.clone(), config).expect("router");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let body = serde_json::json!({ "kind": "padded_ledger", "args": job }).to_string();
+    let mut acknowledged = Vec::new();
+    for _ in 0..20 {
+        let request = Request::post("/api/jobs")
+            .header(
+                header::AUTHORIZATION,
+                "Bearer admin-token-for-the-full-disk",
+            )
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.clone()))
+            .expect("request");
+        let (status, retry_after, answer) = runtime.block_on(async {
+            let response = router.clone().oneshot(request).await.expect("answer");
+            let status = response.status();
+            let retry_after = response.headers().get(header::RETRY_AFTER).cloned();
+            let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+                .await
+                .expect("body");
+            let answer: serde_json::Value = serde_json::from_slice(&bytes).expect("JSON");
+            (status, retry_after, answer)
+        });
+        if status == StatusCode::CREATED {
+            acknowledged.push(answer["id"].as_i64().expect("an id"));
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE, "{answer}");
+        assert!(retry_after.is_some(), "Retry-After: {answer}");
+        assert!(
+            answer["error"].as_str().unwrap_or("").contains("is full"),
+            "the API says why: {answer}"
+        );
+        eprintln!(
+            "full disk, the API: {status}, Retry-After {:?}, {answer}",
+            retry_after.unwrap()
+        );
+        return acknowledged;
+    }
+    panic!("the API enqueued 20 times on a full disk");
 }
