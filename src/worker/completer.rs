@@ -625,8 +625,8 @@ impl Run {
             self.backlog.set_failing(true);
             self.failing_since = Some(Instant::now());
             log::warn!(
-                "cannot record {} outcomes ({error}); they are kept and written when the database takes them, and this worker claims nothing meanwhile",
-                self.pending.len()
+                "cannot record {} ({error}); kept and written when the database takes them, and this worker claims nothing meanwhile",
+                outcomes(self.pending.len())
             );
         } else if self
             .failing_said
@@ -634,8 +634,8 @@ impl Run {
         {
             self.failing_said = Some(Instant::now());
             log::warn!(
-                "still cannot record {} outcomes after {:.0?} ({error}); retrying",
-                self.pending.len(),
+                "still cannot record {} after {:.0?} ({error}); retrying",
+                outcomes(self.pending.len()),
                 self.failing_since
                     .map(|at| at.elapsed())
                     .unwrap_or_default()
@@ -751,5 +751,14 @@ fn progress_row(cell: &ProgressCell) -> Option<Progress> {
             json,
             checkpoint,
         }),
+    }
+}
+
+/// "1 outcome", "2 outcomes".
+fn outcomes(n: usize) -> String {
+    if n == 1 {
+        "1 outcome".to_string()
+    } else {
+        format!("{n} outcomes")
     }
 }

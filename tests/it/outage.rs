@@ -894,7 +894,7 @@ fn disk_full(url: &str, fill: impl FnOnce(), free: impl FnOnce(), check: impl Fn
         starts.len(),
         starts.values().filter(|&&n| n > 1).count(),
         logs.lines()
-            .filter(|l| l.contains("outcomes") || l.contains("heartbeat"))
+            .filter(|l| l.contains("outcome") || l.contains("heartbeat"))
             .take(6)
             .collect::<Vec<_>>(),
     );
