@@ -13,6 +13,7 @@ pub mod netns;
 #[cfg(feature = "postgres")]
 pub mod pgbouncer;
 pub mod recorder;
+pub mod template;
 pub mod tmpfs;
 
 #[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
@@ -275,9 +276,16 @@ impl TestDb {
         self.queue_with(QueueConfig::default())
     }
 
+    /// A migrated queue: the database starts as a copy of the migrated
+    /// template (see [`template`]) unless it was migrated already.
     pub fn queue_with(&self, config: QueueConfig) -> Queue {
+        let copied = template::install(self);
         let queue = Queue::connect_with(&self.url, config).expect("connect");
-        queue.migrate().expect("migrate");
+        let applied = queue.migrate().expect("migrate");
+        assert!(
+            !copied || applied.is_empty(),
+            "the migrated template lacked {applied:?}"
+        );
         queue
     }
 
