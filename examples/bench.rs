@@ -389,7 +389,7 @@ fn run_worker(url: &str, threads: usize, prefetch: usize, standalone: bool) {
     }
     let stats = handle.stats();
     handle.stop().expect("stop");
-    println!("statements {}", solidq::statements_executed());
+    println!("statements {}", solidq::events::statements_executed());
     println!("cpu_us {}", own_cpu_us());
     println!("claims {} {}", stats.claims, stats.claimed_jobs);
 }
@@ -1817,10 +1817,10 @@ fn bench_idle(backend: &'static str, args: &Args, table: &mut Table) {
                 .start()
                 .expect("worker");
             std::thread::sleep(Duration::from_secs(2));
-            let before = solidq::statements_executed();
+            let before = solidq::events::statements_executed();
             let window = Duration::from_secs(20);
             std::thread::sleep(window);
-            let statements = solidq::statements_executed() - before;
+            let statements = solidq::events::statements_executed() - before;
             handle.stop().expect("stop");
             per_second.push(statements as f64 / window.as_secs_f64());
         }

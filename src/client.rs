@@ -449,7 +449,7 @@ impl Queue {
     /// (a statement waits that long for the write lock, where a plain
     /// `SqliteConnection::establish` fails at once with `database is
     /// locked` while a worker writes); on PostgreSQL a plain connection.
-    /// Its statements are not counted by [`crate::statements_executed`].
+    /// Its statements are not counted by [`crate::events::statements_executed`].
     ///
     /// Ask for the type your code uses: [`SqliteConnection`] or
     /// [`PgConnection`] (the one the URL names, else

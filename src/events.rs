@@ -62,6 +62,9 @@ mod process;
 use std::sync::Arc;
 
 pub use self::log::LogEvents;
+/// Process-wide counters for diagnostics and benchmarks: the statements
+/// solidq's own connections ran, and the lock conflicts it retried.
+pub use crate::store::{lock_conflicts_retried, statements_executed};
 pub use job::{
     JobCancelled, JobClaimed, JobDiscarded, JobEnqueued, JobFailed, JobReleased, JobRetried,
     JobSnoozed, JobStalled, JobSucceeded, ReleaseCause,

@@ -171,11 +171,9 @@ pub mod logging;
 pub mod web;
 
 pub use admin::{
-    AuditEntry, AuditSource, CONCURRENCY_HOLDERS_SHOWN, Cancelled, ConcurrencyKey,
-    DEFAULT_JOB_LIST_LIMIT, DatabaseHealth, FailedFilter, JOB_OUTCOMES, JobCount, JobFilter,
-    JobPage, KnownNames, MAX_AUDIT_ACTION_LEN, MAX_AUDIT_ACTOR_LEN, MAX_AUDIT_TARGET_LEN,
-    MISSED_TICK_GRACE, Name, NewAuditEntry, PostgresHealth, ProcessInfo, QueueStats, RecurringInfo,
-    SqliteHealth, StatsBucket, TableHealth, Tick,
+    AuditEntry, AuditSource, Cancelled, ConcurrencyKey, DatabaseHealth, FailedFilter, JobCount,
+    JobFilter, JobPage, KnownNames, Name, NewAuditEntry, PostgresHealth, ProcessInfo, QueueStats,
+    RecurringInfo, SqliteHealth, StatsBucket, TableHealth, Tick,
 };
 pub use batch::{BatchEnqueued, BatchInfo, BatchOptions};
 pub use client::{DriverRef, EnqueueConnection, Enqueued, JobRequest, Queue};
@@ -188,17 +186,11 @@ pub use job::{
 };
 pub use process::{ProcessIdentity, install_signal_handlers, process_identity, signal_received};
 pub use scheduler::{RecurringTask, Scheduler, SchedulerHandle};
-pub use store::{
-    AnyConnection, ConnectionCustomizer, EnqueueStatement, SqlValue, Statement,
-    lock_conflicts_retried, statements_executed,
-};
-pub use supervisor::{
-    CheckReport, RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, SHUTDOWN_MARGIN, STOP_GRACE,
-    Supervisor, SupervisorHandle, YOUNG_DEATH,
-};
+pub use store::{AnyConnection, ConnectionCustomizer, EnqueueStatement, SqlValue, Statement};
+pub use supervisor::{CheckReport, Supervisor, SupervisorHandle};
 pub use types::{
-    Backend, Backoff, DatabaseUrl, Delivery, Error, ErrorInfo, ErrorKind, JobInfo, JobStatus,
-    LIBPQ_DEFAULTS, QueuePattern, Result, Schedule, ScheduleError, SqliteSynchronous,
+    Backend, Backoff, BoxError, DatabaseUrl, Delivery, Error, ErrorInfo, ErrorKind, JobInfo,
+    JobStatus, QueuePattern, Result, Schedule, ScheduleError, SqliteSynchronous,
 };
 pub use worker::{Drained, Worker, WorkerHandle, WorkerStats};
 pub use workflow::{Dependency, DependencyOutcome};

@@ -6,7 +6,7 @@
 //! claim and finish them. Deadlocks and lock waits may happen inside
 //! solidq; none may surface: no error reaches a producer or a dispatcher,
 //! no warning or error is logged, and every job runs and succeeds. The
-//! conflicts solidq retried (`solidq::lock_conflicts_retried`) are printed
+//! conflicts solidq retried (`solidq::events::lock_conflicts_retried`) are printed
 //! for the README. And on MySQL a real lock wait timeout (1205), retried
 //! inside the operation that met it.
 
@@ -73,7 +73,7 @@ fn dispatchers_producers_and_workers_surface_no_deadlock(db: &TestDb) {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     install_counting_logger();
     let warnings_before = WARNINGS.load(Ordering::SeqCst);
-    let retried_before = solidq::lock_conflicts_retried();
+    let retried_before = solidq::events::lock_conflicts_retried();
     let config = QueueConfig {
         // SQLite's writers take turns on one lock: give them the time a
         // busy file needs (the other backends ignore it).
@@ -207,7 +207,7 @@ fn dispatchers_producers_and_workers_surface_no_deadlock(db: &TestDb) {
         "SELECT count(*) AS v FROM solidq_jobs
          WHERE finished_at IS NOT NULL AND errors IS NULL AND attempts = 1",
     );
-    let retried = solidq::lock_conflicts_retried() - retried_before;
+    let retried = solidq::events::lock_conflicts_retried() - retried_before;
     eprintln!(
         "{}: {enqueued} jobs in {elapsed:.1?} under 3 dispatchers, 4 producers, 2 workers; \
          {retried} lock conflicts retried inside solidq, {} surfaced",
@@ -259,7 +259,7 @@ fn a_lock_wait_timeout_on_mysql_is_retried_unseen() {
         std::thread::sleep(Duration::from_secs(7));
         holder.execute("COMMIT");
     });
-    let retried_before = solidq::lock_conflicts_retried();
+    let retried_before = solidq::events::lock_conflicts_retried();
     let started = Instant::now();
     let cancelled = queue.cancel_job(id, "operator").expect("no error surfaces");
     let waited = started.elapsed();
@@ -270,7 +270,7 @@ fn a_lock_wait_timeout_on_mysql_is_retried_unseen() {
         "it waited for the lock: {waited:?}"
     );
     assert!(
-        solidq::lock_conflicts_retried() > retried_before,
+        solidq::events::lock_conflicts_retried() > retried_before,
         "the lock wait timeout was retried"
     );
     assert_eq!(

@@ -11,13 +11,19 @@ use crate::process;
 use crate::store::{AuditRow, NewAudit};
 use crate::types::{Error, Result};
 
-/// The longest actor accepted, in bytes.
-pub const MAX_AUDIT_ACTOR_LEN: usize = 256;
-/// The longest action accepted, in bytes.
-pub const MAX_AUDIT_ACTION_LEN: usize = 64;
-/// The longest target accepted, in bytes (a JSON filter naming a thousand
-/// job ids fits).
-pub const MAX_AUDIT_TARGET_LEN: usize = 65_536;
+impl NewAuditEntry {
+    /// The longest actor accepted, in bytes.
+    pub const MAX_ACTOR_LEN: usize = 256;
+}
+impl NewAuditEntry {
+    /// The longest action accepted, in bytes.
+    pub const MAX_ACTION_LEN: usize = 64;
+}
+impl NewAuditEntry {
+    /// The longest target accepted, in bytes (a JSON filter naming a thousand
+    /// job ids fits).
+    pub const MAX_TARGET_LEN: usize = 65_536;
+}
 
 /// Through what an operator acted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -79,16 +85,16 @@ impl std::str::FromStr for AuditSource {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewAuditEntry {
     /// Who acted: a user name, an email, `alice@host`. Not empty, no
-    /// control characters, at most [`MAX_AUDIT_ACTOR_LEN`] bytes.
+    /// control characters, at most [`NewAuditEntry::MAX_ACTOR_LEN`] bytes.
     pub actor: String,
     /// Through what.
     pub source: AuditSource,
     /// What was done, in lowercase snake case (`retry`, `pause`…; see
     /// [`AuditEntry`]): ASCII letters, digits and `_ . : -`, not empty, at
-    /// most [`MAX_AUDIT_ACTION_LEN`] bytes.
+    /// most [`NewAuditEntry::MAX_ACTION_LEN`] bytes.
     pub action: String,
     /// What it was done to: a job id, a queue name, or a JSON description
-    /// of a filter. No NUL, at most [`MAX_AUDIT_TARGET_LEN`] bytes; may be
+    /// of a filter. No NUL, at most [`NewAuditEntry::MAX_TARGET_LEN`] bytes; may be
     /// empty.
     pub target: String,
     /// How many rows (jobs, queues) it changed.
@@ -142,22 +148,30 @@ impl NewAuditEntry {
                 "must not contain NUL or other control characters",
             ));
         }
-        if actor.len() > MAX_AUDIT_ACTOR_LEN {
+        if actor.len() > NewAuditEntry::MAX_ACTOR_LEN {
             return Err(invalid(
                 "audit actor",
                 actor,
-                &format!("{} bytes, more than {MAX_AUDIT_ACTOR_LEN}", actor.len()),
+                &format!(
+                    "{} bytes, more than {}",
+                    actor.len(),
+                    NewAuditEntry::MAX_ACTOR_LEN
+                ),
             ));
         }
         let action = &self.action;
         if action.is_empty() {
             return Err(invalid("audit action", action, "must not be empty"));
         }
-        if action.len() > MAX_AUDIT_ACTION_LEN {
+        if action.len() > NewAuditEntry::MAX_ACTION_LEN {
             return Err(invalid(
                 "audit action",
                 action,
-                &format!("{} bytes, more than {MAX_AUDIT_ACTION_LEN}", action.len()),
+                &format!(
+                    "{} bytes, more than {}",
+                    action.len(),
+                    NewAuditEntry::MAX_ACTION_LEN
+                ),
             ));
         }
         if let Some(bad) = action
@@ -177,11 +191,15 @@ impl NewAuditEntry {
         if target.contains('\0') {
             return Err(invalid("audit target", target, "must not contain NUL"));
         }
-        if target.len() > MAX_AUDIT_TARGET_LEN {
+        if target.len() > NewAuditEntry::MAX_TARGET_LEN {
             return Err(invalid(
                 "audit target",
                 target,
-                &format!("{} bytes, more than {MAX_AUDIT_TARGET_LEN}", target.len()),
+                &format!(
+                    "{} bytes, more than {}",
+                    target.len(),
+                    NewAuditEntry::MAX_TARGET_LEN
+                ),
             ));
         }
         i64::try_from(self.rows).map_err(|_| Error::InvalidOption {
@@ -337,7 +355,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(text.contains(r"7\0 8"), "the value, escaped: {text}");
-        let long = "x".repeat(MAX_AUDIT_TARGET_LEN + 1);
+        let long = "x".repeat(NewAuditEntry::MAX_TARGET_LEN + 1);
         let text = entry("alice", "retry", &long)
             .validate()
             .unwrap_err()

@@ -11,10 +11,12 @@ use crate::client::Queue;
 use crate::config::RECURRING_GUARD_RETENTION;
 use crate::types::{Error, JobStatus, Result, Schedule};
 
-/// How long after a tick's time its job may appear before the ledger
-/// calls the tick missed: schedulers fire within their polling interval,
-/// and a short pause (a deploy) should not look like a lost tick.
-pub const MISSED_TICK_GRACE: Duration = Duration::from_secs(60);
+impl Tick {
+    /// How long after a tick's time its job may appear before the ledger
+    /// calls the tick missed: schedulers fire within their polling interval,
+    /// and a short pause (a deploy) should not look like a lost tick.
+    pub const MISSED_GRACE: Duration = Duration::from_secs(60);
+}
 
 /// One tick of a recurring task, as [`Queue::recurring_ledger`] lists it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -45,14 +47,16 @@ pub struct ConcurrencyKey {
     /// then at the latest).
     pub expires_at: Option<DateTime<Utc>>,
     /// Jobs holding a slot (ready or claimed), at most
-    /// [`CONCURRENCY_HOLDERS_SHOWN`].
+    /// [`ConcurrencyKey::HOLDERS_SHOWN`].
     pub holders: Vec<i64>,
     /// Jobs waiting for a slot.
     pub blocked: u64,
 }
 
-/// The most holders [`Queue::concurrency_keys`] lists per key.
-pub const CONCURRENCY_HOLDERS_SHOWN: usize = 50;
+impl ConcurrencyKey {
+    /// The most holders [`Queue::concurrency_keys`] lists per key.
+    pub const HOLDERS_SHOWN: usize = 50;
+}
 
 impl Queue {
     /// The latest `limit` ticks of recurring task `key`, newest first:
@@ -60,7 +64,7 @@ impl Queue {
     /// no scheduler fired (`missed`: no scheduler was running, or none
     /// could reach the database), within the time its guards are kept
     /// ([`RECURRING_GUARD_RETENTION`]) and since the task was declared.
-    /// Ticks of the last [`MISSED_TICK_GRACE`] are not called missed.
+    /// Ticks of the last [`Tick::MISSED_GRACE`] are not called missed.
     pub fn recurring_ledger(&self, key: &str, limit: usize) -> Result<Vec<Tick>> {
         let task = self
             .recurring_tasks()?
@@ -120,7 +124,7 @@ impl Queue {
             let span = step * i32::try_from(limit).unwrap_or(i32::MAX);
             start = start.max(now - span);
         }
-        let grace = chrono::Duration::from_std(MISSED_TICK_GRACE).unwrap_or_default();
+        let grace = chrono::Duration::from_std(Tick::MISSED_GRACE).unwrap_or_default();
         let mut expected = Vec::new();
         // Ticks after `start` only: a scheduler declared at 12:00:00.4 does
         // not fire the tick of 12:00:00.
@@ -159,7 +163,7 @@ impl Queue {
     pub fn concurrency_keys(&self) -> Result<Vec<ConcurrencyKey>> {
         Ok(self
             .store()
-            .concurrency_overview(CONCURRENCY_HOLDERS_SHOWN)?
+            .concurrency_overview(ConcurrencyKey::HOLDERS_SHOWN)?
             .into_iter()
             .map(|(key, row)| ConcurrencyKey {
                 key,

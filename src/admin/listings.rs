@@ -13,8 +13,10 @@ use crate::scheduler::{RecurringTask, Scheduler};
 use crate::store::JobSelection;
 use crate::types::{Error, JobInfo, JobStatus, Result, Schedule};
 
-/// How many jobs [`Queue::jobs`] lists unless told otherwise.
-pub const DEFAULT_JOB_LIST_LIMIT: usize = 50;
+impl JobFilter {
+    /// How many jobs [`Queue::jobs`] lists unless told otherwise.
+    pub const DEFAULT_LIMIT: usize = 50;
+}
 
 /// Which jobs [`Queue::jobs`] lists: conditions combine with AND; newest
 /// first.
@@ -27,7 +29,7 @@ impl Default for JobFilter {
     fn default() -> Self {
         JobFilter {
             selection: JobSelection {
-                limit: DEFAULT_JOB_LIST_LIMIT,
+                limit: JobFilter::DEFAULT_LIMIT,
                 ..JobSelection::default()
             },
         }
@@ -35,7 +37,7 @@ impl Default for JobFilter {
 }
 
 impl JobFilter {
-    /// The newest [`DEFAULT_JOB_LIST_LIMIT`] jobs, whatever their state.
+    /// The newest [`JobFilter::DEFAULT_LIMIT`] jobs, whatever their state.
     pub fn new() -> JobFilter {
         JobFilter::default()
     }

@@ -13,18 +13,15 @@ mod listings;
 mod names;
 mod stats;
 
-pub use audit::{
-    AuditEntry, AuditSource, MAX_AUDIT_ACTION_LEN, MAX_AUDIT_ACTOR_LEN, MAX_AUDIT_TARGET_LEN,
-    NewAuditEntry,
-};
+pub use audit::{AuditEntry, AuditSource, NewAuditEntry};
 pub use control::Cancelled;
 pub use health::{DatabaseHealth, PostgresHealth, SqliteHealth, TableHealth};
 pub use known::KnownNames;
 pub(crate) use known::listed;
-pub use ledger::{CONCURRENCY_HOLDERS_SHOWN, ConcurrencyKey, MISSED_TICK_GRACE, Tick};
-pub use listings::{DEFAULT_JOB_LIST_LIMIT, JobFilter, JobPage, ProcessInfo, RecurringInfo};
+pub use ledger::{ConcurrencyKey, Tick};
+pub use listings::{JobFilter, JobPage, ProcessInfo, RecurringInfo};
 pub use names::Name;
-pub use stats::{JOB_OUTCOMES, JobCount, StatsBucket};
+pub use stats::{JobCount, StatsBucket};
 
 use std::time::Duration;
 

@@ -11,23 +11,25 @@ use serde::Serialize;
 use crate::client::Queue;
 use crate::types::Result;
 
-/// The outcomes counted, as [`JobCount::outcome`] and
-/// [`StatsBucket::outcome`] spell them (see [`JobCount`]).
-/// A later version may add to them.
-pub const JOB_OUTCOMES: [&str; 6] = [
-    "succeeded",
-    "failed",
-    "retried",
-    "snoozed",
-    "discarded",
-    "stalled",
-];
+impl JobCount {
+    /// The outcomes counted, as [`JobCount::outcome`] and
+    /// [`StatsBucket::outcome`] spell them (see [`JobCount`]).
+    /// A later version may add to them.
+    pub const OUTCOMES: [&str; 6] = [
+        "succeeded",
+        "failed",
+        "retried",
+        "snoozed",
+        "discarded",
+        "stalled",
+    ];
+}
 
 /// Attempts of one queue and kind that ended one way, summed over all
 /// time, from [`Queue::job_totals`].
 ///
 /// **What is counted.** Every attempt a worker recorded, by how it ended
-/// (see [`JOB_OUTCOMES`]): `succeeded`; `failed` (for good: no attempts
+/// (see [`JobCount::OUTCOMES`]): `succeeded`; `failed` (for good: no attempts
 /// left or not retryable, including an at-most-once job whose worker
 /// stopped or was killed while it ran); `retried` (failed, retry
 /// scheduled); `snoozed` (handed back without spending an attempt);
@@ -65,7 +67,7 @@ pub struct JobCount {
     pub queue: String,
     /// The jobs' kind.
     pub kind: String,
-    /// How the attempts ended: one of [`JOB_OUTCOMES`].
+    /// How the attempts ended: one of [`JobCount::OUTCOMES`].
     pub outcome: String,
     /// How many attempts.
     pub jobs: u64,
@@ -85,7 +87,7 @@ pub struct StatsBucket {
     pub queue: String,
     /// The jobs' kind.
     pub kind: String,
-    /// How the attempts ended: one of [`JOB_OUTCOMES`].
+    /// How the attempts ended: one of [`JobCount::OUTCOMES`].
     pub outcome: String,
     /// How many attempts.
     pub jobs: u64,
@@ -161,6 +163,6 @@ mod tests {
             .iter()
             .map(|c| c.as_str())
             .collect();
-        assert_eq!(stored, super::JOB_OUTCOMES);
+        assert_eq!(stored, super::JobCount::OUTCOMES);
     }
 }

@@ -67,7 +67,7 @@ pub(super) struct JobsArgs {
     #[arg(long)]
     error: Option<String>,
     /// At most this many, at least 1.
-    #[arg(long, default_value_t = crate::DEFAULT_JOB_LIST_LIMIT, value_parser = super::at_least_one)]
+    #[arg(long, default_value_t = crate::admin::JobFilter::DEFAULT_LIMIT, value_parser = super::at_least_one)]
     limit: usize,
     /// The next page: the jobs listed after this job id (older ones).
     #[arg(long, value_name = "ID")]

@@ -354,10 +354,11 @@ fn require_existing(url: &DatabaseUrl) -> crate::Result<()> {
     match url.sqlite_path() {
         Some(path) if !path.exists() => Err(Error::Connect {
             url: url.redacted(),
-            source: diesel::ConnectionError::BadConnection(format!(
+            source: format!(
                 "no such database file {} (only `solidq migrate` creates one)",
                 path.display()
-            )),
+            )
+            .into(),
         }),
         _ => Ok(()),
     }

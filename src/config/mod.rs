@@ -13,9 +13,9 @@ use std::time::Duration;
 pub use supervisor::*;
 pub use web::*;
 
+pub use crate::types::LIBPQ_DEFAULTS;
 pub use crate::types::MAX_QUEUE_NAME_LEN;
-pub use crate::types::SqliteSynchronous;
-use crate::types::{Backoff, Delivery, Error, Result, validate_queue_name};
+use crate::types::{Backoff, Delivery, Error, Result, SqliteSynchronous, validate_queue_name};
 
 /// How long an SQLite connection waits for the write lock before reporting
 /// `database is locked` (which solidq retries up to this long too).

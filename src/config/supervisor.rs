@@ -743,6 +743,34 @@ fn env_error(name: &'static str, value: &str, reason: &str) -> Error {
     }
 }
 
+// Timings the supervisor works by (not settings: code that must agree
+// with them, a deploy check or a test, reads them here).
+
+/// Extra time a stopping supervisor gives its children beyond
+/// `shutdown_timeout`: they need it to record their last outcomes and
+/// deregister after their jobs' grace period ends. With the default
+/// `shutdown_timeout` the whole wait is 9 s, leaving a second of the 10 s
+/// grace of `docker stop` for the supervisor's own
+/// teardown; see [`STOP_GRACE`].
+pub const SHUTDOWN_MARGIN: Duration = Duration::from_secs(2);
+
+/// The grace period the default settings fit: `docker stop` sends SIGKILL
+/// 10 s after SIGTERM (Kubernetes' `terminationGracePeriodSeconds` is 30 s
+/// by default, systemd's `TimeoutStopSec` 90 s). A supervisor with the
+/// default `shutdown_timeout` exits within it; with a longer
+/// `shutdown_timeout`, give the container (`docker stop --time`,
+/// `docker run --stop-timeout`) at least `shutdown_timeout` +
+/// [`SHUTDOWN_MARGIN`] + 1 s.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// A process that lived less than this counts as dying young.
+pub const YOUNG_DEATH: Duration = Duration::from_secs(1);
+/// The first restart delay after a young death; it doubles with each
+/// further one.
+pub const RESTART_BACKOFF_BASE: Duration = Duration::from_millis(100);
+/// The longest restart delay.
+pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(10);
+
 #[cfg(test)]
 mod tests {
     use super::*;

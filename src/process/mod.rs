@@ -88,14 +88,6 @@ pub(crate) fn register(store: &Store, process: &NewProcess, events: &dyn Events)
 }
 
 fn is_unique_violation(error: &crate::Error) -> bool {
-    matches!(
-        error,
-        crate::Error::Database {
-            source: diesel::result::Error::DatabaseError(
-                diesel::result::DatabaseErrorKind::UniqueViolation,
-                _
-            ),
-            ..
-        }
-    )
+    matches!(error, crate::Error::Database { .. })
+        && error.kind() == crate::types::ErrorKind::UniqueViolation
 }

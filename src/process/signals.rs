@@ -40,9 +40,7 @@ pub fn install_signal_handlers() -> Result<()> {
     });
     match outcome {
         Ok(()) => Ok(()),
-        Err(message) => Err(crate::Error::Signals(ctrlc::Error::System(
-            std::io::Error::other(message.clone()),
-        ))),
+        Err(message) => Err(crate::Error::Signals(message.clone().into())),
     }
 }
 

@@ -198,9 +198,9 @@ impl DatabaseUrl {
 
     #[cfg_attr(not(feature = "sqlite"), allow(unused_variables))]
     fn open(&self, sqlite: SqliteSettings, owner: Owner) -> Result<AnyConnection> {
-        let connect_error = |source| Error::Connect {
+        let connect_error = |source: diesel::ConnectionError| Error::Connect {
             url: self.redacted(),
-            source,
+            source: Box::new(source),
         };
         match self.sqlite_path() {
             #[cfg(feature = "mysql")]
@@ -210,8 +210,14 @@ impl DatabaseUrl {
                 conn.batch_execute(MYSQL_SESSION)
                     .map_err(|source| Error::Connect {
                         url: self.redacted(),
-                        source: diesel::ConnectionError::CouldntSetupConfiguration(source),
+                        source: Box::new(diesel::ConnectionError::CouldntSetupConfiguration(
+                            source,
+                        )),
                     })?;
+                if owner == Owner::Solidq {
+                    // MySQL: "Unknown system variable" (1193), nothing set.
+                    let _ = conn.batch_execute(MARIADB_SESSION);
+                }
                 if owner == Owner::Solidq {
                     conn.set_instrumentation(StatementCounter);
                 }
@@ -231,7 +237,9 @@ impl DatabaseUrl {
                     conn.batch_execute(POSTGRES_SESSION)
                         .map_err(|source| Error::Connect {
                             url: self.redacted(),
-                            source: diesel::ConnectionError::CouldntSetupConfiguration(source),
+                            source: Box::new(diesel::ConnectionError::CouldntSetupConfiguration(
+                                source,
+                            )),
                         })?;
                 }
                 if owner == Owner::Solidq {
@@ -248,7 +256,7 @@ impl DatabaseUrl {
                 }
                 configure_sqlite(&mut conn, sqlite, owner).map_err(|source| Error::Connect {
                     url: self.redacted(),
-                    source: diesel::ConnectionError::CouldntSetupConfiguration(source),
+                    source: Box::new(diesel::ConnectionError::CouldntSetupConfiguration(source)),
                 })?;
                 Ok(AnyConnection::Sqlite(conn))
             }
@@ -259,14 +267,16 @@ impl DatabaseUrl {
 }
 
 /// What every one of solidq's own PostgreSQL sessions sets on the server,
-/// the server's half of [`crate::LIBPQ_DEFAULTS`]: when a worker host is
+/// the server's half of [`crate::config::LIBPQ_DEFAULTS`]: when a worker host is
 /// cut off, its sessions' backends would otherwise wait for it until the
 /// server's TCP keepalive gives up (two hours by the kernel's default),
 /// each holding a connection slot and, if the cut came inside a
 /// transaction, its locks (a claim's lock on the process row keeps the
 /// prune from releasing that process's jobs). With keepalives the server
-/// notices a silent client in about 11 s; a transaction left idle for a
-/// minute (solidq's last milliseconds) is ended. The caller's connections
+/// notices a silent client in about 11 s. A transaction left idle for 10 s
+/// (solidq's own last milliseconds: its process was frozen, SIGSTOP or a
+/// stalled VM, in the middle of one) is ended, so its locks hold up the
+/// prune of that process for 10 s, not until it thaws. The caller's connections
 /// are left as the caller's server configures them, and so are sessions
 /// through a transaction-mode pooler (`prepared_statements=false`), where
 /// a `SET` would stick to a server connection other clients share: set
@@ -276,7 +286,7 @@ const POSTGRES_SESSION: &str = "SET tcp_keepalives_idle = 5;
      SET tcp_keepalives_interval = 2;
      SET tcp_keepalives_count = 3;
      SET tcp_user_timeout = 10000;
-     SET idle_in_transaction_session_timeout = '60s';";
+     SET idle_in_transaction_session_timeout = '10s';";
 
 /// What every MySQL session solidq opens (the caller's too) sets:
 /// * `READ COMMITTED`: InnoDB's default `REPEATABLE READ` takes gap and
@@ -292,11 +302,22 @@ const POSTGRES_SESSION: &str = "SET tcp_keepalives_idle = 5;
 ///   retries it (error 1205) within its budget, with the transaction
 ///   rolled back.
 /// * UTC (diesel sets the time zone too): `DATETIME` holds UTC.
+///
+/// And, on MariaDB, [`MARIADB_SESSION`].
 #[cfg(feature = "mysql")]
 const MYSQL_SESSION: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;
      SET SESSION sql_mode = 'STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION';
      SET SESSION innodb_lock_wait_timeout = 5;
      SET time_zone = '+00:00';";
+
+/// MariaDB (10.3 and later) ends a session whose transaction stayed idle
+/// for 10 s, as PostgreSQL's `idle_in_transaction_session_timeout` does: a
+/// process frozen in the middle of a transaction would otherwise hold its
+/// row locks, and keep a prune from releasing its claims, until it thaws
+/// (`innodb_lock_wait_timeout` only fails the waiters). MySQL has no such
+/// setting and refuses the name; that refusal is ignored.
+#[cfg(feature = "mysql")]
+const MARIADB_SESSION: &str = "SET SESSION idle_transaction_timeout = 10";
 
 /// The pragmas every SQLite connection gets. `busy_timeout` comes first so
 /// the switch to WAL itself waits for a concurrent opener instead of
@@ -453,10 +474,10 @@ impl PoolConn {
                 if row.in_recovery {
                     return Err(Error::Database {
                         operation: "connection_check",
-                        source: diesel::result::Error::DatabaseError(
+                        source: Box::new(diesel::result::Error::DatabaseError(
                             diesel::result::DatabaseErrorKind::ReadOnlyTransaction,
                             Box::new("the server is in recovery (a standby)".to_string()),
-                        ),
+                        )),
                     });
                 }
                 Ok(())

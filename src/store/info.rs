@@ -90,7 +90,7 @@ pub(crate) struct JobSelection {
 }
 
 diesel::define_sql_function! {
-    /// SQL's `lower`, on both backends.
+    /// SQL's `lower`, on every backend.
     fn lower(x: diesel::sql_types::Text) -> diesel::sql_types::Text;
 }
 
@@ -300,7 +300,7 @@ macro_rules! filtered {
                     ))
             }
             // Written as the partial index `solidq_jobs_discarded` is, so
-            // both backends use it.
+            // PostgreSQL and SQLite use it (MySQL has no partial indexes).
             Some(JobStatus::Discarded) => query
                 .filter(jobs::finished_at.is_not_null())
                 .filter(diesel::dsl::sql::<diesel::sql_types::Bool>(DISCARDED_SQL)),

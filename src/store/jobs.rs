@@ -550,10 +550,10 @@ mod tests {
         returned.extend(not_held.iter().cloned());
         let lost = Error::Database {
             operation: "ready_claim",
-            source: diesel::result::Error::DatabaseError(
+            source: Box::new(diesel::result::Error::DatabaseError(
                 diesel::result::DatabaseErrorKind::ClosedConnection,
                 Box::new("server closed the connection unexpectedly".to_string()),
-            ),
+            )),
         };
         assert!(lost.may_have_committed());
         let sorted = |jobs: &[ClaimedJob]| {

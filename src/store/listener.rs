@@ -141,7 +141,10 @@ unsafe impl Send for PgListener {}
 fn lost(message: String) -> Error {
     Error::Database {
         operation: "listen",
-        source: DieselError::DatabaseError(DatabaseErrorKind::ClosedConnection, Box::new(message)),
+        source: Box::new(DieselError::DatabaseError(
+            DatabaseErrorKind::ClosedConnection,
+            Box::new(message),
+        )),
     }
 }
 
@@ -166,7 +169,7 @@ impl PgListener {
         if unsafe { pq_sys::PQstatus(conn.as_ptr()) } != pq_sys::ConnStatusType::CONNECTION_OK {
             return Err(Error::Connect {
                 url: url.redacted(),
-                source: diesel::ConnectionError::BadConnection(listener.error_message()),
+                source: listener.error_message().into(),
             });
         }
         let schema = listener.query_one("SELECT current_schema()")?;

@@ -273,7 +273,7 @@ impl Store {
             let mut checked_out = checked_out.map_err(|source| Error::Pool {
                 url: self.url.redacted(),
                 pool_size: self.pool_size,
-                source,
+                source: Box::new(source),
             })?;
             let lost_at = *self.lost_at.lock().unwrap_or_else(|p| p.into_inner());
             let pooled: &mut PoolConn = &mut checked_out;
@@ -333,16 +333,15 @@ impl Store {
     /// `error` naming this store's database when that is what a caller
     /// needs to act: a full database says which one is full.
     fn named(&self, error: Error) -> Error {
+        if error.kind() != crate::types::ErrorKind::StorageFull {
+            return error;
+        }
         match error {
-            Error::Database { operation, source }
-                if Error::kind_of(&source) == crate::types::ErrorKind::StorageFull =>
-            {
-                Error::StorageFull {
-                    database: self.url.redacted(),
-                    operation,
-                    source,
-                }
-            }
+            Error::Database { operation, source } => Error::StorageFull {
+                database: self.url.redacted(),
+                operation,
+                source,
+            },
             other => other,
         }
     }
@@ -365,7 +364,10 @@ impl Store {
                     return Ok(value);
                 }
                 Err(source) => {
-                    let error = Error::Database { operation, source };
+                    let error = Error::Database {
+                        operation,
+                        source: Box::new(source),
+                    };
                     if error.is_connection_lost() {
                         pooled.broken = true;
                         *self.lost_at.lock().unwrap_or_else(|p| p.into_inner()) =
@@ -1246,7 +1248,7 @@ mod tests {
     fn db_error(kind: DatabaseErrorKind, message: &str) -> Error {
         Error::Database {
             operation: "test",
-            source: D::DatabaseError(kind, Box::new(message.to_string())),
+            source: Box::new(D::DatabaseError(kind, Box::new(message.to_string()))),
         }
     }
 

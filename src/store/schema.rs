@@ -1,7 +1,8 @@
-//! diesel table definitions, shared by both backends. Written by hand: the
-//! migrations under `migrations/postgres` and `migrations/sqlite` define the
-//! same columns with each backend's types (TIMESTAMP holding UTC on
-//! PostgreSQL, TEXT on SQLite, both diesel `Timestamp`).
+//! diesel table definitions, shared by the three backends. Written by hand:
+//! the migrations under `migrations/postgres`, `migrations/sqlite` and
+//! `migrations/mysql` define the same columns with each backend's types
+//! (TIMESTAMP holding UTC on PostgreSQL, TEXT on SQLite, DATETIME(6) on
+//! MySQL, all diesel `Timestamp`).
 
 diesel::table! {
     solidq_jobs (id) {

@@ -9,17 +9,11 @@ use std::time::{Duration, Instant};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use crate::config::{SupervisorConfig, WorkerGroup};
+use crate::config::{
+    RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, SupervisorConfig, WorkerGroup, YOUNG_DEATH,
+};
 use crate::maintenance::Spare;
 use crate::store::ProcessRow;
-
-/// A process that lived less than this counts as dying young.
-pub const YOUNG_DEATH: Duration = Duration::from_secs(1);
-/// The first restart delay after a young death; it doubles with each
-/// further one.
-pub const RESTART_BACKOFF_BASE: Duration = Duration::from_millis(100);
-/// The longest restart delay.
-pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(10);
 
 struct Slot {
     group: usize,

@@ -23,7 +23,7 @@
 //!   at-most-once, it fails instead.
 //! * **Stopping.** SIGTERM/SIGINT under [`Supervisor::run`], or
 //!   [`SupervisorHandle::stop`]: forward SIGTERM to every child, wait
-//!   `shutdown_timeout` plus [`SHUTDOWN_MARGIN`] for them to finish their
+//!   `shutdown_timeout` plus [`SHUTDOWN_MARGIN`](crate::config::SHUTDOWN_MARGIN) for them to finish their
 //!   jobs and deregister, SIGKILL what is left and release its claims,
 //!   deregister, return. A child notices its supervisor's death (Linux
 //!   parent-death signal, and a changed parent pid) and shuts down
@@ -36,7 +36,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-pub use children::{RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, YOUNG_DEATH};
 pub use running::SupervisorHandle;
 
 use crate::client::Queue;
@@ -51,23 +50,6 @@ use crate::store::NewProcess;
 use crate::types::{Error, Result};
 use children::Children;
 use running::Running;
-
-/// Extra time a stopping supervisor gives its children beyond
-/// `shutdown_timeout`: they need it to record their last outcomes and
-/// deregister after their jobs' grace period ends. With the default
-/// `shutdown_timeout` the whole wait is 9 s, leaving a second of the 10 s
-/// grace of `docker stop` for the supervisor's own
-/// teardown; see [`STOP_GRACE`].
-pub const SHUTDOWN_MARGIN: Duration = Duration::from_secs(2);
-
-/// The grace period the default settings fit: `docker stop` sends SIGKILL
-/// 10 s after SIGTERM (Kubernetes' `terminationGracePeriodSeconds` is 30 s
-/// by default, systemd's `TimeoutStopSec` 90 s). A supervisor with the
-/// default `shutdown_timeout` exits within it; with a longer
-/// `shutdown_timeout`, give the container (`docker stop --time`,
-/// `docker run --stop-timeout`) at least `shutdown_timeout` +
-/// [`SHUTDOWN_MARGIN`] + 1 s.
-pub const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// How often the supervisor checks on its children.
 const TICK: Duration = Duration::from_millis(50);
@@ -341,7 +323,7 @@ fn find_program(program: &str) -> std::result::Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::DEFAULT_SHUTDOWN_TIMEOUT;
+    use crate::config::{DEFAULT_SHUTDOWN_TIMEOUT, SHUTDOWN_MARGIN, STOP_GRACE};
 
     /// What a supervisor does after its wait for the children (SIGKILL the
     /// rest, release their jobs, stop its loops, deregister) takes

@@ -12,8 +12,9 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
+use super::TICK;
 use super::children::Children;
-use super::{SHUTDOWN_MARGIN, TICK};
+use crate::config::SHUTDOWN_MARGIN;
 use crate::config::SupervisorConfig;
 use crate::dispatcher::DispatcherHandle;
 use crate::events::{Events, PruneReason};

@@ -4,6 +4,12 @@
 /// Convenience alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The boxed source of an [`Error`] raised by a library solidq uses (the
+/// database driver, the connection pool, the signal handler): read it
+/// through [`std::error::Error::source`] and its message; act on
+/// [`Error::kind`], which classifies it.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Everything that can go wrong in solidq's library calls.
 ///
 /// The enum is `#[non_exhaustive]`: match the variants you handle and keep a
@@ -23,8 +29,8 @@ pub enum Error {
     },
 
     /// The URL names a backend this build of solidq leaves out: it was
-    /// compiled without that backend's Cargo feature (`sqlite` or
-    /// `postgres`, both on by default).
+    /// compiled without that backend's Cargo feature (`sqlite` and
+    /// `postgres` are on by default, `mysql` is not).
     #[error(
         "database URL {url:?} ({scheme}) needs solidq's `{feature}` Cargo feature, \
          which this build leaves out"
@@ -44,9 +50,9 @@ pub enum Error {
     Connect {
         /// The URL, password redacted.
         url: String,
-        /// diesel's connection error.
+        /// The driver's connection error.
         #[source]
-        source: diesel::ConnectionError,
+        source: BoxError,
     },
 
     /// No connection could be checked out of the pool in time.
@@ -56,9 +62,9 @@ pub enum Error {
         url: String,
         /// The pool's maximum size.
         pool_size: u32,
-        /// r2d2's error (usually a timeout).
+        /// The pool's error (usually a timeout).
         #[source]
-        source: r2d2::Error,
+        source: BoxError,
     },
 
     /// A query failed. `operation` names the store operation (for example
@@ -67,9 +73,9 @@ pub enum Error {
     Database {
         /// The store operation that failed.
         operation: &'static str,
-        /// diesel's error.
+        /// The database's error; [`Error::kind`] classifies it.
         #[source]
-        source: diesel::result::Error,
+        source: BoxError,
     },
 
     /// The database is out of storage (a full disk, a table at its size
@@ -83,9 +89,9 @@ pub enum Error {
         database: String,
         /// The store operation that failed.
         operation: &'static str,
-        /// diesel's error.
+        /// The database's error.
         #[source]
-        source: diesel::result::Error,
+        source: BoxError,
     },
 
     /// The database lacks migrations this build needs: it was not migrated
@@ -248,7 +254,7 @@ pub enum Error {
 
     /// Installing the SIGTERM/SIGINT handler failed.
     #[error("cannot install signal handlers: {0}")]
-    Signals(#[from] ctrlc::Error),
+    Signals(#[source] BoxError),
 
     /// A thread could not be spawned.
     #[error("cannot spawn thread {name}: {source}")]
@@ -278,7 +284,7 @@ impl From<diesel::result::Error> for Error {
     fn from(source: diesel::result::Error) -> Error {
         Error::Database {
             operation: "caller transaction",
-            source,
+            source: Box::new(source),
         }
     }
 }
@@ -319,7 +325,20 @@ impl Error {
 
     /// Wraps a diesel error with the store operation that raised it.
     pub(crate) fn db(operation: &'static str) -> impl FnOnce(diesel::result::Error) -> Error {
-        move |source| Error::Database { operation, source }
+        move |source| Error::Database {
+            operation,
+            source: Box::new(source),
+        }
+    }
+
+    /// The diesel error inside a database error, for the classifier.
+    fn diesel_source(&self) -> Option<&diesel::result::Error> {
+        match self {
+            Error::Database { source, .. } | Error::StorageFull { source, .. } => {
+                source.downcast_ref::<diesel::result::Error>()
+            }
+            _ => None,
+        }
     }
 
     /// What kind of trouble this is, classified once from the backend's
@@ -338,7 +357,10 @@ impl Error {
             }
             Error::StorageFull { .. } => ErrorKind::StorageFull,
             Error::SchemaBehind { .. } => ErrorKind::SchemaMismatch,
-            Error::Database { source, .. } => Error::kind_of(source),
+            Error::Database { source, .. } => match self.diesel_source() {
+                Some(diesel) => Error::kind_of(diesel),
+                None => classify(&source.to_string()),
+            },
             _ => ErrorKind::Other,
         }
     }
@@ -414,10 +436,9 @@ impl Error {
     /// [`Error::may_have_committed`].)
     pub fn is_transient(&self) -> bool {
         use diesel::result::Error as D;
-        if let Error::Database {
-            source: D::BrokenTransactionManager | D::AlreadyInTransaction,
-            ..
-        } = self
+        if matches!(self, Error::Database { .. })
+            && let Some(D::BrokenTransactionManager | D::AlreadyInTransaction) =
+                self.diesel_source()
         {
             return true;
         }
@@ -636,7 +657,7 @@ mod tests {
     fn db_error(kind: DatabaseErrorKind, message: &str) -> Error {
         Error::Database {
             operation: "test",
-            source: D::DatabaseError(kind, Box::new(message.to_string())),
+            source: Box::new(D::DatabaseError(kind, Box::new(message.to_string()))),
         }
     }
 

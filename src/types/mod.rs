@@ -21,7 +21,7 @@ mod url;
 pub(crate) use backtrace::user_frames;
 pub use cron::{Schedule, ScheduleError};
 pub(crate) use error::panic_message;
-pub use error::{Error, ErrorKind, Result};
+pub use error::{BoxError, Error, ErrorKind, Result};
 pub use job::{Backoff, Delivery, ErrorInfo, JobInfo, JobStatus};
 pub use limit::{DEFAULT_CONCURRENCY_DURATION, OnConflict};
 pub(crate) use limit::{StoredLimit, StoredRate};

@@ -6,7 +6,7 @@ use axum::http::request::Parts;
 
 use super::Shared;
 use super::access::Access;
-use crate::admin::{AuditSource, MAX_AUDIT_TARGET_LEN, NewAuditEntry};
+use crate::admin::{AuditSource, NewAuditEntry};
 
 /// The caller of an action: who (by credential) and through what (`web`
 /// or `api`).
@@ -58,8 +58,8 @@ pub async fn record(app: &Shared, actor: &Actor, action: &str, target: &str, row
         AuditSource::Web
     };
     let mut target = target.to_string();
-    if target.len() > MAX_AUDIT_TARGET_LEN {
-        let mut end = MAX_AUDIT_TARGET_LEN - 3;
+    if target.len() > NewAuditEntry::MAX_TARGET_LEN {
+        let mut end = NewAuditEntry::MAX_TARGET_LEN - 3;
         while !target.is_char_boundary(end) {
             end -= 1;
         }

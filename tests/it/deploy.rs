@@ -26,8 +26,9 @@ use std::time::{Duration, Instant};
 use common::child::{Child, child_command};
 use common::jobs::{FileLedger, file_ledger_starts};
 use common::{TestDb, wait_for};
+use solidq::JobStatus;
 use solidq::config::{DEFAULT_SHUTDOWN_TIMEOUT, SupervisorConfig};
-use solidq::{JobStatus, SHUTDOWN_MARGIN, STOP_GRACE};
+use solidq::config::{SHUTDOWN_MARGIN, STOP_GRACE};
 
 /// What a supervisor needs after its wait for the workers (kill, release,
 /// stop its loops, deregister), as the recipes' comments promise.

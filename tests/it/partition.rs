@@ -26,7 +26,7 @@
 //! or `ip` the test is skipped loudly, unless `SOLIDQ_REQUIRE_TOOLS=1`.
 //!
 //! The hosts use the bare URL: solidq adds libpq's TCP timeouts itself
-//! (`solidq::LIBPQ_DEFAULTS`: `keepalives_*`, `tcp_user_timeout`,
+//! (`solidq::config::LIBPQ_DEFAULTS`: `keepalives_*`, `tcp_user_timeout`,
 //! `connect_timeout`); without them a connection whose peer went silent
 //! hangs in the kernel's retransmissions. The ignored test runs the same
 //! with tighter timeouts in the URL, for comparison. `SOLIDQ_TEST_PARTITION_HOLD_S=60` keeps the link down

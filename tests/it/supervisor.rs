@@ -443,7 +443,7 @@ fn sigterm_stops_the_supervisor_and_its_workers_gracefully(db: &TestDb) {
         .wait_timeout(Duration::from_secs(30))
         .unwrap_or_else(|| panic!("supervisor did not stop: {}", supervisor.logs()));
     assert!(status.success(), "exit {status:?}: {}", supervisor.logs());
-    assert!(signalled.elapsed() < Duration::from_secs(2) + solidq::SHUTDOWN_MARGIN);
+    assert!(signalled.elapsed() < Duration::from_secs(2) + solidq::config::SHUTDOWN_MARGIN);
     for id in short {
         assert_eq!(
             queue.job(id).unwrap().status,

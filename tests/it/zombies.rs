@@ -102,12 +102,32 @@ fn a_frozen_worker_starts_none_of_the_jobs_it_claimed_ahead(db: &TestDb) {
     // A standalone peer prunes the frozen worker (no supervisor runs) and
     // runs its jobs.
     let peer = Child::worker(&db.url, &[("SOLIDQ_TEST_ALIVE_MS", ALIVE_MS)]);
-    wait_for("the peer to run every job claimed ahead", WAIT, || {
+    let ran_ahead = || {
         let starts = file_ledger_starts(&ledger);
         ahead
             .iter()
             .all(|id| starts.iter().any(|(job, _)| job == id))
-    });
+    };
+    let deadline = std::time::Instant::now() + WAIT;
+    while !ran_ahead() {
+        // What held the peer up, should it be held up: the frozen worker's
+        // row and claims, and transactions left open (a worker frozen in
+        // the middle of one holds its locks until the server ends it).
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {WAIT:?} waiting for the peer to run every job claimed ahead \
+             (victim row left: {}, its claims: {}, ledger starts: {}, open transactions: {})",
+            db.scalar(&format!(
+                "SELECT count(*) AS v FROM solidq_processes WHERE id = {victim_row}"
+            )),
+            db.scalar(&format!(
+                "SELECT count(*) AS v FROM solidq_claimed_executions WHERE process_id = {victim_row}"
+            )),
+            file_ledger_starts(&ledger).len(),
+            open_transactions(db),
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert_eq!(
         db.scalar(&format!(
             "SELECT count(*) AS v FROM solidq_processes WHERE id = {victim_row}"
@@ -156,4 +176,19 @@ fn a_frozen_worker_starts_none_of_the_jobs_it_claimed_ahead(db: &TestDb) {
     drop(peer);
     drop(victim);
     assert_invariants(db);
+}
+
+/// Transactions open on the server for over 5 s (PostgreSQL and MySQL).
+fn open_transactions(db: &TestDb) -> i64 {
+    match db.backend {
+        solidq::Backend::Postgres => db.scalar(
+            "SELECT count(*)::bigint AS v FROM pg_stat_activity \
+             WHERE xact_start < now() - interval '5 seconds' AND pid <> pg_backend_pid()",
+        ),
+        solidq::Backend::Mysql => db.scalar(
+            "SELECT count(*) AS v FROM information_schema.innodb_trx \
+             WHERE trx_started < NOW() - INTERVAL 5 SECOND",
+        ),
+        _ => 0,
+    }
 }
