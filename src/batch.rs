@@ -263,7 +263,7 @@ impl crate::Queue {
         let inserted = self.store().with_driver("add_to_batch", |d| {
             (refused, duplicate) = (None, None);
             crate::store::in_transaction(d, |d| {
-                match crate::store::batches::add_on(d, batch, &new, false, &waits)? {
+                match crate::store::lifecycle::add_on(d, batch, &new, false, &waits)? {
                     Err(refusal) => refused = Some(refusal),
                     Ok(inserted) if inserted.outcome.iter().any(|o| o.is_err()) => {
                         duplicate = Some(crate::client::first_duplicate(&new, &inserted.outcome));
@@ -295,11 +295,13 @@ impl crate::Queue {
         let mut refused = None;
         self.store().with_driver("close_batch", |d| {
             refused = None;
-            crate::store::in_transaction(d, |d| match crate::store::batches::close_on(d, batch)? {
-                Ok(()) => Ok(()),
-                Err(refusal) => {
-                    refused = Some(refusal);
-                    Err(diesel::result::Error::RollbackTransaction)
+            crate::store::in_transaction(d, |d| {
+                match crate::store::lifecycle::close_on(d, batch)? {
+                    Ok(()) => Ok(()),
+                    Err(refusal) => {
+                        refused = Some(refusal);
+                        Err(diesel::result::Error::RollbackTransaction)
+                    }
                 }
             })
         })?;
@@ -326,6 +328,7 @@ impl crate::Queue {
         ) -> Result<BatchEnqueued>,
     ) -> Result<BatchEnqueued> {
         use crate::store::batches::{self, NewBatch, StoredCallback, StoredCallbacks};
+        use crate::store::lifecycle;
         if let Some(description) = &options.description {
             crate::client::check_no_nul("batch description", description)?;
         }
@@ -373,7 +376,7 @@ impl crate::Queue {
                 let json = serde_json::to_string(&callbacks).expect("callbacks serialize");
                 d.batch_set_callbacks(id, &json)?;
             }
-            let added = match batches::add_on(d, id, &new, true, &waits)? {
+            let added = match lifecycle::add_on(d, id, &new, true, &waits)? {
                 Ok(added) => added,
                 Err(refusal) => {
                     failure = Some(refused_error(id, refusal));
@@ -384,7 +387,7 @@ impl crate::Queue {
                 failure = Some(crate::client::first_duplicate(&new, &added.outcome));
                 return Err(diesel::result::Error::RollbackTransaction);
             }
-            if close && let Err(refusal) = batches::close_on(d, id)? {
+            if close && let Err(refusal) = lifecycle::close_on(d, id)? {
                 failure = Some(refused_error(id, refusal));
                 return Err(diesel::result::Error::RollbackTransaction);
             }

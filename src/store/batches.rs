@@ -100,7 +100,7 @@ impl StoredCallback {
         }
     }
 
-    fn to_job(&self) -> NewJob {
+    pub(crate) fn to_job(&self) -> NewJob {
         NewJob {
             queue_name: self.queue_name.clone(),
             kind: self.kind.clone(),
@@ -136,52 +136,6 @@ pub(crate) enum MemberEnd {
     Succeeded,
     /// Failed for good, discarded or cancelled.
     Failed,
-}
-
-/// Moves the counts of the batches of members that ended (`(batch id, job id,
-/// how)`; no job id for a child batch), in batch id order, settles each batch
-/// (see [`settle`]), and resolves the dependencies on those members (see
-/// [`super::dependencies::parents_ended`]) while the batch row is locked.
-pub(crate) fn members_ended(
-    d: &mut dyn Driver,
-    ended: &[(i64, Option<i64>, MemberEnd)],
-) -> QueryResult<()> {
-    let mut deltas: BTreeMap<i64, (BatchDelta, Vec<(i64, MemberEnd)>)> = BTreeMap::new();
-    for (batch, job, end) in ended {
-        let (delta, jobs) = deltas.entry(*batch).or_default();
-        delta.pending -= 1;
-        match end {
-            MemberEnd::Succeeded => delta.succeeded += 1,
-            MemberEnd::Failed => delta.failed += 1,
-        }
-        if let Some(job) = job {
-            jobs.push((*job, *end));
-        }
-    }
-    for (batch, (delta, jobs)) in deltas {
-        if let Some(row) = d.batch_change(batch, &delta)? {
-            let edges = row.edges;
-            settle(d, row)?;
-            if edges > 0 && !jobs.is_empty() {
-                super::dependencies::parents_ended(d, batch, &jobs)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Counts the members among `job_ids` as ended `end` (for paths that do
-/// not know which jobs are members: a prune failing jobs, an operator's
-/// cancel, a concurrency limit's discard).
-pub(crate) fn ended_by_id(d: &mut dyn Driver, job_ids: &[i64], end: MemberEnd) -> QueryResult<()> {
-    let ended: Vec<(i64, Option<i64>, MemberEnd)> = members_of(d, job_ids)?
-        .into_iter()
-        .map(|(batch, job)| (batch, Some(job), end))
-        .collect();
-    if ended.is_empty() {
-        return Ok(());
-    }
-    members_ended(d, &ended)
 }
 
 /// The members' batches among `job_ids`: `(batch id, job id)`.
@@ -220,66 +174,6 @@ pub(crate) fn members_reopened(d: &mut dyn Driver, batches: &[i64]) -> QueryResu
     Ok(())
 }
 
-/// When `row` is closed and nothing in it is pending: marks it finished,
-/// enqueues the callbacks due that have not fired, and counts it as ended
-/// in its parent. Called in the transaction that changed its counts (the
-/// row is locked).
-pub(crate) fn settle(d: &mut dyn Driver, row: BatchRow) -> QueryResult<()> {
-    if row.closed_at.is_none() || row.pending > 0 {
-        return Ok(());
-    }
-    let callbacks: StoredCallbacks = serde_json::from_str(&row.callbacks).unwrap_or_else(|e| {
-        log::error!(
-            "batch {}: its callbacks cannot be read ({e}); none is enqueued",
-            row.id
-        );
-        StoredCallbacks::default()
-    });
-    let due = [
-        (Callback::Complete, callbacks.complete.as_ref(), true),
-        (
-            Callback::Success,
-            callbacks.success.as_ref(),
-            row.failed == 0,
-        ),
-        (
-            Callback::Failure,
-            callbacks.failure.as_ref(),
-            row.failed > 0,
-        ),
-    ];
-    let mut jobs = Vec::new();
-    for (which, callback, applies) in due {
-        if let Some(callback) = callback
-            && applies
-            && d.batch_fire(row.id, which)?
-        {
-            jobs.push(callback.to_job());
-        }
-    }
-    if !jobs.is_empty() {
-        let inserted = Store::jobs_enqueue_on(d, &jobs, true)?;
-        log::info!(
-            "batch {} finished ({} succeeded, {} failed): enqueued its callbacks {:?}",
-            row.id,
-            row.succeeded,
-            row.failed,
-            inserted.outcome
-        );
-    }
-    if d.batch_finish(row.id)?
-        && let Some(parent) = row.parent_id
-    {
-        let end = if row.failed == 0 {
-            MemberEnd::Succeeded
-        } else {
-            MemberEnd::Failed
-        };
-        members_ended(d, &[(parent, None, end)])?;
-    }
-    Ok(())
-}
-
 /// Why a batch refused an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refusal {
@@ -311,73 +205,6 @@ pub(crate) fn open_on(
         }
     }
     Ok(Ok(d.batch_insert(new)?))
-}
-
-/// Enqueues `jobs` as members of `batch` (inside the caller's
-/// transaction), those in `waits` waiting for their parents. A batch takes
-/// members while it is open, and after it was closed until it finished (a
-/// running member may add to its own batch). Members discarded at their
-/// concurrency limit on the way in count as failed. `Err(Refusal)`: roll
-/// back.
-pub(crate) fn add_on(
-    d: &mut dyn Driver,
-    batch: i64,
-    jobs: &[NewJob],
-    notify: bool,
-    waits: &[super::dependencies::Wait],
-) -> QueryResult<std::result::Result<super::Inserted, Refusal>> {
-    let held;
-    let to_insert = if waits.is_empty() {
-        jobs
-    } else {
-        held = super::dependencies::held(jobs, waits);
-        &held[..]
-    };
-    let inserted = Store::jobs_enqueue_on(d, to_insert, notify)?;
-    let ids: Vec<i64> = inserted.outcome.iter().filter_map(|o| o.ok()).collect();
-    let added = BatchDelta {
-        total: ids.len() as i64,
-        pending: ids.len() as i64,
-        edges: waits.iter().map(|w| w.parents.len() as i64).sum(),
-        ..BatchDelta::default()
-    };
-    // The batch row stays locked to the commit: the dependencies below are
-    // read and written as no member's completion runs (see
-    // `dependencies.rs`).
-    match d.batch_change(batch, &added)? {
-        None => return Ok(Err(Refusal::Missing)),
-        Some(row) if row.finished_at.is_some() => return Ok(Err(Refusal::Finished)),
-        Some(_) => {}
-    }
-    if !ids.is_empty() {
-        d.batch_assign(batch, &ids)?;
-    }
-    if !waits.is_empty()
-        && let Err(refusal) = super::dependencies::wait_on(d, batch, jobs, &inserted, waits)?
-    {
-        return Ok(Err(refusal));
-    }
-    let discarded: Vec<(i64, Option<i64>, MemberEnd)> = inserted
-        .discarded
-        .iter()
-        .map(|job| (batch, Some(job.job_id), MemberEnd::Failed))
-        .collect();
-    if !discarded.is_empty() {
-        members_ended(d, &discarded)?;
-    }
-    Ok(Ok(inserted))
-}
-
-/// Closes `batch` (inside the caller's transaction): from now on it
-/// finishes when its last member ends, or now if none is pending.
-pub(crate) fn close_on(
-    d: &mut dyn Driver,
-    batch: i64,
-) -> QueryResult<std::result::Result<(), Refusal>> {
-    match d.batch_close(batch)? {
-        None => Ok(Err(Refusal::Missing)),
-        Some(row) => settle(d, row).map(Ok),
-    }
 }
 
 impl Store {

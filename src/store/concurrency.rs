@@ -7,9 +7,8 @@
 
 use diesel::QueryResult;
 
-use super::{Discarded, Driver, LimitedJob, Slot, Store, error_json, in_transaction};
-use crate::store::info::DISCARDED;
-use crate::types::{OnConflict, Result};
+use super::{Driver, LimitedJob, Slot, Store, in_transaction};
+use crate::types::Result;
 
 /// Where limited jobs that became due went.
 #[derive(Debug, Default, Clone)]
@@ -21,57 +20,6 @@ pub(crate) struct Placement {
     /// The jobs discarded, for the caller to report once its transaction
     /// commits.
     pub discarded: Vec<LimitedJob>,
-}
-
-/// Places limited jobs that became due: each takes a slot of its key and
-/// goes to ready, or waits in blocked, or is discarded, per its limit.
-pub(crate) fn place(d: &mut dyn Driver, jobs: Vec<LimitedJob>) -> QueryResult<Placement> {
-    let (mut ready, mut blocked, mut discarded) = (vec![], vec![], vec![]);
-    for job in jobs {
-        let slot = job.slot();
-        if d.semaphore_acquire(&slot.key, &slot.limit)? {
-            ready.push(job);
-        } else if slot.limit.on_conflict == OnConflict::Discard {
-            discarded.push(job);
-        } else {
-            blocked.push(job);
-        }
-    }
-    if !ready.is_empty() {
-        d.ready_insert(&ready)?;
-    }
-    if !blocked.is_empty() {
-        d.blocked_insert(&blocked)?;
-    }
-    if !discarded.is_empty() {
-        let rows: Vec<Discarded> = discarded
-            .iter()
-            .map(|job| {
-                let slot = job.slot();
-                Discarded {
-                    id: job.job_id,
-                    keep: job.keep(),
-                    error: error_json(
-                        DISCARDED,
-                        &format!(
-                            "concurrency limit {} of key {:?} reached; discard on conflict",
-                            slot.limit.limit, slot.key
-                        ),
-                    ),
-                }
-            })
-            .collect();
-        d.jobs_discard(&rows)?;
-        // Members discarded on their way in are not members yet: whoever
-        // enqueued them counts them (`Store::batch_add`).
-        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-        super::batches::ended_by_id(d, &ids, super::batches::MemberEnd::Failed)?;
-    }
-    Ok(Placement {
-        ready: ready.into_iter().map(|j| j.queue_name).collect(),
-        blocked: blocked.len(),
-        discarded,
-    })
 }
 
 /// Gives back the slots of jobs that ended (finished, failed, or waiting
@@ -112,26 +60,6 @@ pub(crate) struct Sweep {
 }
 
 impl Store {
-    /// Moves due limited jobs (at most `batch`) out of scheduled: each
-    /// takes a slot, waits blocked, or is discarded.
-    pub(crate) fn scheduled_dispatch_limited(&self, batch: usize) -> Result<Placement> {
-        self.with_driver("scheduled_dispatch_limited", |d| {
-            // Read first: the common case, nothing due, writes nothing.
-            if !d.scheduled_limited_due()? {
-                return Ok(Placement::default());
-            }
-            in_transaction(d, |d| {
-                let due = d.scheduled_take_limited(None, batch)?;
-                if due.is_empty() {
-                    return Ok(Placement::default());
-                }
-                let placement = place(d, due)?;
-                notify(d, &placement.ready)?;
-                Ok(placement)
-            })
-        })
-    }
-
     /// The dispatcher's sweep: deletes semaphores untouched for their
     /// duration, then offers slots to the blocked jobs of those keys and of
     /// keys whose blocked jobs waited past their own expiry (at most

@@ -70,7 +70,7 @@ impl Store {
                 if !rows.is_empty() {
                     d.jobs_discard(&rows)?;
                     let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-                    super::batches::ended_by_id(d, &ids, super::batches::MemberEnd::Failed)?;
+                    super::lifecycle::ended_by_id(d, &ids, super::batches::MemberEnd::Failed)?;
                     let counted: Vec<(&str, &str, super::Counted)> = ids
                         .iter()
                         .filter_map(|id| names.get(id))

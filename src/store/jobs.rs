@@ -1,16 +1,14 @@
 //! Job lifecycle operations: enqueue, claim, dispatch, finish, release.
 //! Each is one transaction composed from [`Driver`] primitives.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
 use diesel::QueryResult;
 
-use super::batches::{self, MemberEnd};
 use super::{
-    AttemptStarted, ClaimLimits, ClaimQuery, ClaimedJob, Completion, Discarded, Driver, Failed,
-    FinishReport, Inserted, NewJob, Outcome, Progress, Released, Retried, Slot, Snoozed, Start,
-    Store, Succeeded, concurrency, driver, in_transaction,
+    ClaimLimits, ClaimQuery, ClaimedJob, Completion, Driver, FinishReport, Inserted, NewJob,
+    Progress, Released, Start, Store, driver, in_transaction,
 };
 use crate::types::{Backend, Result};
 
@@ -22,7 +20,9 @@ impl Store {
     /// the existing job holding the same unique key (`Err`), and the jobs
     /// discarded at their concurrency limit on the way in.
     pub(crate) fn jobs_enqueue(&self, jobs: &[NewJob]) -> Result<Inserted> {
-        let inserted = self.with_driver("jobs_enqueue", |d| enqueue_reporting(d, jobs, false))?;
+        let inserted = self.with_driver("jobs_enqueue", |d| {
+            super::lifecycle::enqueue_reporting(d, jobs, false)
+        })?;
         self.notify_ready(jobs);
         Ok(inserted)
     }
@@ -36,7 +36,7 @@ impl Store {
         jobs: &[NewJob],
         notify: bool,
     ) -> QueryResult<Inserted> {
-        enqueue_reporting(d, jobs, notify)
+        super::lifecycle::enqueue_reporting(d, jobs, notify)
     }
 
     /// Claims jobs for `process_id` within `limits`.
@@ -177,14 +177,14 @@ impl Store {
             return Ok(FinishReport::default());
         }
         self.with_driver("claimed_finish", |d| {
-            if progress.is_empty() && single_statement(completions, starts) {
-                finish_on_driver(d, completions, starts)
+            if progress.is_empty() && super::lifecycle::single_statement(completions, starts) {
+                super::lifecycle::finish_on_driver(d, completions, starts)
             } else {
                 in_transaction(d, |d| {
                     if !progress.is_empty() {
                         d.jobs_set_progress(progress)?;
                     }
-                    finish_on_driver(d, completions, starts)
+                    super::lifecycle::finish_on_driver(d, completions, starts)
                 })
             }
         })
@@ -216,258 +216,6 @@ impl Store {
             })
         })
     }
-}
-
-/// Inserts `jobs` and resolves duplicates to the existing ids. Shared by
-/// [`Store::jobs_enqueue`], enqueueing on a caller's connection, and
-/// recurring ticks.
-/// Each insert is atomic on its own (one statement on PostgreSQL, a write
-/// transaction or savepoint on SQLite), so a single enqueue is one round
-/// trip; callers that need all-or-nothing wrap this in a transaction.
-fn enqueue_reporting(d: &mut dyn Driver, jobs: &[NewJob], notify: bool) -> QueryResult<Inserted> {
-    if jobs.iter().all(|j| j.concurrency_key.is_none()) {
-        return Ok(Inserted {
-            outcome: insert_resolving_duplicates(d, jobs, notify)?,
-            discarded: Vec::new(),
-        });
-    }
-    // Jobs under a concurrency limit are inserted into scheduled, then
-    // placed (a slot, blocked, or discarded) in the same transaction.
-    in_transaction(d, |d| {
-        let outcome = insert_resolving_duplicates(d, jobs, notify)?;
-        let limited: Vec<i64> = jobs
-            .iter()
-            .zip(&outcome)
-            .filter(|(job, _)| job.concurrency_key.is_some())
-            .filter_map(|(_, o)| o.ok())
-            .collect();
-        let mut discarded = Vec::new();
-        if !limited.is_empty() {
-            let due = d.scheduled_take_limited(Some(&limited), limited.len())?;
-            let placement = concurrency::place(d, due)?;
-            if notify {
-                concurrency::notify(d, &placement.ready)?;
-            }
-            discarded = placement.discarded;
-        }
-        Ok(Inserted { outcome, discarded })
-    })
-}
-
-/// Inserts `jobs`, resolving unique-key conflicts to the holders' ids.
-fn insert_resolving_duplicates(
-    d: &mut dyn Driver,
-    jobs: &[NewJob],
-    notify: bool,
-) -> QueryResult<Vec<std::result::Result<i64, i64>>> {
-    {
-        let mut outcome: Vec<Option<std::result::Result<i64, i64>>> = vec![None; jobs.len()];
-        let mut pending: Vec<usize> = (0..jobs.len()).collect();
-        // A key's holder can be deleted (cleaned) between our conflict and
-        // our lookup; such a job is inserted again. A few rounds settle it.
-        for _ in 0..5 {
-            if pending.is_empty() {
-                break;
-            }
-            let inserted = if pending.len() == jobs.len() {
-                d.jobs_insert(jobs, notify)?
-            } else {
-                let retry: Vec<NewJob> = pending.iter().map(|&i| jobs[i].clone()).collect();
-                d.jobs_insert(&retry, notify)?
-            };
-            let keys: Vec<String> = pending
-                .iter()
-                .zip(&inserted)
-                .filter(|(_, id)| id.is_none())
-                .filter_map(|(&i, _)| jobs[i].unique_key.clone())
-                .collect();
-            let existing: HashMap<String, i64> = if keys.is_empty() {
-                HashMap::new()
-            } else {
-                d.jobs_find_by_unique_keys(&keys)?.into_iter().collect()
-            };
-            let mut again = Vec::new();
-            for (&i, id) in pending.iter().zip(inserted) {
-                let holder = jobs[i].unique_key.as_ref().and_then(|k| existing.get(k));
-                match (id, holder) {
-                    (Some(id), _) => outcome[i] = Some(Ok(id)),
-                    (None, Some(&holder)) => outcome[i] = Some(Err(holder)),
-                    (None, None) => again.push(i),
-                }
-            }
-            pending = again;
-        }
-        if !pending.is_empty() {
-            return Err(diesel::result::Error::RollbackTransaction);
-        }
-        Ok(outcome
-            .into_iter()
-            .map(|o| o.expect("every job settled"))
-            .collect())
-    }
-}
-
-fn finish_on_driver(
-    d: &mut dyn Driver,
-    completions: &[Completion],
-    starts: &[Start],
-) -> QueryResult<FinishReport> {
-    // Kept successes (nearly every completion) are fenced and written by one
-    // statement per process, which also records that process's starts; the
-    // rest are fenced first, then written per outcome.
-    let mut started: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
-    for s in starts {
-        started.entry(s.process_id).or_default().push(s.job_id);
-    }
-    let mut kept: BTreeMap<i64, Vec<Succeeded>> = BTreeMap::new();
-    let mut others: BTreeMap<i64, Vec<&Completion>> = BTreeMap::new();
-    for c in completions {
-        match &c.outcome {
-            Outcome::Succeeded { result, keep } if !keep.is_zero() => {
-                kept.entry(c.process_id).or_default().push(Succeeded {
-                    id: c.job_id,
-                    result: result.clone(),
-                    keep: *keep,
-                    started_ago: c.started.map(|at| at.elapsed()).unwrap_or_default(),
-                })
-            }
-            _ => others.entry(c.process_id).or_default().push(c),
-        }
-    }
-    let mut written = HashSet::new();
-    for (process_id, rows) in &kept {
-        let starts = started.remove(process_id).unwrap_or_default();
-        written.extend(d.jobs_succeed_fenced(*process_id, rows, &starts)?);
-    }
-    for (process_id, ids) in &started {
-        d.claimed_mark_started(*process_id, ids)?;
-    }
-    let finish_slots = |written: &HashSet<i64>| -> Vec<Slot> {
-        completions
-            .iter()
-            .filter(|c| written.contains(&c.job_id))
-            .filter_map(|c| c.slot.clone())
-            .collect()
-    };
-    let (mut deleted, mut retried, mut failed, mut snoozed, mut discarded) =
-        (vec![], vec![], vec![], vec![], vec![]);
-    for (process_id, group) in &others {
-        let ids: Vec<i64> = group.iter().map(|c| c.job_id).collect();
-        let fenced: HashSet<i64> = d
-            .claimed_delete_fenced(*process_id, &ids)?
-            .into_iter()
-            .collect();
-        for c in group.iter().filter(|c| fenced.contains(&c.job_id)) {
-            written.insert(c.job_id);
-            match &c.outcome {
-                Outcome::Succeeded { .. } => deleted.push(c.job_id),
-                Outcome::Retry { error, delay } => retried.push(Retried {
-                    id: c.job_id,
-                    error: error.clone(),
-                    delay: *delay,
-                }),
-                Outcome::Failed { error } => failed.push(Failed {
-                    id: c.job_id,
-                    error: error.clone(),
-                    ends_attempt: true,
-                    stalled: false,
-                }),
-                Outcome::Snoozed { delay } => snoozed.push(Snoozed {
-                    id: c.job_id,
-                    delay: *delay,
-                }),
-                Outcome::Discarded { error, keep } => discarded.push(Discarded {
-                    id: c.job_id,
-                    error: error.clone(),
-                    keep: *keep,
-                }),
-            }
-        }
-    }
-    if !deleted.is_empty() {
-        d.jobs_delete(&deleted)?;
-    }
-    if !retried.is_empty() {
-        d.jobs_retry(&retried)?;
-    }
-    if !failed.is_empty() {
-        d.jobs_fail(&failed)?;
-    }
-    if !snoozed.is_empty() {
-        d.jobs_snooze(&snoozed)?;
-    }
-    if !discarded.is_empty() {
-        d.jobs_discard(&discarded)?;
-    }
-    // When those attempts started; a cancel of a started job counts its
-    // attempt (the discard itself does not: it also ends jobs that never
-    // ran).
-    let started: Vec<AttemptStarted> = completions
-        .iter()
-        .filter(|c| written.contains(&c.job_id))
-        // Kept successes record it themselves; others are deleted.
-        .filter(|c| !matches!(c.outcome, Outcome::Succeeded { .. }))
-        .filter_map(|c| {
-            Some(AttemptStarted {
-                id: c.job_id,
-                ago: c.started?.elapsed(),
-                count: matches!(c.outcome, Outcome::Discarded { .. }),
-            })
-        })
-        .collect();
-    if !started.is_empty() {
-        d.jobs_attempt_started(&started)?;
-    }
-    // Members that ended move their batches' counts, and release or
-    // cancel the jobs waiting for them, in this transaction.
-    let ended: Vec<(i64, Option<i64>, MemberEnd)> = completions
-        .iter()
-        .filter(|c| written.contains(&c.job_id))
-        .filter_map(|c| {
-            let end = match c.outcome {
-                Outcome::Succeeded { .. } => MemberEnd::Succeeded,
-                Outcome::Failed { .. } | Outcome::Discarded { .. } => MemberEnd::Failed,
-                Outcome::Retry { .. } | Outcome::Snoozed { .. } => return None,
-            };
-            Some((c.batch_id?, Some(c.job_id), end))
-        })
-        .collect();
-    if !ended.is_empty() {
-        batches::members_ended(d, &ended)?;
-    }
-    // Slots of limited jobs go to the next blocked job of their key, in
-    // this same transaction.
-    let slots = finish_slots(&written);
-    if !slots.is_empty() {
-        let ready = concurrency::release_slots(d, &slots)?;
-        concurrency::notify(d, &ready)?;
-    }
-    let (written, lost) = completions
-        .iter()
-        .map(|c| c.job_id)
-        .partition(|id| written.contains(id));
-    Ok(FinishReport { written, lost })
-}
-
-/// Whether a batch is written by a single statement (one process, only
-/// kept successes, no concurrency slots to give back, starts of that
-/// process only, or only starts of one process), which needs no explicit
-/// transaction.
-fn single_statement(completions: &[Completion], starts: &[Start]) -> bool {
-    let Some(process_id) = completions
-        .first()
-        .map(|c| c.process_id)
-        .or(starts.first().map(|s| s.process_id))
-    else {
-        return true;
-    };
-    starts.iter().all(|s| s.process_id == process_id)
-        && completions.iter().all(|c| {
-            c.process_id == process_id
-                && c.slot.is_none()
-                && c.batch_id.is_none()
-                && matches!(&c.outcome, Outcome::Succeeded { keep, .. } if !keep.is_zero())
-        })
 }
 
 #[cfg(all(test, feature = "sqlite"))]

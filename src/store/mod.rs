@@ -31,6 +31,7 @@ pub(crate) mod fair;
 mod health;
 mod info;
 mod jobs;
+pub(crate) mod lifecycle;
 mod listener;
 #[cfg(feature = "mysql")]
 mod mysql;

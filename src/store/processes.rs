@@ -352,7 +352,7 @@ fn release_claims(
     if !fail.is_empty() {
         d.jobs_fail(&fail)?;
         let ids: Vec<i64> = fail.iter().map(|f| f.id).collect();
-        super::batches::ended_by_id(d, &ids, super::batches::MemberEnd::Failed)?;
+        super::lifecycle::ended_by_id(d, &ids, super::batches::MemberEnd::Failed)?;
         // A released job keeps its concurrency slot (it never gave it
         // back); a failed one ends and gives it to the next blocked job.
         let slots: Vec<_> = report
