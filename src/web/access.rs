@@ -12,11 +12,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 
-use maud::html;
-
 use super::Shared;
-use super::layout::{Ctx, flash, shell};
-use super::pages::Failure;
 use super::refusals::{Refused, Scheme};
 
 /// The header the dashboard sends its CSRF token in.
@@ -207,25 +203,7 @@ pub(super) async fn check(State(app): State<Shared>, mut request: Request, next:
         }
     }
     request.extensions_mut().insert(access);
-    let htmx = request.headers().contains_key("hx-request");
-    let (parts, body) = request.into_parts();
-    let ctx = Ctx::of(&parts, &app);
-    let response = next.run(Request::from_parts(parts, body)).await;
-    // A page the browser loaded itself (not htmx) that failed: the error
-    // in the whole layout, with its status.
-    match response.extensions().get::<Failure>() {
-        Some(Failure(message)) if !htmx && !api => {
-            let status = response.status();
-            let page = shell(
-                &ctx,
-                "Error",
-                "",
-                html! { h1 { "Error " (status.as_u16()) } (flash(message, true)) },
-            );
-            (status, page).into_response()
-        }
-        _ => response,
-    }
+    next.run(request).await
 }
 
 #[cfg(test)]

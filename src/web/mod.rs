@@ -309,6 +309,10 @@ pub fn router(queue: Queue, config: WebConfig) -> Result<Router> {
         .merge(api::routes())
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
+            pages::error_pages,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
             access::check,
         ))
         .layer(axum::middleware::from_fn_with_state(

@@ -5,45 +5,10 @@
 //! `Store::cancel_checks`), and sets those jobs' cancellation, which
 //! `ctx.is_cancelled()` reads.
 
-use std::collections::HashSet;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::runtime::{Shared, lock};
-
-/// The cancellations this worker has heard of.
-#[derive(Default)]
-pub(super) struct Cancels {
-    /// Whether `asked` holds anything (read on every job start).
-    any: AtomicBool,
-    /// Jobs asked to stop, until their thread is done with them.
-    asked: Mutex<HashSet<i64>>,
-    /// A check is wanted (a notification or a change was heard).
-    due: AtomicBool,
-    last_check: Mutex<Option<Instant>>,
-}
-
-impl Cancels {
-    /// Whether job `id` was asked to stop.
-    pub(super) fn is_asked(&self, id: i64) -> bool {
-        self.any.load(Ordering::SeqCst) && lock(&self.asked).contains(&id)
-    }
-
-    /// Job `id`'s thread is done with it.
-    pub(super) fn forget(&self, id: i64) {
-        if self.any.load(Ordering::SeqCst) {
-            let mut asked = lock(&self.asked);
-            asked.remove(&id);
-            self.any.store(!asked.is_empty(), Ordering::SeqCst);
-        }
-    }
-
-    /// Something was heard that may be a cancellation.
-    pub(super) fn wanted(&self) {
-        self.due.store(true, Ordering::SeqCst);
-    }
-}
+use super::state::{Shared, lock};
 
 /// Checks for cancellations when one is wanted (or the fallback is due)
 /// and jobs run; sets the cancellation of those asked to stop.

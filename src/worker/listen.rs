@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::cancel;
 use super::poller::backoff;
-use super::runtime::Shared;
+use super::state::Shared;
 use crate::store::{CANCEL_CHANNEL_QUEUE, Heard, Listener};
 use crate::types::{Error, Result};
 

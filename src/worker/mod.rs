@@ -27,6 +27,7 @@ mod pool;
 mod registry;
 mod runtime;
 mod shutdown;
+mod state;
 mod stats;
 mod tally;
 

@@ -17,9 +17,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::pool::{self, Assigned, WorkQueue};
-use super::runtime::{Parts, Shared, lock};
+use super::pool;
 use super::shutdown;
+use super::state::{Assigned, Unreleased, WorkQueue};
+use super::state::{Parts, Shared, lock};
 use super::stats::{self, Plan};
 use crate::events::JobClaimed;
 use crate::process;
@@ -179,7 +180,7 @@ fn grant_starts(shared: &Shared, process_id: i64, jobs: Vec<ClaimedJob>) -> Vec<
                     lock(&shared.unreleased).extend(
                         jobs.iter()
                             .filter(|j| ids.contains(&j.id))
-                            .map(|j| pool::Unreleased::of(j, process_id)),
+                            .map(|j| Unreleased::of(j, process_id)),
                     );
                     ids
                 }

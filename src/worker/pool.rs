@@ -18,140 +18,20 @@
 //! CPU in the work-down benchmark. An idle thread here goes straight to
 //! sleep on the futex.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
 use super::completer::{Message, Ran};
 use super::executor;
-use super::runtime::{Shared, lock};
+use super::state::{Assigned, Running, Shared, Unreleased, WorkQueue, lock};
 use crate::events::{JobReleased, ReleaseCause};
 use crate::job::ProgressCell;
 use crate::store::{ClaimedJob, Completion, Slot, StoredOptions};
 use crate::types::{Error, Result};
-
-/// A claimed job and the registration (process id) it was claimed under.
-pub(super) struct Assigned {
-    pub job: ClaimedJob,
-    pub process_id: i64,
-    /// When the claim returned: with the job's `claimed_at` (the backend's
-    /// clock) it dates this process's moments on that clock.
-    pub claimed: Instant,
-}
-
-/// Claimed jobs waiting for a thread, in claim order.
-#[derive(Default)]
-pub(super) struct WorkQueue {
-    state: Mutex<(VecDeque<Assigned>, bool)>,
-    ready: Condvar,
-}
-
-impl WorkQueue {
-    /// Queues jobs and wakes as many sleeping threads.
-    pub(super) fn push_all(&self, jobs: Vec<Assigned>, threads: usize) {
-        let n = jobs.len();
-        lock(&self.state).0.extend(jobs);
-        if n >= threads {
-            self.ready.notify_all();
-        } else {
-            for _ in 0..n {
-                self.ready.notify_one();
-            }
-        }
-    }
-
-    /// The next job; `None` once closed and empty.
-    fn pop(&self) -> Option<Assigned> {
-        let mut state = lock(&self.state);
-        loop {
-            if let Some(job) = state.0.pop_front() {
-                return Some(job);
-            }
-            if state.1 {
-                return None;
-            }
-            state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
-        }
-    }
-
-    /// Jobs waiting for a thread.
-    pub(super) fn len(&self) -> usize {
-        lock(&self.state).0.len()
-    }
-
-    /// Closes the queue and takes what was still waiting; threads finish
-    /// their current job and exit.
-    pub(super) fn close(&self) -> Vec<Assigned> {
-        let mut state = lock(&self.state);
-        state.1 = true;
-        let waiting = state.0.drain(..).collect();
-        drop(state);
-        self.ready.notify_all();
-        waiting
-    }
-
-    /// Takes out the waiting jobs `give_back` picks, keeping the others in
-    /// order.
-    pub(super) fn take_back(&self, mut give_back: impl FnMut(&Assigned) -> bool) -> Vec<Assigned> {
-        let mut state = lock(&self.state);
-        let mut back = Vec::new();
-        let mut kept = VecDeque::with_capacity(state.0.len());
-        for a in state.0.drain(..) {
-            if give_back(&a) {
-                back.push(a);
-            } else {
-                kept.push_back(a);
-            }
-        }
-        state.0 = kept;
-        back
-    }
-}
-
-/// A job on a thread right now.
-pub(super) struct Running {
-    pub job_id: i64,
-    pub kind: String,
-    pub started: Instant,
-    pub deadline: Option<Instant>,
-    /// Its context's operator cancellation.
-    pub cancel: Arc<AtomicBool>,
-}
-
-/// One slot per thread: what it is running. Each thread writes only its
-/// own slot, so the locks are never contended by the pool itself.
-pub(super) struct Slots(Vec<Mutex<Option<Running>>>);
-
-impl Slots {
-    pub(super) fn new(threads: usize) -> Slots {
-        Slots((0..threads).map(|_| Mutex::new(None)).collect())
-    }
-
-    fn set(&self, thread: usize, running: Option<Running>) {
-        *lock(&self.0[thread]) = running;
-    }
-
-    /// Asks the running jobs among `ids` to stop.
-    pub(super) fn cancel(&self, ids: &[i64]) {
-        self.each(|running| {
-            if ids.contains(&running.job_id) {
-                running.cancel.store(true, Ordering::SeqCst);
-            }
-        });
-    }
-
-    /// Calls `f` for every running job.
-    pub(super) fn each(&self, mut f: impl FnMut(&Running)) {
-        for slot in &self.0 {
-            if let Some(running) = lock(slot).as_ref() {
-                f(running);
-            }
-        }
-    }
-}
 
 /// Whether a thread may start a job now.
 enum Verdict {
@@ -315,26 +195,6 @@ pub(super) fn on_claim_clock(
         .ok()
         .and_then(|since| job.claimed_at.checked_add_signed(since))
         .unwrap_or(job.claimed_at)
-}
-
-/// A claimed job that never started, to hand back.
-#[derive(Debug, Clone)]
-pub(crate) struct Unreleased {
-    pub process_id: i64,
-    pub job_id: i64,
-    pub kind: String,
-    pub queue: String,
-}
-
-impl Unreleased {
-    pub(super) fn of(job: &ClaimedJob, process_id: i64) -> Unreleased {
-        Unreleased {
-            process_id,
-            job_id: job.id,
-            kind: job.kind.clone(),
-            queue: job.queue_name.clone(),
-        }
-    }
 }
 
 /// Hands claimed jobs that never started back to ready (not a stall), so

@@ -1,7 +1,8 @@
-//! A running worker: the state its threads share, how it starts, the handle
-//! that stops it, and what its heartbeat checks. The claim loop is in
-//! `poller.rs`, the threads in `pool.rs`, the listener in `listen.rs`, the
-//! stop in `shutdown.rs`. See the module docs of [`crate::worker`].
+//! A running worker: how it starts, the handle that stops it, and what its
+//! heartbeat checks. The state its threads share is in `state.rs`, the
+//! claim loop in `poller.rs`, the threads in `pool.rs`, the listener in
+//! `listen.rs`, the stop in `shutdown.rs`. See the module docs of
+//! [`crate::worker`].
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,97 +13,25 @@ use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 
 use super::completer::{Backlog, Completer, Message};
 use super::executor;
-use super::pool::{self, Slots, WorkQueue};
+use super::pool;
 use super::registry::Registry;
-use super::stats::{Ewma, Stats, WorkerStats};
-use super::tally::Tally;
+use super::state::{Parts, Shared, Slots, WorkQueue};
+use super::stats::{Ewma, WorkerStats};
 use super::{listen, poller};
 use crate::client::Queue;
 use crate::config::{EXIT_HARD_TIMEOUT, WorkerConfig};
-use crate::dispatcher::{Dispatcher, DispatcherHandle};
-use crate::events::Events;
+use crate::dispatcher::Dispatcher;
 use crate::job::{ShutdownSignal, Standing};
-use crate::maintenance::{self, Maintenance, MaintenanceConfig, Pruner};
+use crate::maintenance::{self, MaintenanceConfig, Pruner};
 use crate::process::heartbeat::{self, Beat, Heartbeat, Lease};
 use crate::process::{self, ProcessKind, wakeups};
-use crate::store::{ClaimQuery, NewProcess, ReleaseReason, Store};
+use crate::store::{ClaimQuery, ReleaseReason};
 use crate::types::{Error, QueuePattern, Result};
 
 /// Connections a worker's own loops use (poller, completer, heartbeat,
 /// dispatcher) plus one per thread for jobs that enqueue.
 pub(crate) fn connections_needed(config: &WorkerConfig) -> u32 {
     (config.threads + 4) as u32
-}
-
-/// State shared by the worker's threads.
-pub(super) struct Shared {
-    pub store: Store,
-    pub config: WorkerConfig,
-    pub registry: Registry,
-    pub process: NewProcess,
-    /// The current registration; 0 while unregistered (pruned while alive).
-    pub process_id: Arc<AtomicI64>,
-    /// What the heartbeats prove: a job starts only while it is valid.
-    pub lease: Arc<Lease>,
-    /// Claimed and not yet done executing (queued or running).
-    pub inflight: AtomicUsize,
-    /// Set when the last claim came back full: more work is probably
-    /// waiting, so a thread that frees up wakes the poller.
-    pub wake_when_free: AtomicBool,
-    pub slots: Slots,
-    pub shutdown: Arc<ShutdownSignal>,
-    pub stopping: AtomicBool,
-    /// The queue list, to tell which notifications concern this worker.
-    pub patterns: Vec<QueuePattern>,
-    /// Whether a listener currently wakes the poller for new jobs; idle
-    /// polling is then only a safety net.
-    pub listening: AtomicBool,
-    pub stats: Arc<Stats>,
-    /// Recorded outcomes not yet added to the job statistics.
-    pub tally: Arc<Tally>,
-    /// Cancellations of running jobs heard of.
-    pub cancels: super::cancel::Cancels,
-    pub events: Arc<dyn Events>,
-    /// How long a claim takes, on average: with each kind's run time it
-    /// decides how far ahead to claim.
-    pub claim_time: Ewma,
-    pub wake: Sender<()>,
-    /// Outcomes not yet written: past its limit the poller waits.
-    pub backlog: Arc<Backlog>,
-    /// Why the worker stopped itself, if it did (never for the database
-    /// being away).
-    pub fatal: Mutex<Option<Error>>,
-    /// Claims of jobs that never started which could not be handed back
-    /// (the database was away): the poller tries again at every turn
-    /// until it takes them. The process no longer exits for an outage, so
-    /// waiting for its deregistration could hold them for days.
-    pub unreleased: Mutex<Vec<super::pool::Unreleased>>,
-}
-
-impl Shared {
-    pub fn request_stop(&self) {
-        if !self.stopping.swap(true, Ordering::SeqCst) {
-            self.shutdown.request(self.config.shutdown_timeout);
-        }
-        let _ = self.wake.try_send(());
-    }
-
-    pub fn process_id(&self) -> i64 {
-        self.process_id.load(Ordering::SeqCst)
-    }
-}
-
-/// What the poller thread owns.
-pub(super) struct Parts {
-    pub claim: ClaimQuery,
-    pub listener: Option<JoinHandle<()>>,
-    pub work: Arc<WorkQueue>,
-    pub exited_rx: Receiver<()>,
-    pub completer: Completer,
-    pub heartbeat: Heartbeat,
-    pub dispatcher: Option<DispatcherHandle>,
-    pub maintenance: Option<Maintenance>,
-    pub wake_rx: Receiver<()>,
 }
 
 /// A started worker. Dropping it stops it; [`WorkerHandle::stop`] does so
@@ -420,8 +349,4 @@ fn check_overdue(shared: &Shared) {
             job.started.elapsed()
         );
     });
-}
-
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

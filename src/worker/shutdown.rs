@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::pool;
-use super::runtime::{Parts, Shared, lock};
+use super::state::{Parts, Shared, lock};
 use crate::events::{JobReleased, ReleaseCause};
 use crate::store::ReleaseReason;
 use crate::types::Result;

@@ -172,3 +172,185 @@ fn the_checker_sees_a_violation() {
     assert_eq!(exports["Worker"], "worker");
     assert_eq!(exports["Error"], "types");
 }
+
+/// The module path of a file under `src`: `web/pages/mod.rs` is
+/// `["web", "pages"]`, `web/access.rs` is `["web", "access"]`.
+fn module_of(relative: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().unwrap_or_default();
+    let stem = last.trim_end_matches(".rs");
+    if stem != "mod" && stem != "lib" {
+        parts.push(stem.to_string());
+    }
+    parts
+}
+
+/// The module paths a file's code names through `crate::`, `super::` or
+/// `self::` (doc comments, comments and `#[cfg(test)]` modules left out),
+/// each as far as its identifiers go; a `{…}` list gives one path per
+/// item.
+fn module_paths(text: &str, own: &[String], is_mod: bool) -> Vec<Vec<String>> {
+    let code: String = text
+        .split("#[cfg(test)]\nmod tests")
+        .next()
+        .unwrap_or("")
+        .lines()
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let parent: Vec<String> = own[..own.len().saturating_sub(1)].to_vec();
+    let this: Vec<String> = if is_mod { own.to_vec() } else { parent.clone() };
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut found = Vec::new();
+    for (prefix, base) in [
+        ("crate::", Vec::new()),
+        ("super::", parent),
+        ("self::", this),
+    ] {
+        let mut rest = code.as_str();
+        while let Some(i) = rest.find(prefix) {
+            let before = rest[..i].chars().last();
+            rest = &rest[i + prefix.len()..];
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let mut path = base.clone();
+            let mut tail = rest;
+            loop {
+                if let Some(list) = tail.strip_prefix('{') {
+                    let end = list.find('}').unwrap_or(list.len());
+                    for item in list[..end].split(',') {
+                        let name = ident(item.trim());
+                        if !name.is_empty() {
+                            let mut one = path.clone();
+                            one.push(name);
+                            found.push(one);
+                        }
+                    }
+                    break;
+                }
+                let name = ident(tail);
+                if name.is_empty() {
+                    found.push(path);
+                    break;
+                }
+                tail = &tail[name.len()..];
+                path.push(name);
+                match tail.strip_prefix("::") {
+                    Some(more) => tail = more,
+                    None => {
+                        found.push(path);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The import graph of each folder's files (a subfolder is one node), and
+/// a circle in any of them: `a.rs` uses `b.rs`, which uses `a.rs`
+/// (through any of the folder's files). Each folder's files must stand in
+/// an order, as the crate's modules do.
+#[test]
+fn no_folder_holds_a_circle() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let modules: BTreeSet<Vec<String>> = files
+        .iter()
+        .map(|f| module_of(f.strip_prefix(&src).unwrap()))
+        .collect();
+    // folder -> file -> the folder's files it uses
+    let mut graphs: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for file in &files {
+        let relative = file.strip_prefix(&src).unwrap();
+        let own = module_of(relative);
+        let is_mod = relative
+            .file_name()
+            .is_some_and(|n| n == "mod.rs" || n == "lib.rs");
+        let text = std::fs::read_to_string(file).unwrap();
+        for target in module_paths(&text, &own, is_mod) {
+            let common = own.iter().zip(&target).take_while(|(a, b)| a == b).count();
+            if common >= own.len() || common >= target.len() {
+                continue;
+            }
+            let folder = own[..common].to_vec();
+            let mut to = folder.clone();
+            to.push(target[common].clone());
+            if !modules.contains(&to) {
+                continue;
+            }
+            graphs
+                .entry(folder)
+                .or_default()
+                .entry(own[common].clone())
+                .or_default()
+                .insert(target[common].clone());
+        }
+    }
+    let mut circles = Vec::new();
+    for (folder, graph) in &graphs {
+        // A depth-first search; a node met again on the current path
+        // closes a circle.
+        fn visit(
+            node: &str,
+            graph: &BTreeMap<String, BTreeSet<String>>,
+            path: &mut Vec<String>,
+            done: &mut BTreeSet<String>,
+            circles: &mut Vec<Vec<String>>,
+        ) {
+            if let Some(at) = path.iter().position(|n| n == node) {
+                circles.push(path[at..].to_vec());
+                return;
+            }
+            if !done.insert(node.to_string()) {
+                return;
+            }
+            path.push(node.to_string());
+            for next in graph.get(node).into_iter().flatten() {
+                visit(next, graph, path, done, circles);
+            }
+            path.pop();
+        }
+        let mut found = Vec::new();
+        let mut done = BTreeSet::new();
+        for node in graph.keys() {
+            visit(node, graph, &mut Vec::new(), &mut done, &mut found);
+        }
+        for circle in found {
+            circles.push(format!("src/{}: {}", folder.join("/"), circle.join(" -> ")));
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "files of one folder that use each other in a circle:\n{}",
+        circles.join("\n")
+    );
+    // The checker sees the circles it guards against.
+    let own = vec!["store".to_string(), "batches".to_string()];
+    assert_eq!(
+        module_paths("use super::dependencies::{held, Wait};", &own, false),
+        [
+            vec!["store", "dependencies", "held"],
+            vec!["store", "dependencies", "Wait"]
+        ]
+    );
+    assert_eq!(
+        module_paths(
+            "crate::store::{jobs, batches}::x // crate::web",
+            &own,
+            false
+        ),
+        [vec!["store", "jobs"], vec!["store", "batches"]]
+    );
+}

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 
 use super::Shared;
-use super::layout::{Ctx, flash};
+use super::layout::{Ctx, flash, shell};
 use crate::client::Queue;
 use crate::types::Error;
 
@@ -55,7 +55,7 @@ impl IntoResponse for PageError {
         };
         // To htmx: the message into the flash of the page it came from.
         // A page loaded by the browser itself gets the whole layout
-        // around it from `access::check`, which reads `Failure`.
+        // around it from `error_pages`, which reads `Failure`.
         let body = html! {
             (flash(&message, true))
         };
@@ -125,4 +125,35 @@ pub fn done_at(current: &str, message: &str) -> Response {
     params.append_pair("done", message);
     let target = format!("{path}?{}", params.finish());
     ([("HX-Redirect", target)], flash(message, false)).into_response()
+}
+
+/// The middleware inside `access::check` (which put the caller's access in
+/// the request): a page the browser loaded itself (not htmx) that failed,
+/// marked with [`Failure`], shows its error in the whole layout, with its
+/// status.
+pub(super) async fn error_pages(
+    axum::extract::State(app): axum::extract::State<Shared>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let api = super::access::is_api(request.uri().path());
+    let htmx = request.headers().contains_key("hx-request");
+    let (parts, body) = request.into_parts();
+    let ctx = Ctx::of(&parts, &app);
+    let response = next
+        .run(axum::extract::Request::from_parts(parts, body))
+        .await;
+    match response.extensions().get::<Failure>() {
+        Some(Failure(message)) if !htmx && !api => {
+            let status = response.status();
+            let page = shell(
+                &ctx,
+                "Error",
+                "",
+                html! { h1 { "Error " (status.as_u16()) } (flash(message, true)) },
+            );
+            (status, page).into_response()
+        }
+        _ => response,
+    }
 }
