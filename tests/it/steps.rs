@@ -250,7 +250,7 @@ fn a_frozen_worker_that_lost_its_claim_writes_no_checkpoint(db: &TestDb) {
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("steps");
     let (victim, id) = in_step_two(db, &queue, &ledger, 100);
-    victim.signal(libc::SIGSTOP);
+    victim.freeze_outside_a_write(&db.url);
     let stored = stored_cursor(&queue, id, "two").expect("a cursor in step two");
     let peer = Child::worker(&db.url, &[("SOLIDQ_TEST_ALIVE_MS", "1000")]);
     wait_for("the peer to finish the job", WAIT, || {

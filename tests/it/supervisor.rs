@@ -253,7 +253,7 @@ fn frozen_worker_is_pruned_and_its_late_finish_writes_nothing(db: &TestDb) {
         Duration::from_secs(30),
         || ledger_starts(db) == 1,
     );
-    frozen.signal(libc::SIGSTOP);
+    frozen.freeze_outside_a_write(&db.url);
 
     let supervisor = supervisor(db, &Spec::default());
     wait_for(

@@ -502,7 +502,7 @@ fn a_frozen_worker_whose_parent_was_rerun_releases_nothing_when_thawed(db: &Test
         .unwrap();
     let (parent, child) = (made.jobs[0], made.jobs[1]);
     wait_for("the parent to start", WAIT, || starts(db, parent) == 1);
-    victim.signal(libc::SIGSTOP);
+    victim.freeze_outside_a_write(&db.url);
     let peer = Child::worker(&db.url, &[("SOLIDQ_TEST_ALIVE_MS", "1000")]);
     let info = wait_finished(&queue, made.id, WAIT);
     assert_eq!((info.succeeded, info.failed), (2, 0));

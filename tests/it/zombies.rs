@@ -86,7 +86,7 @@ fn a_frozen_worker_starts_none_of_the_jobs_it_claimed_ahead(db: &TestDb) {
             claimed.first() == Some(&long) && claimed.len() > 1
         },
     );
-    victim.signal(libc::SIGSTOP);
+    victim.freeze_outside_a_write(&db.url);
     let held = claimed();
     let ahead = &held[1..];
     assert_eq!(queue.job(long).unwrap().status, JobStatus::Running);

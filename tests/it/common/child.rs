@@ -162,6 +162,34 @@ impl Child {
         }
     }
 
+    /// SIGSTOPs the process at a moment it holds no write lock of the
+    /// SQLite database at `url` (on other backends: at once). A process
+    /// frozen inside an SQLite write stops every other writer of the file
+    /// until it thaws, which a test of what the others do meanwhile must
+    /// not stumble into by chance (the outage tests freeze one inside a
+    /// write on purpose). Thaws it and tries again while the lock is taken.
+    pub fn freeze_outside_a_write(&self, url: &str) {
+        self.signal(libc::SIGSTOP);
+        if !url.starts_with("sqlite") {
+            return;
+        }
+        let mut conn = super::TestConn::open(url);
+        for _ in 0..200 {
+            // BEGIN IMMEDIATE takes the write lock if nobody holds it.
+            let free = conn
+                .try_execute("PRAGMA busy_timeout = 50; BEGIN IMMEDIATE; ROLLBACK")
+                .is_ok();
+            if free {
+                return;
+            }
+            let _ = conn.try_execute("ROLLBACK");
+            self.signal(libc::SIGCONT);
+            std::thread::sleep(Duration::from_millis(5 + fastrand::u64(..20)));
+            self.signal(libc::SIGSTOP);
+        }
+        panic!("the process held the SQLite write lock at each of 200 tries");
+    }
+
     /// Waits up to `timeout` for the process to exit.
     pub fn wait_timeout(&mut self, timeout: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + timeout;
