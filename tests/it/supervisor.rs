@@ -13,8 +13,18 @@ use common::{TestDb, wait_for};
 use serde_json::json;
 use solidq::{Backend, Delivery, EnqueueOptions, JobStatus, Queue};
 
+// Alone: with a 1 s alive threshold, a worker starved of CPU by tests
+// running beside it can miss its heartbeats and be pruned while alive; its
+// job then runs again for a reason (the prune) that this test, counting
+// only its own kills, cannot tell from a rerun without one (seen once in a
+// full parallel run on SQLite).
+mod chaos {
+    use super::*;
+
+    backend_tests!(alone: chaos_kills_lose_nothing_and_rerun_only_killed_work);
+}
+
 backend_tests!(
-    chaos_kills_lose_nothing_and_rerun_only_killed_work,
     frozen_worker_is_pruned_and_its_late_finish_writes_nothing,
     poison_job_fails_after_max_stalled_count_plus_one_runs,
     at_most_once_job_of_a_killed_worker_fails_and_never_reruns,
