@@ -263,7 +263,7 @@ impl crate::Queue {
         let inserted = self.store().with_driver("add_to_batch", |d| {
             (refused, duplicate) = (None, None);
             crate::store::in_transaction(d, |d| {
-                match crate::store::lifecycle::add_on(d, batch, &new, false, &waits)? {
+                match crate::lifecycle::add_on(d, batch, &new, false, &waits)? {
                     Err(refusal) => refused = Some(refusal),
                     Ok(inserted) if inserted.outcome.iter().any(|o| o.is_err()) => {
                         duplicate = Some(crate::client::first_duplicate(&new, &inserted.outcome));
@@ -295,13 +295,11 @@ impl crate::Queue {
         let mut refused = None;
         self.store().with_driver("close_batch", |d| {
             refused = None;
-            crate::store::in_transaction(d, |d| {
-                match crate::store::lifecycle::close_on(d, batch)? {
-                    Ok(()) => Ok(()),
-                    Err(refusal) => {
-                        refused = Some(refusal);
-                        Err(diesel::result::Error::RollbackTransaction)
-                    }
+            crate::store::in_transaction(d, |d| match crate::lifecycle::close_on(d, batch)? {
+                Ok(()) => Ok(()),
+                Err(refusal) => {
+                    refused = Some(refusal);
+                    Err(diesel::result::Error::RollbackTransaction)
                 }
             })
         })?;
@@ -327,8 +325,8 @@ impl crate::Queue {
             &mut dyn FnMut(&mut dyn crate::store::Driver) -> diesel::QueryResult<BatchEnqueued>,
         ) -> Result<BatchEnqueued>,
     ) -> Result<BatchEnqueued> {
+        use crate::lifecycle;
         use crate::store::batches::{self, NewBatch, StoredCallback, StoredCallbacks};
-        use crate::store::lifecycle;
         if let Some(description) = &options.description {
             crate::client::check_no_nul("batch description", description)?;
         }

@@ -88,21 +88,22 @@
 //! | 0 | `types` | plain data every layer shares: [`Error`], [`JobStatus`], [`Delivery`], [`Backoff`], [`ErrorInfo`], [`JobInfo`], [`QueuePattern`], stored limits, [`Schedule`], [`DatabaseUrl`], [`SqliteSynchronous`]; imports nothing of solidq |
 //! | 1 | [`config`], [`concurrency`] | settings and their defaults; the limit builder |
 //! | 2 | `job` | the [`Job`] trait, its options and context |
-//! | 3 | `store` | all SQL, one implementation per backend |
-//! | 4 | [`events`] | the hooks and their event types |
-//! | 5 | `process` | registration, heartbeats, signals, in-process wake-ups |
-//! | 6 | `client`, `logging` | [`Queue`]: enqueue and queries; log lines that name their process (`cli` feature) |
-//! | 7 | [`workflow`] | dependencies between members of a batch: checked, then stored |
-//! | 8 | [`batch`] | batches of jobs and their callbacks |
-//! | 9 | `maintenance` | pruning dead processes, releasing orphans, cleaning, tending |
-//! | 10 | `dispatcher` | scheduled → ready |
-//! | 11 | `scheduler` | recurring tasks |
-//! | 12 | `worker` | claiming and running jobs |
-//! | 13 | `supervisor` | worker processes, and the loops above them |
-//! | 14 | `admin` | operator queries and actions |
-//! | 15 | `testing` | helpers for testing an app's jobs |
-//! | 16 | `web` | the dashboard, HTTP API and metrics (`web` feature) |
-//! | 17 | `cli` | the `solidq` binary |
+//! | 3 | `store` | the drivers (all SQL, one implementation per backend), rows, connections |
+//! | 4 | `lifecycle` | the rules of a job's life that span tables: enqueue and placement, finish, batch and dependency ends, releases of stopped or dead processes, an operator's cancel |
+//! | 5 | [`events`] | the hooks and their event types |
+//! | 6 | `process` | registration, heartbeats, signals, in-process wake-ups |
+//! | 7 | `client`, `logging` | [`Queue`]: enqueue and queries; log lines that name their process (`cli` feature) |
+//! | 8 | [`workflow`] | dependencies between members of a batch: checked, then stored |
+//! | 9 | [`batch`] | batches of jobs and their callbacks |
+//! | 10 | `maintenance` | pruning dead processes, releasing orphans, cleaning, tending |
+//! | 11 | `dispatcher` | scheduled → ready |
+//! | 12 | `scheduler` | recurring tasks |
+//! | 13 | `worker` | claiming and running jobs |
+//! | 14 | `supervisor` | worker processes, and the loops above them |
+//! | 15 | `admin` | operator queries and actions |
+//! | 16 | `testing` | helpers for testing an app's jobs |
+//! | 17 | `web` | the dashboard, HTTP API and metrics (`web` feature) |
+//! | 18 | `cli` | the `solidq` binary |
 //!
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -120,6 +121,7 @@ pub mod config;
 mod dispatcher;
 pub mod events;
 mod job;
+mod lifecycle;
 mod maintenance;
 mod process;
 mod scheduler;

@@ -28,9 +28,10 @@ use std::time::Duration;
 
 use crate::config::{JOB_STATS_RETENTION, RECURRING_GUARD_RETENTION};
 use crate::events::{Events, JobReleased, JobStalled, ProcessPruned, PruneReason, ReleaseCause};
+use crate::lifecycle::{PruneTarget, Pruned, ReleaseReason, ReleaseReport};
 use crate::process::StoppableThread;
 use crate::process::heartbeat::Lease;
-use crate::store::{ProcessRow, PruneTarget, Pruned, ReleaseReason, ReleaseReport, Store};
+use crate::store::{ProcessRow, Store};
 use crate::types::Result;
 
 /// Dead processes pruned per round, at most.

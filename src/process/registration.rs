@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use super::heartbeat::{self, Beat, Heartbeat, Lease};
 use super::register;
 use crate::events::Events;
-use crate::store::{NewProcess, ReleaseReason, Store};
+use crate::lifecycle::ReleaseReason;
+use crate::store::{NewProcess, Store};
 use crate::types::Result;
 
 /// What to register and how to heartbeat it.

@@ -4,11 +4,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use diesel::QueryResult;
-
 use super::{
-    ClaimLimits, ClaimQuery, ClaimedJob, Completion, Driver, FinishReport, Inserted, NewJob,
-    Progress, Released, Start, Store, driver, in_transaction,
+    ClaimLimits, ClaimQuery, ClaimedJob, Progress, Released, Store, driver, in_transaction,
 };
 use crate::types::{Backend, Result};
 
@@ -16,29 +13,6 @@ use crate::types::{Backend, Result};
 const CLAIM_RESOLVE_ATTEMPTS: u32 = 6;
 
 impl Store {
-    /// Inserts jobs in one transaction: each one's new id, or the id of
-    /// the existing job holding the same unique key (`Err`), and the jobs
-    /// discarded at their concurrency limit on the way in.
-    pub(crate) fn jobs_enqueue(&self, jobs: &[NewJob]) -> Result<Inserted> {
-        let inserted = self.with_driver("jobs_enqueue", |d| {
-            super::lifecycle::enqueue_reporting(d, jobs, false)
-        })?;
-        self.notify_ready(jobs);
-        Ok(inserted)
-    }
-
-    /// [`Store::jobs_enqueue`] on a driver the caller holds (its own
-    /// connection, or one inside its transaction), reporting the jobs
-    /// discarded on the way in instead of logging them: the caller reports
-    /// them once they are committed.
-    pub(crate) fn jobs_enqueue_on(
-        d: &mut dyn Driver,
-        jobs: &[NewJob],
-        notify: bool,
-    ) -> QueryResult<Inserted> {
-        super::lifecycle::enqueue_reporting(d, jobs, notify)
-    }
-
     /// Claims jobs for `process_id` within `limits`.
     ///
     /// On PostgreSQL the claim is one statement in an explicit
@@ -160,36 +134,6 @@ impl Store {
         })
     }
 
-    /// Records a batch of completions in one transaction, each fenced by its
-    /// claim: a completion whose claim is gone is skipped (reported as lost),
-    /// the rest of the batch is written. `starts` (jobs claimed ahead that
-    /// started, none of them among the completions) are recorded with them,
-    /// and `progress` (the last progress and step checkpoints of jobs
-    /// ending in this batch) before the outcomes, fenced by the same
-    /// claims, in the same transaction.
-    pub(crate) fn claimed_finish(
-        &self,
-        completions: &[Completion],
-        starts: &[Start],
-        progress: &[Progress],
-    ) -> Result<FinishReport> {
-        if completions.is_empty() && starts.is_empty() && progress.is_empty() {
-            return Ok(FinishReport::default());
-        }
-        self.with_driver("claimed_finish", |d| {
-            if progress.is_empty() && super::lifecycle::single_statement(completions, starts) {
-                super::lifecycle::finish_on_driver(d, completions, starts)
-            } else {
-                in_transaction(d, |d| {
-                    if !progress.is_empty() {
-                        d.jobs_set_progress(progress)?;
-                    }
-                    super::lifecycle::finish_on_driver(d, completions, starts)
-                })
-            }
-        })
-    }
-
     /// Hands claimed jobs that never started back to ready (not a stall).
     /// Returns the ids whose claim was still held.
     pub(crate) fn claimed_release(&self, process_id: i64, job_ids: &[i64]) -> Result<Vec<i64>> {
@@ -221,7 +165,7 @@ impl Store {
 #[cfg(all(test, feature = "sqlite"))]
 mod tests {
     use super::*;
-    use crate::store::{NewProcess, PoolOptions, SqliteSettings};
+    use crate::store::{NewJob, NewProcess, PoolOptions, SqliteSettings};
     use crate::types::{DatabaseUrl, Delivery, Error, QueuePattern};
 
     fn job() -> NewJob {

@@ -23,15 +23,13 @@
 mod admin;
 mod audit;
 pub(crate) mod batches;
-mod concurrency;
+pub(crate) mod concurrency;
 mod connection;
-mod control;
 pub(crate) mod dependencies;
 pub(crate) mod fair;
 mod health;
 mod info;
 mod jobs;
-pub(crate) mod lifecycle;
 mod listener;
 #[cfg(feature = "mysql")]
 mod mysql;
@@ -42,7 +40,6 @@ mod overview;
 mod params;
 #[cfg(feature = "postgres")]
 mod postgres;
-mod processes;
 pub(crate) mod rates;
 mod recurring;
 pub(crate) mod schema;
@@ -75,10 +72,9 @@ pub(crate) use info::{DISCARDED, JobLookup, JobSelection};
 pub(crate) use listener::{Heard, Listener};
 pub(crate) use options::StoredOptions;
 pub(crate) use params::*;
-pub(crate) use processes::{PruneTarget, Pruned, ReleaseReason, ReleaseReport};
 pub(crate) use recurring::{Fire, RecurringTaskRow, TickFire};
 pub use statement::{EnqueueStatement, SqlValue, Statement};
-pub(crate) use stats::{Counted, StatsDelta, TOTALS_BUCKET, minute_of};
+pub(crate) use stats::{Counted, StatsDelta, TOTALS_BUCKET, count_now, minute_of};
 
 use crate::types::{Backend, DatabaseUrl, Error, ErrorInfo, Result, StoredLimit};
 

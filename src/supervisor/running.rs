@@ -18,10 +18,11 @@ use crate::config::SHUTDOWN_MARGIN;
 use crate::config::SupervisorConfig;
 use crate::dispatcher::DispatcherHandle;
 use crate::events::{Events, PruneReason};
+use crate::lifecycle::{PruneTarget, ReleaseReason};
 use crate::maintenance::{Maintenance, report_pruned};
 use crate::process::Registration;
 use crate::scheduler::SchedulerHandle;
-use crate::store::{PruneTarget, ReleaseReason, Store};
+use crate::store::Store;
 use crate::types::{Error, Result};
 
 /// What the supervising thread owns.

@@ -18,10 +18,9 @@ use super::tally::Tally;
 use crate::dispatcher::Dispatcher;
 use crate::events::JobClaimed;
 use crate::job::{ProgressCell, ShutdownSignal};
+use crate::lifecycle::ReleaseReason;
 use crate::process::{self, ProcessKind};
-use crate::store::{
-    ClaimLimits, ClaimQuery, Completion, Outcome, Progress, ReleaseReason, Slot, StoredOptions,
-};
+use crate::store::{ClaimLimits, ClaimQuery, Completion, Outcome, Progress, Slot, StoredOptions};
 use crate::types::{Error, QueuePattern, Result};
 
 /// What a drain ran: how its attempts ended.

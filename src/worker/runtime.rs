@@ -22,10 +22,11 @@ use crate::client::Queue;
 use crate::config::{EXIT_HARD_TIMEOUT, WorkerConfig};
 use crate::dispatcher::Dispatcher;
 use crate::job::{ShutdownSignal, Standing};
+use crate::lifecycle::ReleaseReason;
 use crate::maintenance::{self, MaintenanceConfig, Pruner};
 use crate::process::heartbeat::{self, Beat, Heartbeat, Lease};
 use crate::process::{self, ProcessKind, wakeups};
-use crate::store::{ClaimQuery, ReleaseReason};
+use crate::store::ClaimQuery;
 use crate::types::{Error, QueuePattern, Result};
 
 /// Connections a worker's own loops use (poller, completer, heartbeat,

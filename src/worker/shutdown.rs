@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::pool;
 use super::state::{Parts, Shared, lock};
 use crate::events::{JobReleased, ReleaseCause};
-use crate::store::ReleaseReason;
+use crate::lifecycle::ReleaseReason;
 use crate::types::Result;
 
 pub(super) fn run(shared: &Arc<Shared>, parts: &mut Parts) -> Result<()> {

@@ -13,6 +13,7 @@ const LAYERS: &[&[&str]] = &[
     &["config", "concurrency"],
     &["job"],
     &["store"],
+    &["lifecycle"],
     &["events"],
     &["process"],
     &["client", "logging"],

@@ -17,15 +17,16 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use diesel::QueryResult;
 
-use super::batches::{
+use crate::store::batches::{
     BatchDelta, BatchRow, Callback, MemberEnd, Refusal, StoredCallbacks, members_of,
 };
-use super::concurrency::{self, Placement, notify};
-use super::dependencies::{
+use crate::store::concurrency::{self, Placement, notify};
+use crate::store::dependencies::{
     self, FAILED, ParentRef, ParentRow, ReleasedJob, SUCCEEDED, Wait, WaitingRow,
 };
-use super::*;
+use crate::store::*;
 use crate::types::OnConflict;
+use crate::types::{ErrorInfo, Result};
 
 impl Store {
     /// Moves due limited jobs (at most `batch`) out of scheduled: each
@@ -368,7 +369,7 @@ pub(crate) fn add_on(
     jobs: &[NewJob],
     notify: bool,
     waits: &[dependencies::Wait],
-) -> QueryResult<std::result::Result<super::Inserted, Refusal>> {
+) -> QueryResult<std::result::Result<crate::store::Inserted, Refusal>> {
     let held;
     let to_insert = if waits.is_empty() {
         jobs
@@ -737,7 +738,7 @@ pub(crate) fn cancel(d: &mut dyn Driver, batch: i64, jobs: &[(i64, i64)]) -> Que
                 StoredOptions::parse(options.get(job).map_or("{}", String::as_str)).keep_result_ms,
             ),
             error: ErrorInfo {
-                kind: super::DISCARDED.into(),
+                kind: crate::store::DISCARDED.into(),
                 message: format!("cancelled by dependency: job {parent} failed"),
                 backtrace: None,
                 attempt: None,

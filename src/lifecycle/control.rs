@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use super::DISCARDED;
-use super::{Discarded, Slot, Store, StoredOptions, concurrency, in_transaction};
+use crate::store::DISCARDED;
+use crate::store::{Discarded, Slot, Store, StoredOptions, concurrency, in_transaction};
 use crate::types::{ErrorInfo, Result};
 
 impl Store {
@@ -38,15 +38,16 @@ impl Store {
                 // locks them: a completion releasing one of these jobs
                 // (holding the batch row) never waits for us while we wait
                 // for it.
-                let batches: std::collections::BTreeSet<i64> = super::batches::members_of(d, ids)?
-                    .into_iter()
-                    .map(|(batch, _)| batch)
-                    .collect();
+                let batches: std::collections::BTreeSet<i64> =
+                    crate::store::batches::members_of(d, ids)?
+                        .into_iter()
+                        .map(|(batch, _)| batch)
+                        .collect();
                 for batch in batches {
-                    d.batch_change(batch, &super::batches::BatchDelta::default())?;
+                    d.batch_change(batch, &crate::store::batches::BatchDelta::default())?;
                 }
                 let mut removed = d.pending_remove(ids)?;
-                removed.extend(super::dependencies::waiting_remove(d, ids)?);
+                removed.extend(crate::store::dependencies::waiting_remove(d, ids)?);
                 let slots: Vec<Slot> = removed
                     .iter()
                     .filter(|r| r.was_ready)
@@ -70,15 +71,19 @@ impl Store {
                 if !rows.is_empty() {
                     d.jobs_discard(&rows)?;
                     let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-                    super::lifecycle::ended_by_id(d, &ids, super::batches::MemberEnd::Failed)?;
-                    let counted: Vec<(&str, &str, super::Counted)> = ids
+                    super::rules::ended_by_id(d, &ids, crate::store::batches::MemberEnd::Failed)?;
+                    let counted: Vec<(&str, &str, crate::store::Counted)> = ids
                         .iter()
                         .filter_map(|id| names.get(id))
                         .map(|(queue, kind)| {
-                            (queue.as_str(), kind.as_str(), super::Counted::Discarded)
+                            (
+                                queue.as_str(),
+                                kind.as_str(),
+                                crate::store::Counted::Discarded,
+                            )
                         })
                         .collect();
-                    super::stats::count_now(d, &counted)?;
+                    crate::store::count_now(d, &counted)?;
                 }
                 if !slots.is_empty() {
                     let ready = concurrency::release_slots(d, &slots)?;
@@ -113,7 +118,7 @@ impl Store {
 
     /// The jobs `process_id` holds whose running was asked to stop.
     pub(crate) fn claimed_cancelled(&self, process_id: i64) -> Result<Vec<i64>> {
-        use super::schema::{solidq_claimed_executions as claimed, solidq_jobs as jobs};
+        use crate::store::schema::{solidq_claimed_executions as claimed, solidq_jobs as jobs};
         use diesel::prelude::*;
         self.with_conn("claimed_cancelled", |conn| {
             claimed::table

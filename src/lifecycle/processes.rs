@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use diesel::QueryResult;
 
-use super::{
+use crate::store::{
     Counted, Driver, Failed, NewProcess, ProcessRow, Released, ReleasedJob, Store, concurrency,
     error_json, in_transaction,
 };
@@ -126,7 +126,7 @@ impl Store {
     pub(crate) fn process_heartbeat(&self, id: i64, checkout: Duration) -> Result<bool> {
         let beat = || {
             self.with_conn_within("process_heartbeat", Some(checkout), |conn| {
-                super::driver(conn).process_heartbeat(id)
+                crate::store::driver(conn).process_heartbeat(id)
             })
         };
         match beat() {
@@ -352,7 +352,7 @@ fn release_claims(
     if !fail.is_empty() {
         d.jobs_fail(&fail)?;
         let ids: Vec<i64> = fail.iter().map(|f| f.id).collect();
-        super::lifecycle::ended_by_id(d, &ids, super::batches::MemberEnd::Failed)?;
+        super::rules::ended_by_id(d, &ids, crate::store::batches::MemberEnd::Failed)?;
         // A released job keeps its concurrency slot (it never gave it
         // back); a failed one ends and gives it to the next blocked job.
         let slots: Vec<_> = report
@@ -379,5 +379,5 @@ fn count_releases(d: &mut dyn Driver, counted: &[(&ReleasedJob, Counted)]) -> Qu
         .iter()
         .map(|(job, outcome)| (job.queue_name.as_str(), job.kind.as_str(), *outcome))
         .collect();
-    super::stats::count_now(d, &jobs)
+    crate::store::count_now(d, &jobs)
 }
