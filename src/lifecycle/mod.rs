@@ -12,8 +12,10 @@
 mod control;
 mod jobs;
 mod processes;
+mod rates;
 mod recurring;
 mod rules;
 
 pub(crate) use processes::{PruneTarget, Pruned, ReleaseReason, ReleaseReport};
+pub(crate) use rates::Limited;
 pub(crate) use rules::{add_on, close_on};

@@ -23,8 +23,8 @@ use super::state::{Assigned, Unreleased, WorkQueue};
 use super::state::{Parts, Shared, lock};
 use super::stats::{self, Plan};
 use crate::events::JobClaimed;
+use crate::lifecycle::Limited;
 use crate::process;
-use crate::store::rates::Limited;
 use crate::store::{ClaimLimits, ClaimedJob, StoredOptions};
 use crate::types::Result;
 
