@@ -1,13 +1,14 @@
 //! Job control, as an operator asks it: cancel waiting jobs (discarded with
 //! the operator's reason, their concurrency slots given back, their
-//! dependants cancelled in turn), run
-//! scheduled or blocked jobs now, ask running jobs to stop. Each batch is
-//! one transaction.
+//! dependants cancelled in turn), run scheduled or blocked jobs now, ask
+//! running jobs to stop, retry failed jobs (a failed member of a batch is
+//! pending in it again). Each batch of jobs is one transaction.
 
 use std::time::Duration;
 
+use super::places as concurrency;
 use crate::store::DISCARDED;
-use crate::store::{Discarded, Slot, Store, StoredOptions, concurrency, in_transaction};
+use crate::store::{Discarded, FailedSelection, Slot, Store, StoredOptions, in_transaction};
 use crate::types::{ErrorInfo, Result};
 
 impl Store {
@@ -127,6 +128,23 @@ impl Store {
                 .filter(jobs::cancel_requested_at.is_not_null())
                 .select(claimed::job_id)
                 .load(conn)
+        })
+    }
+}
+
+impl Store {
+    /// Retries the failed jobs `selection` names, in batches; returns how
+    /// many went back to ready.
+    pub(crate) fn failed_retry(&self, selection: &FailedSelection) -> Result<u64> {
+        // A failed member of a batch is pending in it again.
+        self.failed_batches("failed_retry", selection, |conn, ids| {
+            crate::store::in_transaction(crate::store::driver(conn), |d| {
+                let members = crate::store::batches::members_of(d, ids)?;
+                let retried = d.failed_retry(ids)?;
+                let batches: Vec<i64> = members.into_iter().map(|(batch, _)| batch).collect();
+                super::rules::members_reopened(d, &batches)?;
+                Ok(retried)
+            })
         })
     }
 }

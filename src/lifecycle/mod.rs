@@ -11,6 +11,7 @@
 
 mod control;
 mod jobs;
+mod places;
 mod processes;
 mod rates;
 mod recurring;

@@ -17,9 +17,10 @@ use std::time::Duration;
 
 use diesel::QueryResult;
 
+use super::places as concurrency;
 use crate::store::{
-    Counted, Driver, Failed, NewProcess, ProcessRow, Released, ReleasedJob, Store, concurrency,
-    error_json, in_transaction,
+    Counted, Driver, Failed, NewProcess, ProcessRow, Released, ReleasedJob, Store, error_json,
+    in_transaction,
 };
 use crate::types::{Delivery, Result};
 

@@ -14,7 +14,8 @@ use std::time::Duration;
 use chrono::NaiveDateTime;
 use diesel::QueryResult;
 
-use crate::store::{Driver, Slot, Store, StoredOptions, concurrency, in_transaction};
+use super::places as concurrency;
+use crate::store::{Driver, Slot, Store, StoredOptions, in_transaction};
 use crate::types::{Result, StoredRate};
 
 /// A claimed job under a rate limit.

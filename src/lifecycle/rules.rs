@@ -17,10 +17,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use diesel::QueryResult;
 
+use super::places::{self as concurrency, Placement, notify};
 use crate::store::batches::{
     BatchDelta, BatchRow, Callback, MemberEnd, Refusal, StoredCallbacks, members_of,
 };
-use crate::store::concurrency::{self, Placement, notify};
 use crate::store::dependencies::{
     self, FAILED, ParentRef, ParentRow, ReleasedJob, SUCCEEDED, Wait, WaitingRow,
 };
@@ -758,4 +758,32 @@ pub(crate) fn cancel(d: &mut dyn Driver, batch: i64, jobs: &[(i64, i64)]) -> Que
         .map(|id| (batch, Some(*id), MemberEnd::Failed))
         .collect();
     members_ended(d, &ended)
+}
+
+/// Failed members put back to run (an operator's retry): pending again,
+/// no longer failed. A batch that had finished is open to finishing again
+/// (a callback that fired does not fire twice; `success` may now fire),
+/// and its parent counts it as pending again too.
+pub(crate) fn members_reopened(d: &mut dyn Driver, batches: &[i64]) -> QueryResult<()> {
+    let mut counts: BTreeMap<i64, i64> = BTreeMap::new();
+    for batch in batches {
+        *counts.entry(*batch).or_default() += 1;
+    }
+    for (batch, n) in counts {
+        let delta = BatchDelta {
+            pending: n,
+            failed: -n,
+            ..BatchDelta::default()
+        };
+        let Some(row) = d.batch_change(batch, &delta)? else {
+            continue;
+        };
+        if row.finished_at.is_some()
+            && d.batch_unfinish(batch)?
+            && let Some(parent) = row.parent_id
+        {
+            members_reopened(d, &[parent])?;
+        }
+    }
+    Ok(())
 }

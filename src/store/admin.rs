@@ -386,21 +386,6 @@ impl Store {
         self.with_driver("pause_set", |d| d.pause_set(queue, paused))
     }
 
-    /// Retries the failed jobs `selection` names, in batches; returns how
-    /// many went back to ready.
-    pub(crate) fn failed_retry(&self, selection: &FailedSelection) -> Result<u64> {
-        // A failed member of a batch is pending in it again.
-        self.failed_batches("failed_retry", selection, |conn, ids| {
-            super::in_transaction(driver(conn), |d| {
-                let members = super::batches::members_of(d, ids)?;
-                let retried = d.failed_retry(ids)?;
-                let batches: Vec<i64> = members.into_iter().map(|(batch, _)| batch).collect();
-                super::batches::members_reopened(d, &batches)?;
-                Ok(retried)
-            })
-        })
-    }
-
     /// Deletes the failed jobs `selection` names, in batches; returns how
     /// many.
     pub(crate) fn failed_discard(&self, selection: &FailedSelection) -> Result<u64> {
@@ -409,7 +394,7 @@ impl Store {
         })
     }
 
-    fn failed_batches(
+    pub(crate) fn failed_batches(
         &self,
         operation: &'static str,
         selection: &FailedSelection,

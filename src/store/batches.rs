@@ -11,8 +11,6 @@
 //! updated in id order, so two completion transactions cannot deadlock on
 //! them.
 
-use std::collections::BTreeMap;
-
 use chrono::NaiveDateTime;
 use diesel::QueryResult;
 use serde::{Deserialize, Serialize};
@@ -144,34 +142,6 @@ pub(crate) fn members_of(d: &mut dyn Driver, job_ids: &[i64]) -> QueryResult<Vec
         return Ok(Vec::new());
     }
     d.batch_members(job_ids)
-}
-
-/// Failed members put back to run (an operator's retry): pending again,
-/// no longer failed. A batch that had finished is open to finishing again
-/// (a callback that fired does not fire twice; `success` may now fire),
-/// and its parent counts it as pending again too.
-pub(crate) fn members_reopened(d: &mut dyn Driver, batches: &[i64]) -> QueryResult<()> {
-    let mut counts: BTreeMap<i64, i64> = BTreeMap::new();
-    for batch in batches {
-        *counts.entry(*batch).or_default() += 1;
-    }
-    for (batch, n) in counts {
-        let delta = BatchDelta {
-            pending: n,
-            failed: -n,
-            ..BatchDelta::default()
-        };
-        let Some(row) = d.batch_change(batch, &delta)? else {
-            continue;
-        };
-        if row.finished_at.is_some()
-            && d.batch_unfinish(batch)?
-            && let Some(parent) = row.parent_id
-        {
-            members_reopened(d, &[parent])?;
-        }
-    }
-    Ok(())
 }
 
 /// Why a batch refused an operation.

@@ -23,7 +23,6 @@
 mod admin;
 mod audit;
 pub(crate) mod batches;
-pub(crate) mod concurrency;
 mod connection;
 pub(crate) mod dependencies;
 pub(crate) mod fair;

@@ -1,4 +1,4 @@
-//! Concurrency limits in the store (the model is in [`crate::concurrency`]):
+//! Concurrency places (the model is in [`crate::concurrency`]):
 //! placing limited jobs that become due, giving slots back when their
 //! holders end, and the dispatcher's sweep of expired semaphores. Written
 //! once over [`Driver`] primitives; every function runs inside the caller's
@@ -7,7 +7,7 @@
 
 use diesel::QueryResult;
 
-use super::{Driver, LimitedJob, Slot, Store, in_transaction};
+use crate::store::{Driver, LimitedJob, Slot, Store, in_transaction};
 use crate::types::Result;
 
 /// Where limited jobs that became due went.
