@@ -168,7 +168,7 @@ impl SupervisorHandle {
 
     /// Stops gracefully and waits until done: SIGTERM to the worker
     /// processes, wait for them (`shutdown_timeout` plus
-    /// [`SHUTDOWN_MARGIN`](super::SHUTDOWN_MARGIN)), SIGKILL the rest and
+    /// [`SHUTDOWN_MARGIN`](crate::config::SHUTDOWN_MARGIN)), SIGKILL the rest and
     /// release their jobs, stop the dispatcher and scheduler, deregister.
     /// Stopping a supervisor that stopped already does nothing more.
     pub fn stop(mut self) -> Result<()> {
