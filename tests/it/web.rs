@@ -188,6 +188,9 @@ fn every_page_answers_with_its_navigation(db: &TestDb) {
         page.contains("the whole backtrace below shows them"),
         "{page}"
     );
+    // The attempt's start is shown, as a time, once the job ended.
+    assert!(page.contains("<dt>Started</dt><dd>"), "{page}");
+    assert!(!page.contains("<dt>Started</dt><dd>—</dd>"), "{page}");
     assert!(page.contains("Whole backtrace"));
     // The running tab refreshes its rows (and progress bars) in place.
     let running = get(&app, "/jobs?status=running", None).body;

@@ -493,12 +493,23 @@ fn task_info_by_id_and_unique_id_in_each_state(db: &TestDb) {
     assert_eq!(info["status"], "success");
     assert_eq!(info["result"], json!({"doubled": 42}));
     assert!(info["finishedAt"].is_string(), "{info}");
+    // The start of its (last) attempt is kept once it finished, and comes
+    // before its end.
+    let at = |field: &Value| -> chrono::DateTime<chrono::Utc> {
+        serde_json::from_value(field.clone()).unwrap_or_else(|e| panic!("{e}: {info}"))
+    };
+    assert!(
+        at(&info["job"]["started_at"]) <= at(&info["job"]["finished_at"]),
+        "{info}"
+    );
     assert!(info.get("error").is_none() && info.get("retryAt").is_none());
     assert_eq!(info["job"]["status"], "succeeded");
 
     let info = both(bad, "bad");
     assert_eq!(info["status"], "failed");
     assert_eq!(info["error"], "boom: failed 1");
+    assert!(info["job"]["started_at"].is_string(), "{info}");
+    assert_eq!(info["job"]["attempts"], 1, "{info}");
     assert!(info["finishedAt"].is_string(), "{info}");
     assert!(
         info.get("retryAt").is_none(),
