@@ -571,7 +571,12 @@ impl Stepper {
             .append(true)
             .open(&self.path)
             .expect("stepper ledger");
-        writeln!(file, "{line} {}", std::process::id()).expect("stepper ledger write");
+        // One write of the whole line (O_APPEND): formatted into the file
+        // directly, it went out in pieces, and a SIGKILL between them left
+        // a line without its end that the resumed run's first line joined.
+        let text = format!("{line} {}\n", std::process::id());
+        file.write_all(text.as_bytes())
+            .expect("stepper ledger write");
     }
 }
 
