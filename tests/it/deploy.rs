@@ -781,5 +781,29 @@ fn every_entry_point_on_an_old_schema_names_the_missing_migrations(db: &TestDb) 
         common::jobs::worker(queue.clone()).drain().map(drop),
         "a drain",
     );
+    // A worker refuses to start (unless told to wait: the test below).
+    lacking(
+        common::jobs::worker(queue.clone()).start().map(drop),
+        "a worker",
+    );
+    #[cfg(feature = "web")]
+    lacking(
+        solidq::web::serve(
+            queue.clone(),
+            solidq::web::WebConfig::new(),
+            "127.0.0.1:0".parse().unwrap(),
+        ),
+        "the web server",
+    );
+    // The CLI: the one line naming what is missing, exit 2 (the rule for
+    // a setting or database to fix first; nothing was written).
+    for args in [&["jobs"][..], &["queues"], &["processes"]] {
+        let (code, out, err) = common::run_cli(db, args);
+        assert_eq!(code, 2, "solidq {args:?}: {out}{err}");
+        assert!(
+            err.contains("lacks migrations") && err.contains(&versions[1]),
+            "solidq {args:?} names the missing migrations: {err}"
+        );
+    }
     assert_eq!(db.count("solidq_processes"), 0, "nothing registered");
 }
