@@ -854,9 +854,11 @@ fn disk_full(url: &str, fill: impl FnOnce(), free: impl FnOnce(), check: impl Fn
     fill();
     let filled = Instant::now();
     std::thread::sleep(Duration::from_secs(2));
+    // Incompressible: PostgreSQL stores a compressible pad in a few bytes,
+    // which the free space left inside its pages took twenty times over.
     let job = common::jobs::PaddedLedger {
         path: ledger.display().to_string(),
-        pad: "x".repeat(4096),
+        pad: (0..4096).map(|_| fastrand::alphanumeric()).collect(),
     };
     // The CLI and the HTTP API refuse as the library does; what either
     // acknowledged (space freed for a moment) counts as acknowledged.
@@ -929,12 +931,12 @@ fn disk_full(url: &str, fill: impl FnOnce(), free: impl FnOnce(), check: impl Fn
 }
 
 /// `solidq enqueue` while the disk is full: exit 1 and a message that says
-/// the database is full. Tries up to 20 times (a moment's free space lets
-/// one through); the ids it acknowledged meanwhile.
+/// the database is full. Tries up to 100 times (free space left inside
+/// the tables' pages lets some through); the ids it acknowledged meanwhile.
 fn cli_refuses_a_full_disk(url: &str, job: &common::jobs::PaddedLedger) -> Vec<i64> {
     let args = serde_json::to_string(job).expect("arguments");
     let mut acknowledged = Vec::new();
-    for _ in 0..20 {
+    for _ in 0..100 {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_solidq"))
             .args(["--database-url", url, "enqueue", "padded_ledger", "--json"])
             .args(["--args", &args])
@@ -945,7 +947,7 @@ fn cli_refuses_a_full_disk(url: &str, job: &common::jobs::PaddedLedger) -> Vec<i
             let answer: serde_json::Value =
                 serde_json::from_slice(&out.stdout).expect("the CLI's JSON");
             acknowledged.push(answer["id"].as_i64().expect("an id"));
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(20));
             continue;
         }
         assert_eq!(out.status.code(), Some(1), "the CLI's exit code: {stderr}");
@@ -953,7 +955,7 @@ fn cli_refuses_a_full_disk(url: &str, job: &common::jobs::PaddedLedger) -> Vec<i
         eprintln!("full disk, the CLI: exit 1, {}", stderr.trim());
         return acknowledged;
     }
-    panic!("the CLI enqueued 20 times on a full disk");
+    panic!("the CLI enqueued 100 times on a full disk");
 }
 
 /// `POST /api/jobs` while the disk is full: 507 with `Retry-After`, the
@@ -973,7 +975,7 @@ fn api_refuses_a_full_disk(queue: &Queue, job: &common::jobs::PaddedLedger) -> V
         .expect("runtime");
     let body = serde_json::json!({ "kind": "padded_ledger", "args": job }).to_string();
     let mut acknowledged = Vec::new();
-    for _ in 0..20 {
+    for _ in 0..100 {
         let request = Request::post("/api/jobs")
             .header(
                 header::AUTHORIZATION,
@@ -994,7 +996,7 @@ fn api_refuses_a_full_disk(queue: &Queue, job: &common::jobs::PaddedLedger) -> V
         });
         if status == StatusCode::CREATED {
             acknowledged.push(answer["id"].as_i64().expect("an id"));
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(20));
             continue;
         }
         assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE, "{answer}");
@@ -1009,5 +1011,5 @@ fn api_refuses_a_full_disk(queue: &Queue, job: &common::jobs::PaddedLedger) -> V
         );
         return acknowledged;
     }
-    panic!("the API enqueued 20 times on a full disk");
+    panic!("the API enqueued 100 times on a full disk");
 }
