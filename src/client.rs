@@ -507,6 +507,14 @@ impl Queue {
             .job_info(store::JobLookup::UniqueKey(unique_key))
     }
 
+    /// Checks `request` the way [`Queue::enqueue_all_with`] does,
+    /// writing nothing: every option resolved over the type's defaults
+    /// over the queue's config, each value checked, the same error for the
+    /// same bad value (what the HTTP API answers before it writes).
+    pub fn check_request(&self, request: &JobRequest) -> Result<()> {
+        self.build(request).map(|_| ())
+    }
+
     /// Resolves a request's options over its type's defaults over the
     /// queue's config, checking each value.
     pub(crate) fn build(&self, request: &JobRequest) -> Result<NewJob> {
@@ -719,9 +727,9 @@ impl JobRequest {
 
 impl JobRequest {
     /// A request for a job known only by its kind and JSON arguments (a
-    /// recurring task from a configuration file): no type's defaults, no
-    /// concurrency limit.
-    pub(crate) fn untyped(
+    /// recurring task from a configuration file, the HTTP API): no type's
+    /// defaults, no concurrency limit.
+    pub fn untyped(
         kind: String,
         arguments: &serde_json::Value,
         options: EnqueueOptions,

@@ -22,13 +22,17 @@
 //! | supervise worker processes | [`Supervisor`], `solidq supervisor` ([`config::SupervisorConfig`]) |
 //! | cron schedules | [`RecurringTask`], [`Scheduler`] |
 //! | steps, batches, workflows | [`JobContext::step`]; [`Queue::batch`], [`BatchOptions`]; [`JobRequest::after`] ([`workflow`]) |
-//! | inspect and operate | [`Queue::job`], [`Queue::jobs`], [`Queue::queues`], [`Queue::retry_failed`], [`Queue::cancel_job`]; the `solidq` binary ([`cli`]) |
-//! | dashboard, HTTP API, metrics | `web` (feature `web`): `solidq web` or `solidq::web::router` |
+//! | inspect and operate | [`Queue::job`], [`Queue::jobs`], [`Queue::queues`], [`Queue::retry_failed`], [`Queue::cancel_job`]; the `solidq` binary (the `solidq-cli` crate: `cargo install solidq-cli`) |
+//! | dashboard, HTTP API, metrics | the `solidq-web` crate: `solidq web`, or `solidq_web::router` in your own server |
 //! | hooks for metrics | [`events::Events`], [`Queue::with_events`] |
 //! | test your jobs | [`testing::TestQueue`], [`Worker::drain`] |
 //!
-//! Cargo features: `sqlite`, `postgres`, `cli` and `web` (default), `mysql`,
-//! `bundled-libpq`; see [the backends chapter](crate::guide::backends).
+//! Cargo features: `sqlite` and `postgres` (default), `mysql`,
+//! `bundled-libpq`, `logging` (`solidq::logging`: env_logger with each
+//! line naming its process); see [the backends chapter](crate::guide::backends).
+//! This crate is the library alone: no web server, no command-line parser,
+//! no async runtime. The dashboard, HTTP API and metrics are the
+//! `solidq-web` crate; the `solidq` command is the `solidq-cli` crate.
 //!
 //! ## Example
 //!
@@ -92,7 +96,7 @@
 //! | 4 | `lifecycle` | the rules of a job's life that span tables: enqueue and placement, finish, batch and dependency ends, releases of stopped or dead processes, an operator's cancel |
 //! | 5 | [`events`] | the hooks and their event types |
 //! | 6 | `process` | registration, heartbeats, signals, in-process wake-ups |
-//! | 7 | `client`, `logging` | [`Queue`]: enqueue and queries; log lines that name their process (`cli` feature) |
+//! | 7 | `client`, `logging` | [`Queue`]: enqueue and queries; log lines that name their process (`logging` feature) |
 //! | 8 | [`workflow`] | dependencies between members of a batch: checked, then stored |
 //! | 9 | [`batch`] | batches of jobs and their callbacks |
 //! | 10 | `maintenance` | pruning dead processes, releasing orphans, cleaning, tending |
@@ -102,8 +106,10 @@
 //! | 14 | `supervisor` | worker processes, and the loops above them |
 //! | 15 | `admin` | operator queries and actions |
 //! | 16 | `testing` | helpers for testing an app's jobs |
-//! | 17 | `web` | the dashboard, HTTP API and metrics (`web` feature) |
-//! | 18 | `cli` | the `solidq` binary |
+//!
+//! Above the library, in crates of their own: `solidq-web` (the dashboard,
+//! HTTP API and metrics, on [`Queue`] and the other public types) and
+//! `solidq-cli` (the `solidq` binary, on both).
 //!
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -165,12 +171,9 @@ pub mod guide {
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-#[cfg(feature = "cli")]
-pub mod cli;
-#[cfg(feature = "cli")]
+#[cfg(feature = "logging")]
+#[cfg_attr(docsrs, doc(cfg(feature = "logging")))]
 pub mod logging;
-#[cfg(feature = "web")]
-pub mod web;
 
 pub use admin::{
     AuditEntry, AuditSource, Cancelled, ConcurrencyKey, DatabaseHealth, FailedFilter, JobCount,

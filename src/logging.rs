@@ -24,8 +24,9 @@
 //! registers. `RUST_LOG` filters as for any `env_logger` setup. The
 //! `solidq` binary logs this way; call [`init`] first thing in your own
 //! `work` binary to do the same (a supervisor's children inherit its
-//! environment, `SOLIDQ_LOG_FORMAT` included). Behind the `cli` feature
-//! (on by default), which brings `env_logger`; with a logger of your own,
+//! environment, `SOLIDQ_LOG_FORMAT` included). Behind the `logging` feature
+//! (off by default; the `solidq` binary turns it on), which brings
+//! `env_logger`; with a logger of your own,
 //! [`render`] formats a record the same way.
 
 use std::io::Write;

@@ -10,6 +10,7 @@ const INTERNAL: &[&str] = &[
     "core::",
     "alloc::",
     "solidq::",
+    "solidq_cli::",
     "backtrace::",
     "crossbeam_channel::",
     "panic_unwind::",

@@ -162,6 +162,14 @@ pub struct ErrorInfo {
 }
 
 impl ErrorInfo {
+    /// The backtrace without the frames of solidq, the standard library
+    /// and the runtime (thread start, panic machinery), with a last line
+    /// saying how many were hidden: what `solidq job ID` (unless `--full`)
+    /// and the dashboard's job page show first.
+    pub fn user_backtrace(&self) -> Option<String> {
+        self.backtrace.as_deref().map(super::backtrace::user_frames)
+    }
+
     /// The JSON stored for this error, NUL characters replaced (see the
     /// type's docs).
     pub(crate) fn to_stored_json(&self) -> String {

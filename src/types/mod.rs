@@ -6,7 +6,6 @@
 //! supervisor all stand on it without loops (see the layering in the crate
 //! docs).
 
-#[cfg(any(feature = "cli", feature = "web"))]
 mod backtrace;
 mod cron;
 mod error;
@@ -17,8 +16,6 @@ mod queue;
 mod sqlite;
 mod url;
 
-#[cfg(any(feature = "cli", feature = "web"))]
-pub(crate) use backtrace::user_frames;
 pub use cron::{Schedule, ScheduleError};
 pub(crate) use error::panic_message;
 pub use error::{BoxError, Error, ErrorKind, Result};

@@ -27,6 +27,12 @@ impl QueuePattern {
         }
     }
 
+    /// Checks a queue name (not a pattern): letters, digits, `_ - . :`, at
+    /// most 128 bytes; the rule every surface applies.
+    pub fn check_name(name: &str) -> Result<()> {
+        validate_queue_name(name)
+    }
+
     /// Parses `name`, `prefix*` or `*`.
     pub fn parse(pattern: &str) -> Result<QueuePattern> {
         if pattern == "*" {

@@ -169,7 +169,7 @@ impl DatabaseUrl {
     }
 
     /// The SQLite file, for an SQLite URL.
-    pub(crate) fn sqlite_path(&self) -> Option<&Path> {
+    pub fn sqlite_path(&self) -> Option<&Path> {
         match &self.target {
             Target::Sqlite(path) => Some(path),
             Target::Postgres | Target::Mysql => None,

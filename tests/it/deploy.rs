@@ -35,7 +35,7 @@ use solidq::config::{SHUTDOWN_MARGIN, STOP_GRACE};
 const TEARDOWN_ALLOWANCE: Duration = Duration::from_secs(1);
 
 fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    crate::common::repo_root()
 }
 
 fn deploy(file: &str) -> PathBuf {
@@ -273,7 +273,7 @@ fn the_dockerfile_builds_in_one_stage_and_runs_slim_unprivileged_and_stops_on_si
     assert!(
         build_runs
             .iter()
-            .any(|r| r.contains("--package solidq --bin solidq")),
+            .any(|r| r.contains("--package solidq-cli --bin solidq")),
         "the builder builds the solidq CLI: {build_runs:?}"
     );
 
@@ -786,11 +786,10 @@ fn every_entry_point_on_an_old_schema_names_the_missing_migrations(db: &TestDb) 
         common::jobs::worker(queue.clone()).start().map(drop),
         "a worker",
     );
-    #[cfg(feature = "web")]
     lacking(
-        solidq::web::serve(
+        solidq_web::serve(
             queue.clone(),
-            solidq::web::WebConfig::new(),
+            solidq_web::WebConfig::new(),
             "127.0.0.1:0".parse().unwrap(),
         ),
         "the web server",

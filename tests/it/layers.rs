@@ -1,7 +1,8 @@
 //! The module layering of the crate docs, checked: a module may use only
 //! modules of a lower layer (or itself). `types` is the bottom and uses
-//! nothing of solidq; `cli` is the top. A `use crate::X` that points up
-//! fails here with the file and line.
+//! nothing of solidq; `testing` is the library's top (the dashboard and
+//! the CLI are crates of their own, on its public API). A `use crate::X`
+//! that points up fails here with the file and line.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -26,8 +27,6 @@ const LAYERS: &[&[&str]] = &[
     &["supervisor"],
     &["admin"],
     &["testing"],
-    &["web"],
-    &["cli"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {
@@ -102,7 +101,7 @@ fn crate_paths(line: &str) -> Vec<String> {
 
 #[test]
 fn no_module_uses_a_higher_layer() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = crate::common::repo_root().join("src");
     let reexports = root_reexports(&std::fs::read_to_string(src.join("lib.rs")).expect("lib.rs"));
     let mut files = Vec::new();
     rust_files(&src, &mut files);
@@ -264,7 +263,7 @@ fn module_paths(text: &str, own: &[String], is_mod: bool) -> Vec<Vec<String>> {
 #[test]
 fn no_folder_holds_a_circle() {
     use std::collections::{BTreeMap, BTreeSet};
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = crate::common::repo_root().join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     let modules: BTreeSet<Vec<String>> = files
@@ -354,4 +353,40 @@ fn no_folder_holds_a_circle() {
         ),
         [vec!["store", "jobs"], vec!["store", "batches"]]
     );
+}
+
+/// The library is just a library: its dependencies (every backend's) hold
+/// no web server, async runtime or command-line parser; those are
+/// solidq-web's and solidq-cli's.
+#[test]
+fn the_library_builds_no_web_server_runtime_or_cli_parser() {
+    let manifest =
+        std::fs::read_to_string(crate::common::repo_root().join("Cargo.toml")).expect("Cargo.toml");
+    let start = manifest.find("\n[dependencies]").expect("[dependencies]");
+    let section = &manifest[start + 1..];
+    let end = section[1..].find("\n[").map_or(section.len(), |i| i + 1);
+    let names: Vec<&str> = section[..end]
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once('=').map(|(name, _)| name.trim()))
+        .filter(|name| !name.starts_with('#'))
+        .collect();
+    assert!(
+        names.contains(&"diesel"),
+        "read the dependencies: {names:?}"
+    );
+    for banned in [
+        "axum",
+        "tokio",
+        "hyper",
+        "maud",
+        "utoipa",
+        "clap",
+        "tower-http",
+    ] {
+        assert!(
+            !names.contains(&banned),
+            "the solidq library depends on {banned}: it belongs to solidq-web or solidq-cli"
+        );
+    }
 }

@@ -32,7 +32,6 @@ mod hoarding;
 mod idle;
 mod job_stats;
 mod layers;
-#[cfg(feature = "cli")]
 mod logging;
 mod multihost;
 mod options;
@@ -54,13 +53,9 @@ mod state_and_middleware;
 mod steps;
 mod supervisor;
 mod testing_helpers;
-#[cfg(feature = "web")]
 mod web;
-#[cfg(feature = "web")]
 mod web_api;
-#[cfg(all(feature = "cli", feature = "web"))]
 mod web_e2e;
-#[cfg(all(feature = "cli", feature = "web"))]
 mod web_security;
 mod workflows;
 mod zombies;

@@ -862,9 +862,7 @@ fn disk_full(url: &str, fill: impl FnOnce(), free: impl FnOnce(), check: impl Fn
     };
     // The CLI and the HTTP API refuse as the library does; what either
     // acknowledged (space freed for a moment) counts as acknowledged.
-    #[cfg_attr(not(feature = "web"), allow(unused_mut))]
     let mut on_other_surfaces = cli_refuses_a_full_disk(url, &job);
-    #[cfg(feature = "web")]
     on_other_surfaces.extend(api_refuses_a_full_disk(&queue, &job));
     std::thread::sleep(FULL.saturating_sub(filled.elapsed()));
     free();
@@ -960,15 +958,14 @@ fn cli_refuses_a_full_disk(url: &str, job: &common::jobs::PaddedLedger) -> Vec<i
 
 /// `POST /api/jobs` while the disk is full: 507 with `Retry-After`, the
 /// error saying the database is full. As [`cli_refuses_a_full_disk`].
-#[cfg(feature = "web")]
 fn api_refuses_a_full_disk(queue: &Queue, job: &common::jobs::PaddedLedger) -> Vec<i64> {
     use axum::body::Body;
     use axum::http::{Request, StatusCode, header};
     use tower::ServiceExt;
 
-    let mut config = solidq::web::WebConfig::new();
+    let mut config = solidq_web::WebConfig::new();
     config.admin_token = Some("admin-token-for-the-full-disk".into());
-    let router = solidq::web::router(queue.clone(), config).expect("router");
+    let router = solidq_web::router(queue.clone(), config).expect("router");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -1,4 +1,4 @@
-//! The dashboard in process (`solidq::web::router` through tower): every
+//! The dashboard in process (`solidq_web::router` through tower): every
 //! page, access (tokens, basic auth, anonymous), CSRF, escaping of stored
 //! strings, filtered arguments, capped counts, pages, a mount prefix, and
 //! every action changing the database — on both backends.
@@ -13,8 +13,8 @@ use axum::http::{Request, StatusCode, header};
 use base64::Engine;
 use common::TestDb;
 use common::jobs::Fail;
-use solidq::web::{WebConfig, router};
 use solidq::{EnqueueOptions, JobFilter, JobStatus, Queue, Worker};
+use solidq_web::{WebConfig, router};
 use tower::ServiceExt;
 
 backend_tests!(
@@ -345,7 +345,7 @@ fn access_needs_a_credential_and_the_read_token_only_reads(db: &TestDb) {
         StatusCode::UNAUTHORIZED
     );
     // serve refuses a non-loopback address without credentials, at once.
-    let refused = solidq::web::serve(
+    let refused = solidq_web::serve(
         queue.clone(),
         WebConfig::new(),
         "0.0.0.0:0".parse().unwrap(),

@@ -13,11 +13,11 @@ use axum::http::{Method, Request, StatusCode, header};
 use common::TestDb;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use solidq::web::WebConfig;
 use solidq::{
     Delivery, Job, JobContext, JobError, JobResult, JobStatus, Queue, RecurringTask, Scheduler,
     Worker,
 };
+use solidq_web::WebConfig;
 use tower::ServiceExt;
 
 backend_tests!(
@@ -92,7 +92,7 @@ impl Api {
         config.admin_token = Some(ADMIN.into());
         config.read_token = Some(READ.into());
         Api {
-            router: solidq::web::router(queue.clone(), config).unwrap(),
+            router: solidq_web::router(queue.clone(), config).unwrap(),
             runtime: tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -406,21 +406,21 @@ fn bulk_enqueues_all_or_none(db: &TestDb) {
     // None, or too many.
     let a = api.post("/api/jobs/bulk", &json!({"jobs": []}));
     assert_error(&a, StatusCode::UNPROCESSABLE_ENTITY, Some("jobs"));
-    let many: Vec<Value> = (0..=solidq::web::MAX_BULK_ENQUEUE)
+    let many: Vec<Value> = (0..=solidq_web::MAX_BULK_ENQUEUE)
         .map(|n| json!({"kind": "succeed", "args": {"n": n}}))
         .collect();
     let a = api.post("/api/jobs/bulk", &json!({ "jobs": many }));
     assert_error(&a, StatusCode::UNPROCESSABLE_ENTITY, Some("jobs"));
-    assert_eq!(a.body["value"], solidq::web::MAX_BULK_ENQUEUE + 1);
+    assert_eq!(a.body["value"], solidq_web::MAX_BULK_ENQUEUE + 1);
     assert_eq!(jobs_in(db), 3, "no failed bulk wrote anything");
 
     // The most a bulk takes is taken.
-    let most: Vec<Value> = (0..solidq::web::MAX_BULK_ENQUEUE)
+    let most: Vec<Value> = (0..solidq_web::MAX_BULK_ENQUEUE)
         .map(|n| json!({"kind": "succeed", "args": {"n": n, "pad": "x".repeat(100)}}))
         .collect();
     let a = api.post("/api/jobs/bulk", &json!({ "jobs": most }));
     assert_eq!(a.status, StatusCode::CREATED, "{}", a.body);
-    assert_eq!(jobs_in(db), 3 + solidq::web::MAX_BULK_ENQUEUE as i64);
+    assert_eq!(jobs_in(db), 3 + solidq_web::MAX_BULK_ENQUEUE as i64);
 }
 
 fn taken_unique_id_is_409_with_the_existing_job(db: &TestDb) {

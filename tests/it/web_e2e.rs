@@ -154,7 +154,7 @@ impl Job for Hold {
 // ---- Tools, server, browser -------------------------------------------
 
 fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    crate::common::repo_root()
 }
 
 fn flag(name: &str) -> bool {

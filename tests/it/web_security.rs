@@ -34,7 +34,7 @@ use base64::Engine;
 use common::TestDb;
 use serde_json::json;
 use solidq::JobFilter;
-use solidq::web::{AllowedHost, WebConfig, router};
+use solidq_web::{AllowedHost, WebConfig, router};
 
 backend_tests!(
     foreign_hosts_are_refused_before_anything_in_every_mode,
@@ -937,7 +937,7 @@ fn every_answer_carries_the_browser_headers(db: &TestDb) {
         assert_eq!(header("x-frame-options"), "DENY", "{what}");
         assert_eq!(header("referrer-policy"), "same-origin", "{what}");
         let csp = header("content-security-policy");
-        assert_eq!(csp, solidq::web::CONTENT_SECURITY_POLICY, "{what}");
+        assert_eq!(csp, solidq_web::CONTENT_SECURITY_POLICY, "{what}");
         for directive in [
             "frame-ancestors 'none'",
             "script-src 'self';",
@@ -1062,7 +1062,7 @@ fn refused_credentials_are_counted_and_logged_without_them(db: &TestDb) {
 
     // The log: the first AUTH_LOG_PER_MINUTE refusals (the budget), the
     // last saying more are only counted.
-    let budget = solidq::web::AUTH_LOG_PER_MINUTE as usize;
+    let budget = solidq_web::AUTH_LOG_PER_MINUTE as usize;
     let refused_lines = |logs: &str| -> Vec<String> {
         logs.lines()
             .filter(|l| l.contains("solidq web: refused "))

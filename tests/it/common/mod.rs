@@ -126,6 +126,16 @@ pub const DEFAULT_MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
 
 /// Whether a missing MySQL fails the test (`SOLIDQ_REQUIRE_MYSQL`), as
 /// [`postgres_required`].
+/// The repository's root: the tests are solidq-cli's (they start its
+/// binary), and read the library's sources, migrations and recipes there.
+pub fn repo_root() -> &'static std::path::Path {
+    static ROOT: std::sync::LazyLock<std::path::PathBuf> = std::sync::LazyLock::new(|| {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        root.canonicalize().unwrap_or(root)
+    });
+    &ROOT
+}
+
 pub fn mysql_required() -> bool {
     std::env::var("SOLIDQ_REQUIRE_MYSQL").is_ok_and(|v| {
         matches!(

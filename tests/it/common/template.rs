@@ -16,7 +16,9 @@
 //!   `Queue::migrate` made, replayed in the test's database, and the
 //!   template's migration rows.
 
-use std::path::{Path, PathBuf};
+#[cfg(feature = "sqlite")]
+use std::path::Path;
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use solidq::Backend;
@@ -117,7 +119,7 @@ fn sqlite_template() -> &'static Path {
 fn postgres_template() -> &'static str {
     static TEMPLATE: OnceLock<String> = OnceLock::new();
     TEMPLATE.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/postgres");
+        let dir = crate::common::repo_root().join("migrations/postgres");
         let mut migrations: Vec<PathBuf> = std::fs::read_dir(&dir)
             .expect("read migrations/postgres")
             .map(|entry| entry.expect("a migration").path())

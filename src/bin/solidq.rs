@@ -1,5 +1,0 @@
-//! The `solidq` command-line tool; see `solidq --help`.
-
-fn main() {
-    std::process::exit(solidq::cli::main());
-}
