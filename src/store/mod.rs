@@ -32,6 +32,7 @@ mod jobs;
 mod listener;
 #[cfg(feature = "mysql")]
 mod mysql;
+mod named;
 #[cfg(feature = "postgres")]
 mod notifier;
 mod options;

@@ -50,6 +50,7 @@ mod several_databases;
 mod snooze;
 mod standalone;
 mod state_and_middleware;
+mod statements;
 mod steps;
 mod supervisor;
 mod testing_helpers;

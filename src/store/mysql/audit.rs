@@ -7,15 +7,12 @@ use diesel::sql_types::{BigInt, Text};
 use diesel::{MysqlConnection, QueryResult, RunQueryDsl, sql_query};
 
 use super::write_tx;
+use crate::store::named::named;
 use crate::store::{AuditRow, Cached, NewAudit};
 
-const INSERT: &str = "\
-INSERT INTO solidq_audit_log (created_at, actor, source, action, target, `rows`)
-VALUES (UTC_TIMESTAMP(6), ?, ?, ?, ?, ?)";
-
-const INSERTED: &str = "\
-SELECT id, created_at, actor, source, action, target, `rows`
-FROM solidq_audit_log WHERE id = LAST_INSERT_ID()";
+const SQL: &str = include_str!("audit.sql");
+const INSERT: &str = named(SQL, "insert_entry");
+const INSERTED: &str = named(SQL, "insert_entry/inserted");
 
 /// Two statements in a transaction (a savepoint inside the caller's): the
 /// insert, then the row it made.

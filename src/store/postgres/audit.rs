@@ -4,12 +4,11 @@
 use diesel::sql_types::{BigInt, Text};
 use diesel::{PgConnection, QueryResult, RunQueryDsl, sql_query};
 
+use crate::store::named::named;
 use crate::store::{AuditRow, Cached, NewAudit};
 
-const INSERT: &str = "\
-INSERT INTO solidq_audit_log (created_at, actor, source, action, target, rows)
-VALUES (LOCALTIMESTAMP, $1, $2, $3, $4, $5)
-RETURNING id, created_at, actor, source, action, target, rows";
+const SQL: &str = include_str!("audit.sql");
+const INSERT: &str = named(SQL, "insert_entry");
 
 pub(super) fn audit_insert(conn: &mut PgConnection, entry: &NewAudit<'_>) -> QueryResult<AuditRow> {
     Cached(

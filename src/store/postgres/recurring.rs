@@ -9,17 +9,13 @@ use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query}
 
 use crate::store::{Cached, RecurringTaskRow, micros};
 
-const UPSERT_TASK: &str = "\
-INSERT INTO solidq_recurring_tasks AS t
-    (key, schedule, timezone, kind, arguments, queue_name, priority, description, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, LOCALTIMESTAMP, LOCALTIMESTAMP)
-ON CONFLICT (key) DO UPDATE SET
-    schedule = EXCLUDED.schedule, timezone = EXCLUDED.timezone, kind = EXCLUDED.kind,
-    arguments = EXCLUDED.arguments, queue_name = EXCLUDED.queue_name, priority = EXCLUDED.priority,
-    description = EXCLUDED.description, updated_at = EXCLUDED.updated_at
-WHERE (t.schedule, t.timezone, t.kind, t.arguments, t.queue_name, t.priority, t.description)
-      IS DISTINCT FROM (EXCLUDED.schedule, EXCLUDED.timezone, EXCLUDED.kind, EXCLUDED.arguments,
-                        EXCLUDED.queue_name, EXCLUDED.priority, EXCLUDED.description)";
+use crate::store::named::named;
+
+const SQL: &str = include_str!("recurring.sql");
+const UPSERT_TASK: &str = named(SQL, "upsert_task");
+const DELETE_OTHER_TASKS: &str = named(SQL, "delete_other_tasks");
+const INSERT_GUARD: &str = named(SQL, "insert_guard");
+const DELETE_OLD_GUARDS: &str = named(SQL, "delete_old_guards");
 
 pub(super) fn tasks_sync(conn: &mut PgConnection, tasks: &[RecurringTaskRow]) -> QueryResult<()> {
     for task in tasks {
@@ -37,32 +33,12 @@ pub(super) fn tasks_sync(conn: &mut PgConnection, tasks: &[RecurringTaskRow]) ->
         .execute(conn)?;
     }
     Cached(
-        sql_query("DELETE FROM solidq_recurring_tasks WHERE NOT (key = ANY ($1))")
+        sql_query(DELETE_OTHER_TASKS)
             .bind::<Array<Text>, _>(tasks.iter().map(|t| t.key.as_str()).collect::<Vec<_>>()),
     )
     .execute(conn)
     .map(drop)
 }
-
-/// The tick's guard takes its job's `created_at`: within the fire
-/// transaction both are the transaction's start on the database's clock.
-const INSERT_GUARD: &str = "\
-INSERT INTO solidq_recurring_executions (task_key, run_at, job_id, created_at)
-SELECT $1, $2, id, created_at FROM solidq_jobs WHERE id = $3
-ON CONFLICT (task_key, run_at) DO NOTHING
-RETURNING created_at";
-
-/// Guards older than the retention, but each task's latest, a batch at a
-/// time (the run_at index finds the old ones, the primary key the later
-/// guard of the same task).
-const DELETE_OLD_GUARDS: &str = "\
-DELETE FROM solidq_recurring_executions
-WHERE (task_key, run_at) IN (
-    SELECT e.task_key, e.run_at FROM solidq_recurring_executions e
-    WHERE e.run_at < LOCALTIMESTAMP - $1 * INTERVAL '1 microsecond'
-      AND EXISTS (SELECT 1 FROM solidq_recurring_executions later
-                  WHERE later.task_key = e.task_key AND later.run_at > e.run_at)
-    LIMIT $2)";
 
 #[derive(QueryableByName)]
 struct Inserted {

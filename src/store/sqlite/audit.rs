@@ -4,12 +4,11 @@
 use diesel::sql_types::{BigInt, Text, Timestamp};
 use diesel::{QueryResult, RunQueryDsl, SqliteConnection, sql_query};
 
+use crate::store::named::named;
 use crate::store::{AuditRow, Cached, NewAudit, utc_now};
 
-const INSERT: &str = "\
-INSERT INTO solidq_audit_log (created_at, actor, source, action, target, rows)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-RETURNING id, created_at, actor, source, action, target, rows";
+const SQL: &str = include_str!("audit.sql");
+const INSERT: &str = named(SQL, "insert_entry");
 
 /// One statement: atomic on its own, so no `BEGIN IMMEDIATE` is needed.
 pub(super) fn audit_insert(
