@@ -15,9 +15,11 @@
 //! names in the same files and that each statement prepares on a migrated
 //! database of its backend.
 //!
-//! A name may carry a step after a slash (`insert_guard/created_at`): a
-//! statement that one backend needs for what the others do in one (MySQL
-//! has no `RETURNING`). Every backend defines the part before the slash.
+//! A name may carry a step after a slash (`fold/lock`, `fold/delete`):
+//! the statements of an operation that one backend does in several where
+//! another does it in one (MySQL has no `RETURNING`, SQLite no
+//! `DELETE … RETURNING` into an `INSERT`). Every backend defines each
+//! operation, the part before the slash, as one statement or as steps.
 
 /// The statement under `-- name: <name>` in `file`. Meant for constants:
 /// a missing name panics, which in a constant fails the build.

@@ -10,20 +10,12 @@ use diesel::connection::SimpleConnection;
 use diesel::sql_types::{BigInt, Text, Timestamp};
 use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
+use crate::store::named::named;
 use crate::store::{Cached, HealthFacts, TableFacts};
 
-/// solidq's tables in the current database. The numbers are unsigned on
-/// MySQL: cast to signed for `BigInt`.
-const TABLES: &str = "\
-SELECT TABLE_NAME AS name,
-       CAST(COALESCE(TABLE_ROWS, 0) AS SIGNED) AS `rows`,
-       CAST(COALESCE(DATA_LENGTH, 0) + COALESCE(INDEX_LENGTH, 0) AS SIGNED) AS bytes
-FROM information_schema.TABLES
-WHERE TABLE_SCHEMA = DATABASE() AND TABLE_TYPE = 'BASE TABLE'
-  AND TABLE_NAME LIKE 'solidq\\_%'
-ORDER BY TABLE_NAME";
-
-const NOW: &str = "SELECT UTC_TIMESTAMP(6) AS now";
+const SQL: &str = include_str!("health.sql");
+const TABLES: &str = named(SQL, "tables");
+const NOW: &str = named(SQL, "database");
 
 /// MySQL 8 serves `information_schema.TABLES` from a cache refreshed once
 /// a day by default; 0 asks the engine each time (13 tables: cheap).

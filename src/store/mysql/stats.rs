@@ -15,43 +15,15 @@ use chrono::NaiveDateTime;
 use diesel::sql_types::{BigInt, Text, Timestamp};
 use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
-use super::{NOW_MINUS, write_tx};
+use super::write_tx;
+use crate::store::named::named;
 use crate::store::{Cached, StatsDelta, TOTALS_BUCKET, micros};
 
-/// Adds deltas to a row, creating it when missing. `VALUES(col)` is the
-/// row proposed (MariaDB has no `AS new` alias; MySQL 8 deprecates
-/// `VALUES()` but runs it).
-const ADD: &str = "\
-INSERT INTO solidq_job_stats (bucket, queue_name, kind, outcome, jobs, wait_ms, run_ms)
-VALUES (?, ?, ?, ?, ?, ?, ?)
-ON DUPLICATE KEY UPDATE
-    jobs = jobs + VALUES(jobs),
-    wait_ms = wait_ms + VALUES(wait_ms),
-    run_ms = run_ms + VALUES(run_ms)";
-
-/// The cutoff, read once so every statement of the fold agrees on it.
-fn cutoff_sql() -> String {
-    format!("SELECT {NOW_MINUS} AS t")
-}
-
-/// `?1`: the totals bucket; `?2`: the cutoff. Locked in primary key order.
-const LOCK_OLD: &str = "\
-SELECT bucket, queue_name, kind, outcome, jobs, wait_ms, run_ms FROM solidq_job_stats
-WHERE bucket > ? AND bucket < ?
-ORDER BY bucket, queue_name, kind, outcome
-FOR UPDATE";
-
-/// The rows read, as a JSON array of `[bucket, queue, kind, outcome]`
-/// (the bucket as `YYYY-MM-DD HH:MM:SS.ffffff`), each joined to its row
-/// by primary key (`STRAIGHT_JOIN`: the list first).
-const DELETE_READ: &str = "\
-DELETE s FROM JSON_TABLE(?, '$[*]' COLUMNS (bucket VARCHAR(32) PATH '$[0]',
-                                          queue_name VARCHAR(255) PATH '$[1]',
-                                          kind VARCHAR(255) PATH '$[2]',
-                                          outcome VARCHAR(32) PATH '$[3]')) AS d
-STRAIGHT_JOIN solidq_job_stats s
-  ON s.bucket = CAST(d.bucket AS DATETIME(6)) AND s.queue_name = d.queue_name
- AND s.kind = d.kind AND s.outcome = d.outcome";
+const SQL: &str = include_str!("stats.sql");
+const ADD: &str = named(SQL, "add_deltas");
+const CUTOFF: &str = named(SQL, "fold/cutoff");
+const LOCK_OLD: &str = named(SQL, "fold/lock");
+const DELETE_READ: &str = named(SQL, "fold/delete");
 
 #[derive(QueryableByName)]
 struct Cutoff {
@@ -129,8 +101,8 @@ pub(super) fn job_stats_fold(
     older_than: Duration,
 ) -> QueryResult<usize> {
     write_tx(conn, |conn| {
-        let cutoff: Cutoff = Cached(sql_query(cutoff_sql()).bind::<BigInt, _>(micros(older_than)))
-            .get_result(conn)?;
+        let cutoff: Cutoff =
+            Cached(sql_query(CUTOFF).bind::<BigInt, _>(micros(older_than))).get_result(conn)?;
         let rows: Vec<Row> = Cached(
             sql_query(LOCK_OLD)
                 .bind::<Timestamp, _>(TOTALS_BUCKET)

@@ -23,7 +23,10 @@ use std::collections::HashMap;
 use diesel::sql_types::{BigInt, Text};
 use diesel::{QueryResult, QueryableByName, RunQueryDsl, SqliteConnection, sql_query};
 
+use crate::store::named::named;
 use crate::store::{Cached, HealthFacts, SqliteFacts, TableFacts, utc_now};
+
+const SQL: &str = include_str!("health.sql");
 
 /// Tables up to this many rows are counted exactly.
 pub(in crate::store) const EXACT_ROWS: i64 = 100_000;
@@ -69,21 +72,11 @@ struct Stat {
     stat: String,
 }
 
-const TABLES: &str = "\
-SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'solidq\\_%' ESCAPE '\\'
-ORDER BY name";
-
-const PAGES: &str = "\
-SELECT page_size, page_count, freelist_count,
-       (SELECT file FROM pragma_database_list WHERE name = 'main') AS file
-FROM pragma_page_size, pragma_page_count, pragma_freelist_count";
-
-/// Bytes per b-tree, credited to the table it belongs to (an index to its
-/// table); `dbstat`'s aggregate mode gives one row per b-tree.
-const SIZES: &str = "\
-SELECT coalesce(m.tbl_name, d.name) AS tbl, d.pgsize AS bytes
-FROM (SELECT name, pgsize FROM dbstat WHERE aggregate = TRUE) AS d
-LEFT JOIN sqlite_master AS m ON m.name = d.name";
+const TABLES: &str = named(SQL, "tables");
+const PAGES: &str = named(SQL, "database");
+const SIZES: &str = named(SQL, "tables/sizes");
+const HAS_STAT1: &str = named(SQL, "tables/has_stat1");
+const ANALYZED_ROWS: &str = named(SQL, "tables/analyzed_rows");
 
 pub(super) fn database_health(conn: &mut SqliteConnection) -> QueryResult<HealthFacts> {
     let pages: Pages = Cached(sql_query(PAGES)).get_result(conn)?;
@@ -150,15 +143,11 @@ fn rows(conn: &mut SqliteConnection, table: &str) -> QueryResult<(i64, bool)> {
 /// The row count `ANALYZE` last recorded for `table`: the first number of
 /// its `sqlite_stat1` rows (the table's own, or its fullest index's).
 fn analyzed_rows(conn: &mut SqliteConnection, table: &str) -> QueryResult<Option<i64>> {
-    let exists: Vec<Name> =
-        sql_query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_stat1'")
-            .load(conn)?;
+    let exists: Vec<Name> = sql_query(HAS_STAT1).load(conn)?;
     if exists.is_empty() {
         return Ok(None);
     }
-    let stats: Vec<Stat> = sql_query("SELECT stat FROM sqlite_stat1 WHERE tbl = ?1")
-        .bind::<Text, _>(table)
-        .load(conn)?;
+    let stats: Vec<Stat> = sql_query(ANALYZED_ROWS).bind::<Text, _>(table).load(conn)?;
     Ok(stats
         .iter()
         .filter_map(|s| s.stat.split_whitespace().next()?.parse::<i64>().ok())

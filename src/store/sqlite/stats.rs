@@ -10,32 +10,14 @@ use diesel::sql_types::{BigInt, Text, Timestamp};
 use diesel::{QueryResult, QueryableByName, RunQueryDsl, SqliteConnection, sql_query};
 
 use super::{minus, write_tx};
+use crate::store::named::named;
 use crate::store::{Cached, StatsDelta, TOTALS_BUCKET, utc_now};
 
-const ADD: &str = "\
-INSERT INTO solidq_job_stats (bucket, queue_name, kind, outcome, jobs, wait_ms, run_ms)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-ON CONFLICT (bucket, queue_name, kind, outcome) DO UPDATE SET
-    jobs = jobs + excluded.jobs,
-    wait_ms = wait_ms + excluded.wait_ms,
-    run_ms = run_ms + excluded.run_ms";
-
-/// `?1`: the totals bucket; `?2`: the cutoff.
-const ANY_OLD: &str = "\
-SELECT EXISTS (SELECT 1 FROM solidq_job_stats WHERE bucket > ?1 AND bucket < ?2) AS v";
-
-/// The `WHERE` keeps SQLite from reading `ON CONFLICT` as a join's `ON`.
-const FOLD_ADD: &str = "\
-INSERT INTO solidq_job_stats (bucket, queue_name, kind, outcome, jobs, wait_ms, run_ms)
-SELECT ?1, queue_name, kind, outcome, sum(jobs), sum(wait_ms), sum(run_ms)
-FROM solidq_job_stats WHERE bucket > ?1 AND bucket < ?2
-GROUP BY queue_name, kind, outcome
-ON CONFLICT (bucket, queue_name, kind, outcome) DO UPDATE SET
-    jobs = jobs + excluded.jobs,
-    wait_ms = wait_ms + excluded.wait_ms,
-    run_ms = run_ms + excluded.run_ms";
-
-const FOLD_DELETE: &str = "DELETE FROM solidq_job_stats WHERE bucket > ?1 AND bucket < ?2";
+const SQL: &str = include_str!("stats.sql");
+const ADD: &str = named(SQL, "add_deltas");
+const ANY_OLD: &str = named(SQL, "fold/any_old");
+const FOLD_ADD: &str = named(SQL, "fold/add");
+const FOLD_DELETE: &str = named(SQL, "fold/delete");
 
 #[derive(QueryableByName)]
 struct Flag {
