@@ -211,9 +211,8 @@ impl crate::Queue {
     /// written and [`Error::Duplicate`](crate::Error::Duplicate) names it.
     /// An empty batch finishes at once (its callbacks are enqueued).
     pub fn batch(&self, options: BatchOptions, jobs: &[JobRequest]) -> Result<BatchEnqueued> {
-        let store = self.store().clone();
-        self.batch_in(&options, jobs, true, |body| {
-            store.with_driver("batch", |d| crate::store::in_transaction(d, &mut *body))
+        self.batch_in(&options, jobs, true, |making| {
+            self.store().batch_make(making)
         })
     }
 
@@ -231,18 +230,16 @@ impl crate::Queue {
         // A savepoint inside the caller's transaction (a transaction of its
         // own outside one): a refused batch leaves nothing of itself, and
         // the caller's transaction goes on.
-        self.batch_in(&options, jobs, true, |body| {
-            crate::store::in_transaction(conn.solidq_driver().0, &mut *body)
-                .map_err(crate::Error::db("batch"))
+        self.batch_in(&options, jobs, true, |making| {
+            crate::lifecycle::batch_make_on(conn.solidq_driver().0, making)
         })
     }
 
     /// Makes an open batch: it takes members with [`Queue::add_to_batch`](crate::Queue::add_to_batch)
     /// and cannot finish before [`Queue::close_batch`](crate::Queue::close_batch).
     pub fn open_batch(&self, options: BatchOptions) -> Result<i64> {
-        let store = self.store().clone();
-        let made = self.batch_in(&options, &[], false, |body| {
-            store.with_driver("batch", |d| crate::store::in_transaction(d, &mut *body))
+        let made = self.batch_in(&options, &[], false, |making| {
+            self.store().batch_make(making)
         })?;
         Ok(made.id)
     }
@@ -258,28 +255,10 @@ impl crate::Queue {
             .map(|r| self.build_member(r))
             .collect::<Result<Vec<_>>>()?;
         let waits = crate::workflow::waits(jobs)?;
-        let mut refused = None;
-        let mut duplicate = None;
-        let inserted = self.store().with_driver("add_to_batch", |d| {
-            (refused, duplicate) = (None, None);
-            crate::store::in_transaction(d, |d| {
-                match crate::lifecycle::add_on(d, batch, &new, false, &waits)? {
-                    Err(refusal) => refused = Some(refusal),
-                    Ok(inserted) if inserted.outcome.iter().any(|o| o.is_err()) => {
-                        duplicate = Some(crate::client::first_duplicate(&new, &inserted.outcome));
-                    }
-                    Ok(inserted) => return Ok(inserted),
-                }
-                Err(diesel::result::Error::RollbackTransaction)
-            })
-        });
-        if let Some(refusal) = refused {
-            return Err(refused_error(batch, refusal));
-        }
-        if let Some(duplicate) = duplicate {
-            return Err(duplicate);
-        }
-        let inserted = inserted?;
+        let inserted = match self.store().batch_add_members(batch, &new, &waits)? {
+            Ok(inserted) => inserted,
+            Err(refusal) => return Err(refused_error(batch, refusal)),
+        };
         self.store().notify_ready(&new);
         self.after_enqueue(&new, &inserted);
         Ok(inserted
@@ -292,21 +271,9 @@ impl crate::Queue {
     /// Closes `batch`: it finishes when its last pending member ends, at
     /// once if none is pending. Closing twice changes nothing.
     pub fn close_batch(&self, batch: i64) -> Result<()> {
-        let mut refused = None;
-        self.store().with_driver("close_batch", |d| {
-            refused = None;
-            crate::store::in_transaction(d, |d| match crate::lifecycle::close_on(d, batch)? {
-                Ok(()) => Ok(()),
-                Err(refusal) => {
-                    refused = Some(refusal);
-                    Err(diesel::result::Error::RollbackTransaction)
-                }
-            })
-        })?;
-        match refused {
-            Some(refusal) => Err(refused_error(batch, refusal)),
-            None => Ok(()),
-        }
+        self.store()
+            .batch_close(batch)?
+            .map_err(|refusal| refused_error(batch, refusal))
     }
 
     /// A batch's counts and state, `None` if no batch has this id.
@@ -314,19 +281,22 @@ impl crate::Queue {
         Ok(self.store().batch_get(batch)?.map(BatchInfo::of))
     }
 
-    /// Makes a batch with `options` and `jobs`, closed if `close`, inside
-    /// the transaction `run` gives the body.
+    /// Makes a batch with `options` and `jobs`, closed if `close`, by
+    /// `make` (in a transaction of the store's, or on the caller's
+    /// connection).
     fn batch_in(
         &self,
         options: &BatchOptions,
         jobs: &[JobRequest],
         close: bool,
-        run: impl FnOnce(
-            &mut dyn FnMut(&mut dyn crate::store::Driver) -> diesel::QueryResult<BatchEnqueued>,
-        ) -> Result<BatchEnqueued>,
+        make: impl FnOnce(
+            &crate::lifecycle::BatchMaking<'_>,
+        ) -> Result<
+            std::result::Result<(i64, crate::store::Inserted), crate::lifecycle::BatchRefused>,
+        >,
     ) -> Result<BatchEnqueued> {
-        use crate::lifecycle;
-        use crate::store::batches::{self, NewBatch, StoredCallback, StoredCallbacks};
+        use crate::lifecycle::{BatchMaking, BatchRefused};
+        use crate::store::batches::{NewBatch, StoredCallback, StoredCallbacks};
         if let Some(description) = &options.description {
             crate::client::check_no_nul("batch description", description)?;
         }
@@ -339,73 +309,38 @@ impl crate::Queue {
             parent_id: options.parent,
             description: options.description.clone(),
         };
-        let mut failure: Option<crate::Error> = None;
-        let mut inserted = None;
-        let mut body = |d: &mut dyn crate::store::Driver| {
-            (failure, inserted) = (None, None);
-            let id = match batches::open_on(d, &row)? {
-                Ok(id) => id,
-                Err(refusal) => {
-                    failure = Some(refused_error(options.parent.unwrap_or_default(), refusal));
-                    return Err(diesel::result::Error::RollbackTransaction);
-                }
-            };
+        let callbacks = |id: i64| -> Result<StoredCallbacks> {
             let callback = |builder: &Option<CallbackBuilder>| -> Result<Option<StoredCallback>> {
                 let Some(builder) = builder else {
                     return Ok(None);
                 };
                 Ok(Some(StoredCallback::of(&self.build(&builder(id)?)?)))
             };
-            let callbacks = (|| -> Result<StoredCallbacks> {
-                Ok(StoredCallbacks {
-                    complete: callback(&options.on_complete)?,
-                    success: callback(&options.on_success)?,
-                    failure: callback(&options.on_failure)?,
-                })
-            })();
-            let callbacks = match callbacks {
-                Ok(callbacks) => callbacks,
-                Err(error) => {
-                    failure = Some(error);
-                    return Err(diesel::result::Error::RollbackTransaction);
-                }
-            };
-            if callbacks != StoredCallbacks::default() {
-                let json = serde_json::to_string(&callbacks).expect("callbacks serialize");
-                d.batch_set_callbacks(id, &json)?;
-            }
-            let added = match lifecycle::add_on(d, id, &new, true, &waits)? {
-                Ok(added) => added,
-                Err(refusal) => {
-                    failure = Some(refused_error(id, refusal));
-                    return Err(diesel::result::Error::RollbackTransaction);
-                }
-            };
-            if added.outcome.iter().any(|o| o.is_err()) {
-                failure = Some(crate::client::first_duplicate(&new, &added.outcome));
-                return Err(diesel::result::Error::RollbackTransaction);
-            }
-            if close && let Err(refusal) = lifecycle::close_on(d, id)? {
-                failure = Some(refused_error(id, refusal));
-                return Err(diesel::result::Error::RollbackTransaction);
-            }
-            let jobs = added
-                .outcome
-                .iter()
-                .map(|o| o.unwrap_or_default())
-                .collect();
-            inserted = Some(added);
-            Ok(BatchEnqueued { id, jobs })
+            Ok(StoredCallbacks {
+                complete: callback(&options.on_complete)?,
+                success: callback(&options.on_success)?,
+                failure: callback(&options.on_failure)?,
+            })
         };
-        let result = run(&mut body);
-        if let Some(failure) = failure {
-            return Err(failure);
-        }
-        let made = result?;
-        if let Some(inserted) = &inserted {
-            self.after_enqueue(&new, inserted);
-        }
-        Ok(made)
+        let making = BatchMaking {
+            row: &row,
+            callbacks: &callbacks,
+            jobs: &new,
+            waits: &waits,
+            close,
+        };
+        let (id, inserted) = match make(&making)? {
+            Ok(made) => made,
+            Err(BatchRefused::Batch(batch, refusal)) => return Err(refused_error(batch, refusal)),
+            Err(BatchRefused::Other(error)) => return Err(error),
+        };
+        self.after_enqueue(&new, &inserted);
+        let jobs = inserted
+            .outcome
+            .iter()
+            .map(|o| o.unwrap_or_default())
+            .collect();
+        Ok(BatchEnqueued { id, jobs })
     }
 }
 

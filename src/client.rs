@@ -259,24 +259,7 @@ impl Queue {
             .iter()
             .map(|r| self.build(r))
             .collect::<Result<Vec<_>>>()?;
-        let mut duplicate = None;
-        let inserted = self.inner.store.with_driver("jobs_enqueue", |d| {
-            duplicate = None;
-            store::in_transaction(d, |d| {
-                let inserted = Store::jobs_enqueue_on(d, &new, false)?;
-                if inserted.outcome.iter().any(|o| o.is_err()) {
-                    // Rolled back: the jobs inserted before the duplicate
-                    // go too.
-                    duplicate = Some(first_duplicate(&new, &inserted.outcome));
-                    return Err(diesel::result::Error::RollbackTransaction);
-                }
-                Ok(inserted)
-            })
-        });
-        if let Some(duplicate) = duplicate {
-            return Err(duplicate);
-        }
-        let inserted = inserted?;
+        let inserted = self.inner.store.jobs_enqueue_all(&new)?;
         self.inner.store.notify_ready(&new);
         self.after_enqueue(&new, &inserted);
         Ok(inserted
@@ -903,19 +886,6 @@ fn single(job: &NewJob, mut outcome: Vec<std::result::Result<i64, i64>>) -> Resu
         }),
         None => unreachable!("one job in, one outcome out"),
     }
-}
-
-pub(crate) fn first_duplicate(jobs: &[NewJob], outcome: &[std::result::Result<i64, i64>]) -> Error {
-    jobs.iter()
-        .zip(outcome)
-        .find_map(|(job, o)| match o {
-            Err(existing_id) => Some(Error::Duplicate {
-                unique_key: job.unique_key.clone().unwrap_or_default(),
-                existing_id: *existing_id,
-            }),
-            Ok(_) => None,
-        })
-        .expect("a duplicate was reported")
 }
 
 mod sealed {

@@ -17,6 +17,6 @@ mod rates;
 mod recurring;
 mod rules;
 
+pub(crate) use jobs::{BatchMaking, BatchRefused, batch_make_on};
 pub(crate) use processes::{PruneTarget, Pruned, ReleaseReason, ReleaseReport};
 pub(crate) use rates::Limited;
-pub(crate) use rules::{add_on, close_on};
