@@ -23,6 +23,8 @@
 mod admin;
 mod audit;
 pub(crate) mod batches;
+#[cfg(test)]
+mod conformance;
 mod connection;
 pub(crate) mod dependencies;
 pub(crate) mod fair;

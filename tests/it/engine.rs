@@ -16,6 +16,7 @@ backend_tests!(
     wildcard_queues_match_prefixes_only,
     delayed_job_waits_for_its_time,
     bulk_enqueue_of_ten_thousand_runs_each_exactly_once,
+    an_empty_enqueue_all_is_no_jobs,
     enqueue_on_callers_transaction_rolls_back_with_it,
     failures_panics_unknown_kinds_and_bad_arguments_are_recorded,
     finish_under_a_lost_claim_writes_nothing,
@@ -166,6 +167,15 @@ fn delayed_job_waits_for_its_time(db: &TestDb) {
         info.finished_at.unwrap() >= info.scheduled_at,
         "ran after its time"
     );
+}
+
+/// Nothing to enqueue is no jobs and no error, on every backend.
+fn an_empty_enqueue_all_is_no_jobs(db: &TestDb) {
+    let queue = db.queue();
+    let none: Vec<Count> = Vec::new();
+    assert_eq!(queue.enqueue_all(&none).unwrap(), Vec::<i64>::new());
+    assert_eq!(queue.enqueue_all_with(&[]).unwrap(), Vec::<i64>::new());
+    assert_eq!(db.count("solidq_jobs"), 0);
 }
 
 fn bulk_enqueue_of_ten_thousand_runs_each_exactly_once(db: &TestDb) {

@@ -116,9 +116,8 @@ fn every_named_statement_prepares(db: &TestDb) {
     let mut conn = db.conn();
     // health.sql reads sqlite_stat1, which SQLite makes at the first
     // ANALYZE (the statement is run only once it exists).
-    #[cfg(feature = "sqlite")]
-    if let TestConn::Sqlite(c) = &mut conn {
-        c.batch_execute("ANALYZE").expect("ANALYZE");
+    if db.backend == Backend::Sqlite {
+        conn.execute("ANALYZE");
     }
     let mut failures = Vec::new();
     let mut prepared = 0;

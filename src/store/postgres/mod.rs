@@ -558,6 +558,11 @@ impl Driver for PgConnection {
     }
 
     fn jobs_insert(&mut self, jobs: &[NewJob], notify: bool) -> QueryResult<Vec<Option<i64>>> {
+        // No statement fits no jobs: the one-job shape would be sent
+        // empty arrays (store::conformance).
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
         let shape = InsertShape::of(jobs, notify);
         let sql = shape.statement();
         let rows: Vec<InsertedRow> = if let [job] = jobs {

@@ -1,0 +1,516 @@
+//! The drivers' conformance suite, in the spirit of River's
+//! `riverdrivertest`: each case calls `Driver` methods directly, the same
+//! case on every backend, inside a transaction that is rolled back, so the
+//! cases share one migrated database per backend and leave nothing behind.
+//! The edge cases are the point: empty batches, ids that do not exist,
+//! a unique key taken, a tick taken, text beyond ASCII.
+//!
+//! SQLite always runs (a file in a temporary folder); PostgreSQL and
+//! MySQL run against `SOLIDQ_TEST_POSTGRES_URL` / `SOLIDQ_TEST_MYSQL_URL`
+//! (the integration tests' defaults), each case in a schema or database of
+//! its own process, and are skipped loudly when the server does not
+//! answer, unless `SOLIDQ_REQUIRE_POSTGRES=1` / `SOLIDQ_REQUIRE_MYSQL=1`.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use diesel::result::Error as DieselError;
+
+use super::batches::{BatchDelta, Callback, NewBatch};
+use super::{
+    Counted, Driver, NewAudit, NewJob, NewProcess, PoolOptions, RecurringTaskRow, SqliteSettings,
+    StatsDelta, Store, in_transaction,
+};
+use crate::types::{Backend, DatabaseUrl, Delivery};
+
+/// Runs `case` on `backend`'s database in a transaction that is rolled
+/// back; a failed assertion inside fails the test with its message.
+fn run(backend: Backend, case: fn(&mut dyn Driver)) {
+    let Some(store) = store(backend) else {
+        return;
+    };
+    let mut panicked = None;
+    let result: crate::types::Result<()> = store.with_driver("conformance", |d| {
+        in_transaction(d, |d| {
+            if let Err(panic) =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case(&mut *d)))
+            {
+                panicked = Some(panic);
+            }
+            Err(DieselError::RollbackTransaction)
+        })
+    });
+    if let Some(panic) = panicked {
+        std::panic::resume_unwind(panic);
+    }
+    assert!(result.is_err(), "the case's transaction was rolled back");
+}
+
+/// One migrated database per backend for this test process.
+fn store(backend: Backend) -> Option<&'static Store> {
+    static SQLITE: OnceLock<Option<Store>> = OnceLock::new();
+    static POSTGRES: OnceLock<Option<Store>> = OnceLock::new();
+    static MYSQL: OnceLock<Option<Store>> = OnceLock::new();
+    let (cell, make): (_, fn() -> Option<String>) = match backend {
+        Backend::Sqlite => (&SQLITE, sqlite_url),
+        Backend::Postgres => (&POSTGRES, postgres_url),
+        Backend::Mysql => (&MYSQL, mysql_url),
+    };
+    cell.get_or_init(|| {
+        let url = make()?;
+        let options = PoolOptions {
+            size: 4,
+            timeout: Duration::from_secs(30),
+            sqlite: SqliteSettings::default(),
+        };
+        let store = Store::connect(&DatabaseUrl::parse(&url).expect("a URL"), &options)
+            .expect("connect for the conformance suite");
+        store.migrate().expect("migrate");
+        Some(store)
+    })
+    .as_ref()
+}
+
+/// A file of this process in the temporary folder; those of processes
+/// that have ended are removed first.
+fn sqlite_url() -> Option<String> {
+    let dir = std::env::temp_dir();
+    let prefix = "solidq-conformance-";
+    if let Ok(entries) = std::fs::read_dir(&dir) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let pid = name
+                .strip_prefix(prefix)
+                .and_then(|rest| rest.split('.').next())
+                .and_then(|pid| pid.parse::<u32>().ok());
+            if pid.is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists()) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    let path = dir.join(format!("{prefix}{}.sqlite3", std::process::id()));
+    for stale in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{stale}", path.display()));
+    }
+    Some(format!("sqlite://{}", path.display()))
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+/// A name the integration tests' clean-up recognises as this process's
+/// (`solidq_t_<pid>_…`), so it is dropped once the process is gone.
+fn private_name() -> String {
+    format!(
+        "solidq_t_{}_conformance_{:x}",
+        std::process::id(),
+        fastrand::u32(..)
+    )
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+/// The server's URL, or `None` (skipped loudly) when it does not answer
+/// and `require` is not set.
+fn server<C: diesel::Connection>(
+    variable: &str,
+    default: &str,
+    require: &str,
+) -> Option<(String, C)> {
+    let url = std::env::var(variable)
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| default.to_string());
+    match C::establish(&url) {
+        Ok(conn) => Some((url, conn)),
+        Err(error) => {
+            assert!(
+                std::env::var(require).as_deref() != Ok("1"),
+                "{require} is set but the server at {url} does not answer: {error}"
+            );
+            eprintln!("*** SKIPPED: the conformance suite on {url}: {error}");
+            None
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+fn postgres_url() -> Option<String> {
+    use diesel::connection::SimpleConnection;
+    let (url, mut admin) = server::<diesel::PgConnection>(
+        "SOLIDQ_TEST_POSTGRES_URL",
+        "postgres://postgres@127.0.0.1:5432/postgres",
+        "SOLIDQ_REQUIRE_POSTGRES",
+    )?;
+    let schema = private_name();
+    admin
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .expect("create a schema");
+    let sep = if url.contains('?') { '&' } else { '?' };
+    Some(format!("{url}{sep}options=-c%20search_path%3D{schema}"))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn postgres_url() -> Option<String> {
+    None
+}
+
+#[cfg(feature = "mysql")]
+fn mysql_url() -> Option<String> {
+    use diesel::connection::SimpleConnection;
+    let (url, mut admin) = server::<diesel::MysqlConnection>(
+        "SOLIDQ_TEST_MYSQL_URL",
+        "mysql://root@127.0.0.1:3306/test",
+        "SOLIDQ_REQUIRE_MYSQL",
+    )?;
+    let database = private_name();
+    admin
+        .batch_execute(&format!("CREATE DATABASE {database}"))
+        .expect("create a database");
+    let server = url.split_once('?').map_or(url.as_str(), |(s, _)| s);
+    let base = server.rsplit_once('/').map_or(server, |(base, _)| base);
+    Some(format!("{base}/{database}"))
+}
+
+#[cfg(not(feature = "mysql"))]
+fn mysql_url() -> Option<String> {
+    None
+}
+
+/// The cases, each a test per backend compiled in.
+macro_rules! conformance {
+    ($($case:ident),* $(,)?) => {
+        #[cfg(feature = "sqlite")]
+        mod sqlite {
+            $(#[test] fn $case() { super::run(crate::types::Backend::Sqlite, super::$case); })*
+        }
+        #[cfg(feature = "postgres")]
+        mod postgres {
+            $(#[test] fn $case() { super::run(crate::types::Backend::Postgres, super::$case); })*
+        }
+        #[cfg(feature = "mysql")]
+        mod mysql {
+            $(#[test] fn $case() { super::run(crate::types::Backend::Mysql, super::$case); })*
+        }
+    };
+}
+
+conformance!(
+    empty_batches_read_and_change_nothing,
+    ids_that_do_not_exist_are_no_rows,
+    a_taken_unique_key_is_no_id_and_is_found_by_its_holder,
+    a_process_is_registered_heartbeats_and_goes,
+    the_database_clock_is_utc_and_moves_forward,
+    an_audit_entry_reads_back_as_written,
+    a_batch_counts_closes_and_finishes_once,
+    a_tick_is_guarded_once_and_old_guards_go,
+    statistics_add_up_and_fold_into_the_totals,
+    database_health_names_solidqs_tables,
+);
+
+/// Never an id of a row of a fresh database.
+const MISSING: [i64; 2] = [987_654_321, i64::MAX - 1];
+
+fn job(unique_key: Option<&str>) -> NewJob {
+    NewJob {
+        queue_name: "conformance".into(),
+        kind: "conformance_job".into(),
+        arguments: r#"{"n":1}"#.into(),
+        priority: 0,
+        unique_key: unique_key.map(Into::into),
+        concurrency_key: None,
+        fairness_key: None,
+        options: "{}".into(),
+        delivery: Delivery::AtLeastOnce,
+        max_attempts: 3,
+        max_stalled_count: None,
+        run_at: None,
+        delay: Duration::ZERO,
+    }
+}
+
+fn empty_batches_read_and_change_nothing(d: &mut dyn Driver) {
+    assert!(d.jobs_insert(&[], false).unwrap().is_empty());
+    assert!(d.jobs_find_by_unique_keys(&[]).unwrap().is_empty());
+    assert!(d.claimed_held(1, &[]).unwrap().is_empty());
+    assert!(d.claimed_delete_fenced(1, &[]).unwrap().is_empty());
+    d.claimed_mark_started(1, &[]).unwrap();
+    d.jobs_delete(&[]).unwrap();
+    d.jobs_retry(&[]).unwrap();
+    d.jobs_snooze(&[]).unwrap();
+    d.jobs_set_progress(&[]).unwrap();
+    d.jobs_fail(&[]).unwrap();
+    d.jobs_attempt_started(&[]).unwrap();
+    d.jobs_release(&[]).unwrap();
+    d.jobs_discard(&[]).unwrap();
+    assert_eq!(d.failed_retry(&[]).unwrap(), 0);
+    assert_eq!(d.failed_discard(&[]).unwrap(), 0);
+    d.ready_insert(&[]).unwrap();
+    d.blocked_insert(&[]).unwrap();
+    assert!(d.pending_remove(&[]).unwrap().is_empty());
+    assert_eq!(d.scheduled_make_due(&[]).unwrap(), 0);
+    assert!(d.blocked_run_now(&[]).unwrap().is_empty());
+    assert!(d.jobs_request_cancel(&[]).unwrap().is_empty());
+    d.job_stats_add(&[]).unwrap();
+    assert!(d.batch_members(&[]).unwrap().is_empty());
+    assert!(d.dependency_parents(&[]).unwrap().is_empty());
+    assert!(d.dependencies_resolve(&[], "succeeded").unwrap().is_empty());
+    assert!(d.dependencies_of(&[]).unwrap().is_empty());
+    assert!(d.waiting_get(&[]).unwrap().is_empty());
+    d.waiting_delete(&[]).unwrap();
+    assert!(d.jobs_options(&[]).unwrap().is_empty());
+    assert!(d.dependants_read(&[]).unwrap().is_empty());
+    d.dependants_ready(&[]).unwrap();
+    d.dependants_schedule(&[]).unwrap();
+    d.notify_ready(&[]).unwrap();
+}
+
+fn ids_that_do_not_exist_are_no_rows(d: &mut dyn Driver) {
+    assert!(d.claimed_held(MISSING[0], &MISSING).unwrap().is_empty());
+    assert!(
+        d.claimed_delete_fenced(MISSING[0], &MISSING)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(d.claimed_delete_by_process(MISSING[0]).unwrap().is_empty());
+    assert_eq!(d.failed_retry(&MISSING).unwrap(), 0);
+    assert_eq!(d.failed_discard(&MISSING).unwrap(), 0);
+    assert!(d.pending_remove(&MISSING).unwrap().is_empty());
+    assert_eq!(d.scheduled_make_due(&MISSING).unwrap(), 0);
+    assert!(d.blocked_run_now(&MISSING).unwrap().is_empty());
+    assert!(d.jobs_request_cancel(&MISSING).unwrap().is_empty());
+    assert!(d.jobs_options(&MISSING).unwrap().is_empty());
+    assert!(d.batch_members(&MISSING).unwrap().is_empty());
+    assert!(d.dependency_parents(&MISSING).unwrap().is_empty());
+    assert!(d.waiting_get(&MISSING).unwrap().is_empty());
+    assert!(d.dependants_read(&MISSING).unwrap().is_empty());
+    assert_eq!(d.batch_get(MISSING[0]).unwrap(), None);
+    assert_eq!(d.batch_close(MISSING[0]).unwrap(), None);
+    assert_eq!(
+        d.batch_change(MISSING[0], &BatchDelta::default()).unwrap(),
+        None
+    );
+    assert!(!d.batch_fire(MISSING[0], Callback::Complete).unwrap());
+    assert!(!d.batch_finish(MISSING[0]).unwrap());
+    assert!(!d.process_heartbeat(MISSING[0]).unwrap());
+    assert!(!d.process_delete(MISSING[0]).unwrap());
+    let now = d.db_now().unwrap();
+    assert_eq!(
+        d.recurring_execution_insert("conformance", now, MISSING[0])
+            .unwrap(),
+        None,
+        "a guard for a job that does not exist"
+    );
+}
+
+fn a_taken_unique_key_is_no_id_and_is_found_by_its_holder(d: &mut dyn Driver) {
+    let first = d
+        .jobs_insert(&[job(Some("conformance-key"))], false)
+        .unwrap();
+    let [Some(id)] = first[..] else {
+        panic!("one new id: {first:?}")
+    };
+    let again = d
+        .jobs_insert(&[job(Some("conformance-key")), job(None)], false)
+        .unwrap();
+    assert_eq!(again.len(), 2, "{again:?}");
+    assert_eq!(again[0], None, "the taken key has no new id");
+    assert!(again[1].is_some_and(|other| other != id), "{again:?}");
+    assert_eq!(
+        d.jobs_find_by_unique_keys(&["conformance-key".into(), "no-such-key".into()])
+            .unwrap(),
+        [("conformance-key".to_string(), id)]
+    );
+    assert_eq!(d.jobs_options(&[id]).unwrap(), [(id, "{}".to_string())]);
+}
+
+fn a_process_is_registered_heartbeats_and_goes(d: &mut dyn Driver) {
+    let process = NewProcess {
+        kind: "worker".into(),
+        name: "conformance-ü".into(),
+        pid: 4711,
+        hostname: "host".into(),
+        supervisor_id: None,
+        metadata: "{}".into(),
+    };
+    let id = d.process_insert(&process).unwrap();
+    assert!(d.process_heartbeat(id).unwrap());
+    assert!(d.claimed_delete_by_process(id).unwrap().is_empty());
+    assert!(d.process_delete(id).unwrap());
+    assert!(!d.process_delete(id).unwrap(), "deleted once");
+    assert!(!d.process_heartbeat(id).unwrap(), "a deleted process");
+}
+
+fn the_database_clock_is_utc_and_moves_forward(d: &mut dyn Driver) {
+    let first = d.db_now().unwrap();
+    let second = d.db_now().unwrap();
+    assert!(second >= first, "{first} then {second}");
+    let here = chrono::Utc::now().naive_utc();
+    let apart = (here - first).num_seconds().abs();
+    assert!(
+        apart < 60,
+        "the database says {first}, this host {here} (UTC)"
+    );
+}
+
+fn an_audit_entry_reads_back_as_written(d: &mut dyn Driver) {
+    let entry = NewAudit {
+        actor: "ops@host — Zoë",
+        source: "cli",
+        action: "retry_failed",
+        target: "queue 日本",
+        rows: 3,
+    };
+    let row = d.audit_insert(&entry).unwrap();
+    assert_eq!(
+        (
+            row.actor.as_str(),
+            row.source.as_str(),
+            row.action.as_str(),
+            row.target.as_str(),
+            row.rows
+        ),
+        (
+            entry.actor,
+            entry.source,
+            entry.action,
+            entry.target,
+            entry.rows
+        )
+    );
+    let now = d.db_now().unwrap();
+    assert!(
+        (now - row.created_at).num_seconds().abs() < 60,
+        "{}",
+        row.created_at
+    );
+    assert!(d.audit_insert(&entry).unwrap().id > row.id, "ids grow");
+}
+
+fn a_batch_counts_closes_and_finishes_once(d: &mut dyn Driver) {
+    let id = d
+        .batch_insert(&NewBatch {
+            parent_id: None,
+            description: Some("conformance".into()),
+        })
+        .unwrap();
+    let row = d.batch_get(id).unwrap().expect("the batch");
+    assert_eq!((row.total, row.pending, row.closed_at), (0, 0, None));
+    let delta = BatchDelta {
+        total: 2,
+        pending: 2,
+        ..BatchDelta::default()
+    };
+    let changed = d.batch_change(id, &delta).unwrap().expect("the batch");
+    assert_eq!((changed.total, changed.pending), (2, 2));
+    let done = BatchDelta {
+        pending: -2,
+        succeeded: 2,
+        ..BatchDelta::default()
+    };
+    let changed = d.batch_change(id, &done).unwrap().expect("the batch");
+    assert_eq!((changed.pending, changed.succeeded), (0, 2));
+    let closed = d.batch_close(id).unwrap().expect("the batch");
+    assert!(closed.closed_at.is_some());
+    assert!(d.batch_finish(id).unwrap(), "finished");
+    assert!(!d.batch_finish(id).unwrap(), "finished once");
+    assert!(d.batch_fire(id, Callback::Success).unwrap(), "fired");
+    assert!(!d.batch_fire(id, Callback::Success).unwrap(), "fired once");
+    assert!(d.batch_unfinish(id).unwrap(), "open again");
+    assert_eq!(d.batch_get(id).unwrap().unwrap().finished_at, None);
+}
+
+fn a_tick_is_guarded_once_and_old_guards_go(d: &mut dyn Driver) {
+    d.recurring_tasks_sync(&[RecurringTaskRow {
+        key: "conformance_task".into(),
+        schedule: "* * * * *".into(),
+        timezone: "UTC".into(),
+        kind: "conformance_job".into(),
+        arguments: "{}".into(),
+        queue_name: None,
+        priority: None,
+        description: Some("a task".into()),
+    }])
+    .unwrap();
+    let [Some(job_id)] = d.jobs_insert(&[job(None)], false).unwrap()[..] else {
+        panic!("a job")
+    };
+    let tick = chrono::NaiveDate::from_ymd_opt(2026, 1, 1)
+        .unwrap()
+        .and_hms_opt(0, 0, 0)
+        .unwrap();
+    let guarded = d
+        .recurring_execution_insert("conformance_task", tick, job_id)
+        .unwrap();
+    assert!(guarded.is_some(), "the first guard of a tick");
+    assert_eq!(
+        d.recurring_execution_insert("conformance_task", tick, job_id)
+            .unwrap(),
+        None,
+        "the tick is taken"
+    );
+    // The task's only guard is its latest: kept however old.
+    assert_eq!(
+        d.recurring_executions_delete_old(Duration::ZERO, 100)
+            .unwrap(),
+        0
+    );
+    let later = tick + chrono::Duration::minutes(1);
+    assert!(
+        d.recurring_execution_insert("conformance_task", later, job_id)
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        d.recurring_executions_delete_old(Duration::ZERO, 100)
+            .unwrap(),
+        1,
+        "the older guard goes, the latest stays"
+    );
+    d.recurring_tasks_sync(&[]).unwrap();
+}
+
+fn statistics_add_up_and_fold_into_the_totals(d: &mut dyn Driver) {
+    let bucket = chrono::NaiveDate::from_ymd_opt(2026, 1, 1)
+        .unwrap()
+        .and_hms_opt(12, 0, 0)
+        .unwrap();
+    let delta = StatsDelta {
+        bucket,
+        queue_name: "conformance".into(),
+        kind: "conformance_job".into(),
+        outcome: Counted::Succeeded,
+        jobs: 2,
+        wait_ms: 10,
+        run_ms: 20,
+    };
+    d.job_stats_add(&[&delta]).unwrap();
+    d.job_stats_add(&[&delta]).unwrap();
+    assert_eq!(
+        d.job_stats_fold(Duration::from_secs(3600)).unwrap(),
+        1,
+        "the one old minute row, added to twice, folded"
+    );
+    assert_eq!(d.job_stats_fold(Duration::from_secs(3600)).unwrap(), 0);
+}
+
+fn database_health_names_solidqs_tables(d: &mut dyn Driver) {
+    let facts = d.database_health().unwrap();
+    let names: Vec<&str> = facts.tables.iter().map(|t| t.name.as_str()).collect();
+    for table in [
+        "solidq_jobs",
+        "solidq_ready_executions",
+        "solidq_claimed_executions",
+        "solidq_scheduled_executions",
+        "solidq_failed_executions",
+        "solidq_processes",
+        "solidq_batches",
+        "solidq_audit_log",
+        "solidq_job_stats",
+        "solidq_recurring_tasks",
+        "solidq_recurring_executions",
+    ] {
+        assert!(names.contains(&table), "{table} in {names:?}");
+    }
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted, "by name, byte for byte");
+    assert!(names.iter().all(|n| n.starts_with("solidq_")), "{names:?}");
+}
