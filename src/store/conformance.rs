@@ -3,7 +3,10 @@
 //! case on every backend, inside a transaction that is rolled back, so the
 //! cases share one migrated database per backend and leave nothing behind.
 //! The edge cases are the point: empty batches, ids that do not exist,
-//! a unique key taken, a tick taken, text beyond ASCII.
+//! a unique key taken, a tick taken, text beyond ASCII, a claim that is
+//! another process's. A case that calls an operation (a method that opens
+//! its own transaction, as claims do: SQLite's `BEGIN IMMEDIATE` cannot
+//! nest) runs on a database of its own instead, outside any transaction.
 //!
 //! SQLite always runs (a file in a temporary folder); PostgreSQL and
 //! MySQL run against `SOLIDQ_TEST_POSTGRES_URL` / `SOLIDQ_TEST_MYSQL_URL`
@@ -18,10 +21,10 @@ use diesel::result::Error as DieselError;
 
 use super::batches::{BatchDelta, Callback, NewBatch};
 use super::{
-    Counted, Driver, NewAudit, NewJob, NewProcess, PoolOptions, RecurringTaskRow, SqliteSettings,
-    StatsDelta, Store, in_transaction,
+    ClaimLimits, ClaimQuery, Counted, Driver, NewAudit, NewJob, NewProcess, PoolOptions,
+    RecurringTaskRow, SqliteSettings, StatsDelta, Store, Succeeded, in_transaction,
 };
-use crate::types::{Backend, DatabaseUrl, Delivery};
+use crate::types::{Backend, DatabaseUrl, Delivery, QueuePattern};
 
 /// Runs `case` on `backend`'s database in a transaction that is rolled
 /// back; a failed assertion inside fails the test with its message.
@@ -46,29 +49,54 @@ fn run(backend: Backend, case: fn(&mut dyn Driver)) {
     assert!(result.is_err(), "the case's transaction was rolled back");
 }
 
+/// Runs `case` on a database of its own, outside any transaction: for
+/// cases that call operations, which open their own (SQLite's `BEGIN
+/// IMMEDIATE` cannot nest).
+fn run_alone(backend: Backend, case: fn(&mut dyn Driver)) {
+    let Some(store) = fresh(backend) else {
+        return;
+    };
+    let mut ran = false;
+    store
+        .with_driver("conformance", |d| {
+            if !ran {
+                ran = true;
+                case(d);
+            }
+            Ok(())
+        })
+        .expect("the case's connection");
+}
+
 /// One migrated database per backend for this test process.
 fn store(backend: Backend) -> Option<&'static Store> {
     static SQLITE: OnceLock<Option<Store>> = OnceLock::new();
     static POSTGRES: OnceLock<Option<Store>> = OnceLock::new();
     static MYSQL: OnceLock<Option<Store>> = OnceLock::new();
-    let (cell, make): (_, fn() -> Option<String>) = match backend {
-        Backend::Sqlite => (&SQLITE, sqlite_url),
-        Backend::Postgres => (&POSTGRES, postgres_url),
-        Backend::Mysql => (&MYSQL, mysql_url),
+    let cell = match backend {
+        Backend::Sqlite => &SQLITE,
+        Backend::Postgres => &POSTGRES,
+        Backend::Mysql => &MYSQL,
     };
-    cell.get_or_init(|| {
-        let url = make()?;
-        let options = PoolOptions {
-            size: 4,
-            timeout: Duration::from_secs(30),
-            sqlite: SqliteSettings::default(),
-        };
-        let store = Store::connect(&DatabaseUrl::parse(&url).expect("a URL"), &options)
-            .expect("connect for the conformance suite");
-        store.migrate().expect("migrate");
-        Some(store)
-    })
-    .as_ref()
+    cell.get_or_init(|| fresh(backend)).as_ref()
+}
+
+/// A newly migrated database of `backend`.
+fn fresh(backend: Backend) -> Option<Store> {
+    let url = match backend {
+        Backend::Sqlite => sqlite_url(),
+        Backend::Postgres => postgres_url(),
+        Backend::Mysql => mysql_url(),
+    }?;
+    let options = PoolOptions {
+        size: 4,
+        timeout: Duration::from_secs(30),
+        sqlite: SqliteSettings::default(),
+    };
+    let store = Store::connect(&DatabaseUrl::parse(&url).expect("a URL"), &options)
+        .expect("connect for the conformance suite");
+    store.migrate().expect("migrate");
+    Some(store)
 }
 
 /// A file of this process in the temporary folder; those of processes
@@ -88,7 +116,9 @@ fn sqlite_url() -> Option<String> {
             }
         }
     }
-    let path = dir.join(format!("{prefix}{}.sqlite3", std::process::id()));
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let path = dir.join(format!("{prefix}{}.{n}.sqlite3", std::process::id()));
     for stale in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{stale}", path.display()));
     }
@@ -174,20 +204,28 @@ fn mysql_url() -> Option<String> {
     None
 }
 
-/// The cases, each a test per backend compiled in.
+/// The cases, each a test per backend compiled in: those of the first
+/// list in a rolled-back transaction, those after `alone:` on a database
+/// of their own.
 macro_rules! conformance {
-    ($($case:ident),* $(,)?) => {
+    ($($case:ident),* $(,)? ; alone: $($alone:ident),* $(,)?) => {
         #[cfg(feature = "sqlite")]
         mod sqlite {
-            $(#[test] fn $case() { super::run(crate::types::Backend::Sqlite, super::$case); })*
+            use crate::types::Backend::Sqlite as B;
+            $(#[test] fn $case() { super::run(B, super::$case); })*
+            $(#[test] fn $alone() { super::run_alone(B, super::$alone); })*
         }
         #[cfg(feature = "postgres")]
         mod postgres {
-            $(#[test] fn $case() { super::run(crate::types::Backend::Postgres, super::$case); })*
+            use crate::types::Backend::Postgres as B;
+            $(#[test] fn $case() { super::run(B, super::$case); })*
+            $(#[test] fn $alone() { super::run_alone(B, super::$alone); })*
         }
         #[cfg(feature = "mysql")]
         mod mysql {
-            $(#[test] fn $case() { super::run(crate::types::Backend::Mysql, super::$case); })*
+            use crate::types::Backend::Mysql as B;
+            $(#[test] fn $case() { super::run(B, super::$case); })*
+            $(#[test] fn $alone() { super::run_alone(B, super::$alone); })*
         }
     };
 }
@@ -202,7 +240,8 @@ conformance!(
     a_batch_counts_closes_and_finishes_once,
     a_tick_is_guarded_once_and_old_guards_go,
     statistics_add_up_and_fold_into_the_totals,
-    database_health_names_solidqs_tables,
+    database_health_names_solidqs_tables;
+    alone: a_claim_is_its_processs_alone_and_finishes_once,
 );
 
 /// Never an id of a row of a fresh database.
@@ -513,4 +552,80 @@ fn database_health_names_solidqs_tables(d: &mut dyn Driver) {
     sorted.sort_unstable();
     assert_eq!(names, sorted, "by name, byte for byte");
     assert!(names.iter().all(|n| n.starts_with("solidq_")), "{names:?}");
+}
+
+fn process(d: &mut dyn Driver, name: &str) -> i64 {
+    d.process_insert(&NewProcess {
+        kind: "worker".into(),
+        name: name.into(),
+        pid: 4711,
+        hostname: "host".into(),
+        supervisor_id: None,
+        metadata: "{}".into(),
+    })
+    .unwrap()
+}
+
+fn a_claim_is_its_processs_alone_and_finishes_once(d: &mut dyn Driver) {
+    let (a, b) = (process(d, "conformance-a"), process(d, "conformance-b"));
+    let ids: Vec<i64> = d
+        .jobs_insert(&[job(None), job(None), job(None)], false)
+        .unwrap()
+        .into_iter()
+        .map(|id| id.expect("a new id"))
+        .collect();
+    let query = ClaimQuery::new(vec![QueuePattern::Exact("conformance".into())]);
+    let limits = |n| ClaimLimits {
+        immediate: n,
+        ahead: 0,
+        fast_kinds: Vec::new(),
+    };
+    let claimed: Vec<i64> = d
+        .ready_claim(&query, a, &limits(2))
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(claimed, ids[..2], "two, in id order");
+    assert_eq!(d.claimed_held(a, &ids).unwrap(), ids[..2]);
+    assert!(d.claimed_held(b, &ids).unwrap().is_empty(), "not b's");
+    let success = |id| Succeeded {
+        id,
+        result: Some(r#"{"ok":1}"#.into()),
+        keep: Duration::from_secs(3600),
+        started_ago: Duration::ZERO,
+    };
+    assert!(
+        d.jobs_succeed_fenced(b, &[success(ids[0])], &[])
+            .unwrap()
+            .is_empty(),
+        "b cannot finish a's job"
+    );
+    assert_eq!(
+        d.jobs_succeed_fenced(a, &[success(ids[0])], &[]).unwrap(),
+        [ids[0]]
+    );
+    assert!(
+        d.jobs_succeed_fenced(a, &[success(ids[0])], &[])
+            .unwrap()
+            .is_empty(),
+        "finished once: its claim is gone"
+    );
+    let released = d.claimed_delete_by_process(a).unwrap();
+    assert_eq!(
+        released
+            .iter()
+            .map(|r| (r.id, r.process_id))
+            .collect::<Vec<_>>(),
+        [(ids[1], a)]
+    );
+    let rest: Vec<i64> = d
+        .ready_claim(&query, b, &limits(5))
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(rest, [ids[2]], "what is left in ready");
+    let other = ClaimQuery::new(vec![QueuePattern::Exact("elsewhere".into())]);
+    assert!(d.ready_claim(&other, b, &limits(5)).unwrap().is_empty());
 }
