@@ -40,9 +40,10 @@ pub(in crate::store) use explain::explain;
 pub(in crate::store) use statement::enqueue_statements;
 
 use super::{
-    AttemptStarted, Cached, ClaimLimits, ClaimQuery, ClaimedJob, Discarded, Driver, Failed,
-    LimitedJob, NewJob, NewProcess, ProcessRow, Progress, RecurringTaskRow, Released, ReleasedJob,
-    Retried, Snoozed, Succeeded, micros,
+    AdminDriver, AttemptStarted, BatchesDriver, Cached, ClaimLimits, ClaimQuery, ClaimedJob,
+    ClaimsDriver, Discarded, Driver, Failed, JobsDriver, LimitedJob, LimitsDriver, NewJob,
+    NewProcess, ProcessRow, ProcessesDriver, Progress, RecurringDriver, RecurringTaskRow, Released,
+    ReleasedJob, Retried, Snoozed, Succeeded, micros,
 };
 use crate::store::fair::{READY_COLUMNS, ready_rows_sql, ready_values_of};
 use crate::types::StoredLimit;
@@ -419,17 +420,15 @@ fn load_candidates(
 }
 
 impl Driver for MysqlConnection {
-    crate::store::batches::batch_driver_methods!(last_insert_id);
-    crate::store::dependencies::dependency_driver_methods!();
-    crate::store::rates::rate_driver_methods!(mysql);
-
     fn transaction(
         &mut self,
         body: &mut dyn FnMut(&mut dyn Driver) -> QueryResult<()>,
     ) -> QueryResult<()> {
         write_tx(self, |c| body(c))
     }
+}
 
+impl JobsDriver for MysqlConnection {
     fn jobs_insert(&mut self, jobs: &[NewJob], _notify: bool) -> QueryResult<Vec<Option<i64>>> {
         write_tx(self, |conn| insert_jobs(conn, jobs))
     }
@@ -444,235 +443,6 @@ impl Driver for MysqlConnection {
             Cached(sql_query(FIND_BY_UNIQUE_KEYS).bind::<Text, _>(json_strings(keys)))
                 .load(self)?;
         Ok(rows.into_iter().map(|r| (r.unique_key, r.id)).collect())
-    }
-
-    fn ready_claim(
-        &mut self,
-        claim: &ClaimQuery,
-        process_id: i64,
-        limits: &ClaimLimits,
-    ) -> QueryResult<Vec<ClaimedJob>> {
-        let positions = write_tx(self, |c| {
-            let alive: Scalar =
-                Cached(sql_query(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
-            if alive.v == 0 {
-                return Ok(HashMap::new());
-            }
-            let mut placed = load_candidates(c, claim, limits.immediate, None)?;
-            let started: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
-            // Beyond the idle threads: only jobs of fast kinds, and never
-            // at-most-once ones.
-            if !limits.fast_kinds.is_empty() {
-                let ahead = Some((limits.fast_kinds.as_slice(), started.as_slice()));
-                placed.extend(load_candidates(c, claim, limits.ahead, ahead)?);
-            }
-            if placed.is_empty() {
-                return Ok(HashMap::new());
-            }
-            let picked: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
-            let ids_json = json_ids(&picked);
-            Cached(sql_query(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
-            Cached(
-                sql_query(INSERT_CLAIMED)
-                    .bind::<BigInt, _>(process_id)
-                    .bind::<Text, _>(json_ids(&started))
-                    .bind::<Text, _>(&ids_json),
-            )
-            .execute(c)?;
-            Ok(placed.into_iter().collect::<HashMap<i64, i64>>())
-        })?;
-        if positions.is_empty() {
-            return Ok(Vec::new());
-        }
-        let picked: Vec<i64> = positions.keys().copied().collect();
-        // Read after the commit: a claimed job's row changes only through
-        // its claim's holder.
-        let mut jobs: Vec<ClaimedJob> = Cached(
-            sql_query(SELECT_CLAIMED_JOBS)
-                .bind::<Text, _>(json_ids(&picked))
-                .bind::<BigInt, _>(process_id),
-        )
-        .load(self)?;
-        for job in &mut jobs {
-            job.position = positions.get(&job.id).copied().unwrap_or(job.id);
-        }
-        claim.sort(&mut jobs);
-        Ok(jobs)
-    }
-
-    fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
-        Cached(
-            sql_query(MARK_STARTED)
-                .bind::<Text, _>(json_ids(job_ids))
-                .bind::<BigInt, _>(process_id),
-        )
-        .execute(self)
-        .map(drop)
-    }
-
-    fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>> {
-        // Look without locks first: an idle dispatcher opens no transaction.
-        let any: Vec<DueRow> = Cached(sql_query(FIND_DUE).bind::<BigInt, _>(1)).load(self)?;
-        if any.is_empty() {
-            return Ok(Vec::new());
-        }
-        write_tx(self, |c| {
-            // Several dispatchers take disjoint batches.
-            let due: Vec<DueRow> = Cached(
-                sql_query(format!("{FIND_DUE} FOR UPDATE SKIP LOCKED"))
-                    .bind::<BigInt, _>(batch as i64),
-            )
-            .load(c)?;
-            if due.is_empty() {
-                return Ok(Vec::new());
-            }
-            let ids = json_ids(&due.iter().map(|d| d.job_id).collect::<Vec<_>>());
-            Cached(sql_query(MOVE_DUE.as_str()).bind::<Text, _>(&ids)).execute(c)?;
-            Cached(sql_query(DELETE_SCHEDULED).bind::<Text, _>(&ids)).execute(c)?;
-            Ok(due.into_iter().map(|d| d.queue_name).collect())
-        })
-    }
-
-    fn claimed_held(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
-        let rows: Vec<IdRow> = Cached(
-            sql_query(CLAIMS_HELD)
-                .bind::<Text, _>(json_ids(job_ids))
-                .bind::<BigInt, _>(process_id),
-        )
-        .load(self)?;
-        Ok(rows.into_iter().map(|r| r.id).collect())
-    }
-
-    fn claimed_delete_fenced(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
-        write_tx(self, |c| {
-            let rows: Vec<IdRow> = Cached(
-                sql_query(CLAIMS_HELD_LOCKED)
-                    .bind::<Text, _>(json_ids(job_ids))
-                    .bind::<BigInt, _>(process_id),
-            )
-            .load(c)?;
-            let held: Vec<i64> = rows.into_iter().map(|r| r.id).collect();
-            if !held.is_empty() {
-                Cached(sql_query(DELETE_CLAIMS).bind::<Text, _>(json_ids(&held))).execute(c)?;
-            }
-            Ok(held)
-        })
-    }
-
-    fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>> {
-        write_tx(self, |c| {
-            let jobs: Vec<ReleasedJob> = Cached(
-                sql_query(format!(
-                    "{CLAIMED_JOB_FACTS} WHERE c.process_id = ? ORDER BY j.id FOR UPDATE"
-                ))
-                .bind::<BigInt, _>(process_id),
-            )
-            .load(c)?;
-            if !jobs.is_empty() {
-                let ids = json_ids(&jobs.iter().map(|j| j.id).collect::<Vec<_>>());
-                Cached(sql_query(DELETE_CLAIMS).bind::<Text, _>(ids)).execute(c)?;
-            }
-            Ok(jobs)
-        })
-    }
-
-    fn claimed_delete_orphans(&mut self, limit: usize) -> QueryResult<Vec<ReleasedJob>> {
-        write_tx(self, |c| {
-            let orphans: Vec<IdRow> = Cached(
-                sql_query(
-                    "SELECT c.job_id AS id FROM solidq_claimed_executions c
-                     WHERE NOT EXISTS (SELECT 1 FROM solidq_processes p WHERE p.id = c.process_id)
-                     ORDER BY c.job_id LIMIT ? FOR UPDATE SKIP LOCKED",
-                )
-                .bind::<BigInt, _>(limit as i64),
-            )
-            .load(c)?;
-            if orphans.is_empty() {
-                return Ok(Vec::new());
-            }
-            let ids = json_ids(&orphans.iter().map(|o| o.id).collect::<Vec<_>>());
-            let jobs: Vec<ReleasedJob> = Cached(
-                sql_query(format!(
-                    "SELECT j.id, c.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count,
-                            j.max_stalled_count, j.concurrency_key, j.options,
-                            c.started_at IS NOT NULL AS started
-                     FROM {IDS} STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value
-                     STRAIGHT_JOIN solidq_jobs j ON j.id = c.job_id ORDER BY j.id"
-                ))
-                .bind::<Text, _>(&ids),
-            )
-            .load(c)?;
-            Cached(sql_query(DELETE_CLAIMS).bind::<Text, _>(&ids)).execute(c)?;
-            Ok(jobs)
-        })
-    }
-
-    fn jobs_succeed_fenced(
-        &mut self,
-        process_id: i64,
-        rows: &[Succeeded],
-        starts: &[i64],
-    ) -> QueryResult<Vec<i64>> {
-        // Outcomes without a result and with the same keep_result (nearly
-        // all) are written by one UPDATE per group; a result row by row.
-        let mut groups: HashMap<Duration, Vec<&Succeeded>> = HashMap::new();
-        let mut with_result = Vec::new();
-        for row in rows {
-            match &row.result {
-                None => groups.entry(row.keep).or_default().push(row),
-                Some(_) => with_result.push(row),
-            }
-        }
-        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-        write_tx(self, |c| {
-            if !starts.is_empty() {
-                Driver::claimed_mark_started(c, process_id, starts)?;
-            }
-            let fenced: Vec<i64> = Driver::claimed_delete_fenced(c, process_id, &ids)?;
-            if fenced.is_empty() {
-                return Ok(fenced);
-            }
-            let held: std::collections::HashSet<i64> = fenced.iter().copied().collect();
-            for (keep, group) in &groups {
-                let mut group: Vec<&Succeeded> = group
-                    .iter()
-                    .copied()
-                    .filter(|r| held.contains(&r.id))
-                    .collect();
-                if group.is_empty() {
-                    continue;
-                }
-                group.sort_unstable_by_key(|r| r.id);
-                let pairs = serde_json::Value::Array(
-                    group
-                        .iter()
-                        .map(|r| serde_json::json!([r.id, micros(r.started_ago)]))
-                        .collect(),
-                );
-                Cached(
-                    sql_query(SUCCEED_GROUP)
-                        .bind::<Text, _>(pairs.to_string())
-                        .bind::<BigInt, _>(micros(*keep)),
-                )
-                .execute(c)?;
-            }
-            for row in with_result.iter().filter(|r| held.contains(&r.id)) {
-                Cached(
-                    sql_query(
-                        "UPDATE solidq_jobs SET finished_at = UTC_TIMESTAMP(6),
-                                expires_at = (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), result = ?,
-                                started_at = (UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND),
-                                attempts = attempts + 1, updated_at = UTC_TIMESTAMP(6) WHERE id = ?",
-                    )
-                    .bind::<BigInt, _>(micros(row.keep))
-                    .bind::<Nullable<Text>, _>(row.result.as_deref())
-                    .bind::<BigInt, _>(micros(row.started_ago))
-                    .bind::<BigInt, _>(row.id),
-                )
-                .execute(c)?;
-            }
-            Ok(fenced)
-        })
     }
 
     fn jobs_attempt_started(&mut self, rows: &[AttemptStarted]) -> QueryResult<()> {
@@ -854,122 +624,6 @@ impl Driver for MysqlConnection {
         Ok(())
     }
 
-    fn process_insert(&mut self, p: &NewProcess) -> QueryResult<i64> {
-        write_tx(self, |c| {
-            Cached(
-                sql_query(
-                    "INSERT INTO solidq_processes (kind, name, pid, hostname, supervisor_id, metadata,
-                                                   last_heartbeat_at, created_at)
-                     VALUES (?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))",
-                )
-                .bind::<Text, _>(&p.kind)
-                .bind::<Text, _>(&p.name)
-                .bind::<Integer, _>(p.pid)
-                .bind::<Text, _>(&p.hostname)
-                .bind::<Nullable<BigInt>, _>(p.supervisor_id)
-                .bind::<Text, _>(&p.metadata),
-            )
-            .execute(c)?;
-            let row: IdRow = Cached(sql_query(LAST_ID)).get_result(c)?;
-            Ok(row.id)
-        })
-    }
-
-    fn process_heartbeat(&mut self, id: i64) -> QueryResult<bool> {
-        // Rows found, not changed (diesel connects with CLIENT_FOUND_ROWS).
-        let n = Cached(sql_query(HEARTBEAT).bind::<BigInt, _>(id)).execute(self)?;
-        Ok(n > 0)
-    }
-
-    fn process_delete(&mut self, id: i64) -> QueryResult<bool> {
-        let n =
-            Cached(sql_query("DELETE FROM solidq_processes WHERE id = ?").bind::<BigInt, _>(id))
-                .execute(self)?;
-        Ok(n > 0)
-    }
-
-    fn process_find_expired(
-        &mut self,
-        threshold: Duration,
-        exclude: i64,
-        limit: usize,
-    ) -> QueryResult<Vec<ProcessRow>> {
-        Cached(
-            sql_query(format!(
-                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
-                 WHERE last_heartbeat_at < {NOW_MINUS} AND id <> ? ORDER BY last_heartbeat_at LIMIT ?"
-            ))
-            .bind::<BigInt, _>(micros(threshold))
-            .bind::<BigInt, _>(exclude)
-            .bind::<BigInt, _>(limit as i64),
-        )
-        .load(self)
-    }
-
-    fn process_find_by_pid(
-        &mut self,
-        hostname: &str,
-        pid: i32,
-        supervisor_id: i64,
-    ) -> QueryResult<Vec<ProcessRow>> {
-        Cached(
-            sql_query(format!(
-                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
-                 WHERE hostname = ? AND pid = ? AND supervisor_id = ? ORDER BY id"
-            ))
-            .bind::<Text, _>(hostname)
-            .bind::<Integer, _>(pid)
-            .bind::<BigInt, _>(supervisor_id),
-        )
-        .load(self)
-    }
-
-    fn process_lock(
-        &mut self,
-        id: i64,
-        dead_for: Option<Duration>,
-    ) -> QueryResult<Option<ProcessRow>> {
-        let rows: Vec<ProcessRow> = Cached(
-            sql_query(format!(
-                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
-                 WHERE id = ? AND (? < 0 OR last_heartbeat_at < {NOW_MINUS})
-                 FOR UPDATE SKIP LOCKED"
-            ))
-            .bind::<BigInt, _>(id)
-            .bind::<BigInt, _>(dead_for.map_or(-1, micros))
-            .bind::<BigInt, _>(dead_for.map_or(0, micros)),
-        )
-        .load(self)?;
-        Ok(rows.into_iter().next())
-    }
-
-    fn pause_set(&mut self, queue: &str, paused: bool) -> QueryResult<bool> {
-        let changed = if paused {
-            // A taken key fails this statement only (not the transaction):
-            // the queue was paused already.
-            Cached(
-                sql_query(
-                    "INSERT INTO solidq_pauses (queue_name, created_at) VALUES (?, UTC_TIMESTAMP(6))",
-                )
-                .bind::<Text, _>(queue),
-            )
-            .execute(self)
-            .or_else(|e| match e {
-                diesel::result::Error::DatabaseError(
-                    diesel::result::DatabaseErrorKind::UniqueViolation,
-                    _,
-                ) => Ok(0),
-                e => Err(e),
-            })?
-        } else {
-            Cached(
-                sql_query("DELETE FROM solidq_pauses WHERE queue_name = ?").bind::<Text, _>(queue),
-            )
-            .execute(self)?
-        };
-        Ok(changed > 0)
-    }
-
     fn failed_retry(&mut self, ids: &[i64]) -> QueryResult<usize> {
         let ids = json_ids(ids);
         write_tx(self, |c| {
@@ -1089,6 +743,455 @@ impl Driver for MysqlConnection {
         })
     }
 
+    fn pending_remove(&mut self, ids: &[i64]) -> QueryResult<Vec<crate::store::RemovedPending>> {
+        control::pending_remove(self, ids)
+    }
+
+    fn scheduled_make_due(&mut self, ids: &[i64]) -> QueryResult<usize> {
+        control::scheduled_make_due(self, ids)
+    }
+
+    fn blocked_run_now(&mut self, ids: &[i64]) -> QueryResult<Vec<String>> {
+        control::blocked_run_now(self, ids)
+    }
+
+    fn jobs_request_cancel(&mut self, ids: &[i64]) -> QueryResult<Vec<i64>> {
+        control::jobs_request_cancel(self, ids)
+    }
+}
+
+impl ClaimsDriver for MysqlConnection {
+    fn ready_claim(
+        &mut self,
+        claim: &ClaimQuery,
+        process_id: i64,
+        limits: &ClaimLimits,
+    ) -> QueryResult<Vec<ClaimedJob>> {
+        let positions = write_tx(self, |c| {
+            let alive: Scalar =
+                Cached(sql_query(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
+            if alive.v == 0 {
+                return Ok(HashMap::new());
+            }
+            let mut placed = load_candidates(c, claim, limits.immediate, None)?;
+            let started: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
+            // Beyond the idle threads: only jobs of fast kinds, and never
+            // at-most-once ones.
+            if !limits.fast_kinds.is_empty() {
+                let ahead = Some((limits.fast_kinds.as_slice(), started.as_slice()));
+                placed.extend(load_candidates(c, claim, limits.ahead, ahead)?);
+            }
+            if placed.is_empty() {
+                return Ok(HashMap::new());
+            }
+            let picked: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
+            let ids_json = json_ids(&picked);
+            Cached(sql_query(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
+            Cached(
+                sql_query(INSERT_CLAIMED)
+                    .bind::<BigInt, _>(process_id)
+                    .bind::<Text, _>(json_ids(&started))
+                    .bind::<Text, _>(&ids_json),
+            )
+            .execute(c)?;
+            Ok(placed.into_iter().collect::<HashMap<i64, i64>>())
+        })?;
+        if positions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let picked: Vec<i64> = positions.keys().copied().collect();
+        // Read after the commit: a claimed job's row changes only through
+        // its claim's holder.
+        let mut jobs: Vec<ClaimedJob> = Cached(
+            sql_query(SELECT_CLAIMED_JOBS)
+                .bind::<Text, _>(json_ids(&picked))
+                .bind::<BigInt, _>(process_id),
+        )
+        .load(self)?;
+        for job in &mut jobs {
+            job.position = positions.get(&job.id).copied().unwrap_or(job.id);
+        }
+        claim.sort(&mut jobs);
+        Ok(jobs)
+    }
+
+    fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
+        Cached(
+            sql_query(MARK_STARTED)
+                .bind::<Text, _>(json_ids(job_ids))
+                .bind::<BigInt, _>(process_id),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
+    fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>> {
+        // Look without locks first: an idle dispatcher opens no transaction.
+        let any: Vec<DueRow> = Cached(sql_query(FIND_DUE).bind::<BigInt, _>(1)).load(self)?;
+        if any.is_empty() {
+            return Ok(Vec::new());
+        }
+        write_tx(self, |c| {
+            // Several dispatchers take disjoint batches.
+            let due: Vec<DueRow> = Cached(
+                sql_query(format!("{FIND_DUE} FOR UPDATE SKIP LOCKED"))
+                    .bind::<BigInt, _>(batch as i64),
+            )
+            .load(c)?;
+            if due.is_empty() {
+                return Ok(Vec::new());
+            }
+            let ids = json_ids(&due.iter().map(|d| d.job_id).collect::<Vec<_>>());
+            Cached(sql_query(MOVE_DUE.as_str()).bind::<Text, _>(&ids)).execute(c)?;
+            Cached(sql_query(DELETE_SCHEDULED).bind::<Text, _>(&ids)).execute(c)?;
+            Ok(due.into_iter().map(|d| d.queue_name).collect())
+        })
+    }
+
+    fn claimed_held(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
+        let rows: Vec<IdRow> = Cached(
+            sql_query(CLAIMS_HELD)
+                .bind::<Text, _>(json_ids(job_ids))
+                .bind::<BigInt, _>(process_id),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+
+    fn claimed_delete_fenced(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
+        write_tx(self, |c| {
+            let rows: Vec<IdRow> = Cached(
+                sql_query(CLAIMS_HELD_LOCKED)
+                    .bind::<Text, _>(json_ids(job_ids))
+                    .bind::<BigInt, _>(process_id),
+            )
+            .load(c)?;
+            let held: Vec<i64> = rows.into_iter().map(|r| r.id).collect();
+            if !held.is_empty() {
+                Cached(sql_query(DELETE_CLAIMS).bind::<Text, _>(json_ids(&held))).execute(c)?;
+            }
+            Ok(held)
+        })
+    }
+
+    fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>> {
+        write_tx(self, |c| {
+            let jobs: Vec<ReleasedJob> = Cached(
+                sql_query(format!(
+                    "{CLAIMED_JOB_FACTS} WHERE c.process_id = ? ORDER BY j.id FOR UPDATE"
+                ))
+                .bind::<BigInt, _>(process_id),
+            )
+            .load(c)?;
+            if !jobs.is_empty() {
+                let ids = json_ids(&jobs.iter().map(|j| j.id).collect::<Vec<_>>());
+                Cached(sql_query(DELETE_CLAIMS).bind::<Text, _>(ids)).execute(c)?;
+            }
+            Ok(jobs)
+        })
+    }
+
+    fn claimed_delete_orphans(&mut self, limit: usize) -> QueryResult<Vec<ReleasedJob>> {
+        write_tx(self, |c| {
+            let orphans: Vec<IdRow> = Cached(
+                sql_query(
+                    "SELECT c.job_id AS id FROM solidq_claimed_executions c
+                     WHERE NOT EXISTS (SELECT 1 FROM solidq_processes p WHERE p.id = c.process_id)
+                     ORDER BY c.job_id LIMIT ? FOR UPDATE SKIP LOCKED",
+                )
+                .bind::<BigInt, _>(limit as i64),
+            )
+            .load(c)?;
+            if orphans.is_empty() {
+                return Ok(Vec::new());
+            }
+            let ids = json_ids(&orphans.iter().map(|o| o.id).collect::<Vec<_>>());
+            let jobs: Vec<ReleasedJob> = Cached(
+                sql_query(format!(
+                    "SELECT j.id, c.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count,
+                            j.max_stalled_count, j.concurrency_key, j.options,
+                            c.started_at IS NOT NULL AS started
+                     FROM {IDS} STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value
+                     STRAIGHT_JOIN solidq_jobs j ON j.id = c.job_id ORDER BY j.id"
+                ))
+                .bind::<Text, _>(&ids),
+            )
+            .load(c)?;
+            Cached(sql_query(DELETE_CLAIMS).bind::<Text, _>(&ids)).execute(c)?;
+            Ok(jobs)
+        })
+    }
+
+    fn jobs_succeed_fenced(
+        &mut self,
+        process_id: i64,
+        rows: &[Succeeded],
+        starts: &[i64],
+    ) -> QueryResult<Vec<i64>> {
+        // Outcomes without a result and with the same keep_result (nearly
+        // all) are written by one UPDATE per group; a result row by row.
+        let mut groups: HashMap<Duration, Vec<&Succeeded>> = HashMap::new();
+        let mut with_result = Vec::new();
+        for row in rows {
+            match &row.result {
+                None => groups.entry(row.keep).or_default().push(row),
+                Some(_) => with_result.push(row),
+            }
+        }
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        write_tx(self, |c| {
+            if !starts.is_empty() {
+                ClaimsDriver::claimed_mark_started(c, process_id, starts)?;
+            }
+            let fenced: Vec<i64> = ClaimsDriver::claimed_delete_fenced(c, process_id, &ids)?;
+            if fenced.is_empty() {
+                return Ok(fenced);
+            }
+            let held: std::collections::HashSet<i64> = fenced.iter().copied().collect();
+            for (keep, group) in &groups {
+                let mut group: Vec<&Succeeded> = group
+                    .iter()
+                    .copied()
+                    .filter(|r| held.contains(&r.id))
+                    .collect();
+                if group.is_empty() {
+                    continue;
+                }
+                group.sort_unstable_by_key(|r| r.id);
+                let pairs = serde_json::Value::Array(
+                    group
+                        .iter()
+                        .map(|r| serde_json::json!([r.id, micros(r.started_ago)]))
+                        .collect(),
+                );
+                Cached(
+                    sql_query(SUCCEED_GROUP)
+                        .bind::<Text, _>(pairs.to_string())
+                        .bind::<BigInt, _>(micros(*keep)),
+                )
+                .execute(c)?;
+            }
+            for row in with_result.iter().filter(|r| held.contains(&r.id)) {
+                Cached(
+                    sql_query(
+                        "UPDATE solidq_jobs SET finished_at = UTC_TIMESTAMP(6),
+                                expires_at = (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), result = ?,
+                                started_at = (UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND),
+                                attempts = attempts + 1, updated_at = UTC_TIMESTAMP(6) WHERE id = ?",
+                    )
+                    .bind::<BigInt, _>(micros(row.keep))
+                    .bind::<Nullable<Text>, _>(row.result.as_deref())
+                    .bind::<BigInt, _>(micros(row.started_ago))
+                    .bind::<BigInt, _>(row.id),
+                )
+                .execute(c)?;
+            }
+            Ok(fenced)
+        })
+    }
+}
+
+impl ProcessesDriver for MysqlConnection {
+    fn process_insert(&mut self, p: &NewProcess) -> QueryResult<i64> {
+        write_tx(self, |c| {
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_processes (kind, name, pid, hostname, supervisor_id, metadata,
+                                                   last_heartbeat_at, created_at)
+                     VALUES (?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))",
+                )
+                .bind::<Text, _>(&p.kind)
+                .bind::<Text, _>(&p.name)
+                .bind::<Integer, _>(p.pid)
+                .bind::<Text, _>(&p.hostname)
+                .bind::<Nullable<BigInt>, _>(p.supervisor_id)
+                .bind::<Text, _>(&p.metadata),
+            )
+            .execute(c)?;
+            let row: IdRow = Cached(sql_query(LAST_ID)).get_result(c)?;
+            Ok(row.id)
+        })
+    }
+
+    fn process_heartbeat(&mut self, id: i64) -> QueryResult<bool> {
+        // Rows found, not changed (diesel connects with CLIENT_FOUND_ROWS).
+        let n = Cached(sql_query(HEARTBEAT).bind::<BigInt, _>(id)).execute(self)?;
+        Ok(n > 0)
+    }
+
+    fn process_delete(&mut self, id: i64) -> QueryResult<bool> {
+        let n =
+            Cached(sql_query("DELETE FROM solidq_processes WHERE id = ?").bind::<BigInt, _>(id))
+                .execute(self)?;
+        Ok(n > 0)
+    }
+
+    fn process_find_expired(
+        &mut self,
+        threshold: Duration,
+        exclude: i64,
+        limit: usize,
+    ) -> QueryResult<Vec<ProcessRow>> {
+        Cached(
+            sql_query(format!(
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
+                 WHERE last_heartbeat_at < {NOW_MINUS} AND id <> ? ORDER BY last_heartbeat_at LIMIT ?"
+            ))
+            .bind::<BigInt, _>(micros(threshold))
+            .bind::<BigInt, _>(exclude)
+            .bind::<BigInt, _>(limit as i64),
+        )
+        .load(self)
+    }
+
+    fn process_find_by_pid(
+        &mut self,
+        hostname: &str,
+        pid: i32,
+        supervisor_id: i64,
+    ) -> QueryResult<Vec<ProcessRow>> {
+        Cached(
+            sql_query(format!(
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
+                 WHERE hostname = ? AND pid = ? AND supervisor_id = ? ORDER BY id"
+            ))
+            .bind::<Text, _>(hostname)
+            .bind::<Integer, _>(pid)
+            .bind::<BigInt, _>(supervisor_id),
+        )
+        .load(self)
+    }
+
+    fn process_lock(
+        &mut self,
+        id: i64,
+        dead_for: Option<Duration>,
+    ) -> QueryResult<Option<ProcessRow>> {
+        let rows: Vec<ProcessRow> = Cached(
+            sql_query(format!(
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
+                 WHERE id = ? AND (? < 0 OR last_heartbeat_at < {NOW_MINUS})
+                 FOR UPDATE SKIP LOCKED"
+            ))
+            .bind::<BigInt, _>(id)
+            .bind::<BigInt, _>(dead_for.map_or(-1, micros))
+            .bind::<BigInt, _>(dead_for.map_or(0, micros)),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().next())
+    }
+}
+
+impl LimitsDriver for MysqlConnection {
+    crate::store::rates::rate_driver_methods!(mysql);
+
+    fn scheduled_take_limited(
+        &mut self,
+        ids: Option<&[i64]>,
+        batch: usize,
+    ) -> QueryResult<Vec<LimitedJob>> {
+        concurrency::scheduled_take_limited(self, ids, batch)
+    }
+
+    fn scheduled_limited_due(&mut self) -> QueryResult<bool> {
+        concurrency::scheduled_limited_due(self)
+    }
+
+    fn semaphore_acquire(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
+        concurrency::semaphore_acquire(self, key, limit)
+    }
+
+    fn semaphore_signal(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
+        concurrency::semaphore_signal(self, key, limit)
+    }
+
+    fn ready_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
+        let ids: Vec<i64> = jobs.iter().map(|j| j.job_id).collect();
+        crate::store::fair::insert_ready_by_id!(self, &ids)
+    }
+
+    fn blocked_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
+        concurrency::blocked_insert(self, jobs)
+    }
+
+    fn blocked_next(&mut self, key: &str) -> QueryResult<Option<LimitedJob>> {
+        concurrency::blocked_next(self, key)
+    }
+
+    fn blocked_delete(&mut self, job_id: i64) -> QueryResult<()> {
+        concurrency::blocked_delete(self, job_id)
+    }
+
+    fn jobs_discard(&mut self, rows: &[Discarded]) -> QueryResult<()> {
+        concurrency::jobs_discard(self, rows)
+    }
+
+    fn semaphores_delete_expired(&mut self) -> QueryResult<Vec<String>> {
+        concurrency::semaphores_delete_expired(self)
+    }
+
+    fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>> {
+        concurrency::blocked_expired_keys(self, limit)
+    }
+}
+
+impl BatchesDriver for MysqlConnection {
+    crate::store::batches::batch_driver_methods!(last_insert_id);
+
+    crate::store::dependencies::dependency_driver_methods!();
+}
+
+impl RecurringDriver for MysqlConnection {
+    fn recurring_tasks_sync(&mut self, tasks: &[RecurringTaskRow]) -> QueryResult<()> {
+        recurring::tasks_sync(self, tasks)
+    }
+
+    fn recurring_execution_insert(
+        &mut self,
+        task_key: &str,
+        run_at: NaiveDateTime,
+        job_id: i64,
+    ) -> QueryResult<Option<NaiveDateTime>> {
+        recurring::execution_insert(self, task_key, run_at, job_id)
+    }
+
+    fn recurring_executions_delete_old(
+        &mut self,
+        older_than: Duration,
+        limit: usize,
+    ) -> QueryResult<usize> {
+        recurring::executions_delete_old(self, older_than, limit)
+    }
+}
+
+impl AdminDriver for MysqlConnection {
+    fn pause_set(&mut self, queue: &str, paused: bool) -> QueryResult<bool> {
+        let changed = if paused {
+            // A taken key fails this statement only (not the transaction):
+            // the queue was paused already.
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_pauses (queue_name, created_at) VALUES (?, UTC_TIMESTAMP(6))",
+                )
+                .bind::<Text, _>(queue),
+            )
+            .execute(self)
+            .or_else(|e| match e {
+                diesel::result::Error::DatabaseError(
+                    diesel::result::DatabaseErrorKind::UniqueViolation,
+                    _,
+                ) => Ok(0),
+                e => Err(e),
+            })?
+        } else {
+            Cached(
+                sql_query("DELETE FROM solidq_pauses WHERE queue_name = ?").bind::<Text, _>(queue),
+            )
+            .execute(self)?
+        };
+        Ok(changed > 0)
+    }
+
     fn db_now(&mut self) -> QueryResult<NaiveDateTime> {
         #[derive(QueryableByName)]
         struct Now {
@@ -1105,5 +1208,22 @@ impl Driver for MysqlConnection {
         Ok(Vec::new())
     }
 
-    super::forward_to_backend_modules!();
+    fn audit_insert(
+        &mut self,
+        entry: &crate::store::NewAudit<'_>,
+    ) -> QueryResult<crate::store::AuditRow> {
+        audit::audit_insert(self, entry)
+    }
+
+    fn job_stats_add(&mut self, rows: &[&crate::store::StatsDelta]) -> QueryResult<()> {
+        stats::job_stats_add(self, rows)
+    }
+
+    fn job_stats_fold(&mut self, older_than: Duration) -> QueryResult<usize> {
+        stats::job_stats_fold(self, older_than)
+    }
+
+    fn database_health(&mut self) -> QueryResult<crate::store::HealthFacts> {
+        health::database_health(self)
+    }
 }

@@ -24,9 +24,10 @@ pub(in crate::store) use explain::explain;
 pub(in crate::store) use statement::enqueue_statement;
 
 use super::{
-    AttemptStarted, Cached, ClaimLimits, ClaimQuery, ClaimedJob, Discarded, Driver, Failed,
-    LimitedJob, NewJob, NewProcess, ProcessRow, Progress, RecurringTaskRow, Released, ReleasedJob,
-    Retried, Snoozed, Succeeded, micros,
+    AdminDriver, AttemptStarted, BatchesDriver, Cached, ClaimLimits, ClaimQuery, ClaimedJob,
+    ClaimsDriver, Discarded, Driver, Failed, JobsDriver, LimitedJob, LimitsDriver, NewJob,
+    NewProcess, ProcessRow, ProcessesDriver, Progress, RecurringDriver, RecurringTaskRow, Released,
+    ReleasedJob, Retried, Snoozed, Succeeded, micros,
 };
 use crate::store::fair::{READY_COLUMNS, ready_rows_sql, ready_values_of};
 use crate::types::StoredLimit;
@@ -546,17 +547,15 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
 }
 
 impl Driver for PgConnection {
-    crate::store::batches::batch_driver_methods!(returning);
-    crate::store::dependencies::dependency_driver_methods!();
-    crate::store::rates::rate_driver_methods!(postgres);
-
     fn transaction(
         &mut self,
         body: &mut dyn FnMut(&mut dyn Driver) -> QueryResult<()>,
     ) -> QueryResult<()> {
         Connection::transaction(self, |c| body(c))
     }
+}
 
+impl JobsDriver for PgConnection {
     fn jobs_insert(&mut self, jobs: &[NewJob], notify: bool) -> QueryResult<Vec<Option<i64>>> {
         // No statement fits no jobs: the one-job shape would be sent
         // empty arrays (store::conformance).
@@ -652,98 +651,6 @@ impl Driver for PgConnection {
         let rows: Vec<KeyRow> =
             Cached(sql_query(FIND_BY_UNIQUE_KEYS).bind::<Array<Text>, _>(keys)).load(self)?;
         Ok(rows.into_iter().map(|r| (r.unique_key, r.id)).collect())
-    }
-
-    fn ready_claim(
-        &mut self,
-        claim: &ClaimQuery,
-        process_id: i64,
-        limits: &ClaimLimits,
-    ) -> QueryResult<Vec<ClaimedJob>> {
-        let sql = claim.postgres_sql();
-        let mut jobs: Vec<ClaimedJob> = Cached(
-            sql_query(sql)
-                .bind::<BigInt, _>(limits.immediate as i64)
-                .bind::<BigInt, _>(process_id)
-                .bind::<BigInt, _>((limits.total() - limits.immediate) as i64)
-                .bind::<Array<Text>, _>(&limits.fast_kinds),
-        )
-        .load(self)?;
-        claim.sort(&mut jobs);
-        Ok(jobs)
-    }
-
-    fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>> {
-        let rows: Vec<QueueRow> =
-            Cached(sql_query(DISPATCH_SCHEDULED.as_str()).bind::<BigInt, _>(batch as i64))
-                .load(self)?;
-        Ok(rows.into_iter().map(|r| r.queue_name).collect())
-    }
-
-    fn claimed_held(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
-        let rows: Vec<IdRow> = Cached(
-            sql_query(CLAIMS_HELD)
-                .bind::<BigInt, _>(process_id)
-                .bind::<Array<BigInt>, _>(job_ids),
-        )
-        .load(self)?;
-        Ok(rows.into_iter().map(|r| r.id).collect())
-    }
-
-    fn claimed_delete_fenced(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
-        let rows: Vec<IdRow> = Cached(
-            sql_query(DELETE_CLAIMS_FENCED)
-                .bind::<BigInt, _>(process_id)
-                .bind::<Array<BigInt>, _>(job_ids),
-        )
-        .load(self)?;
-        Ok(rows.into_iter().map(|r| r.id).collect())
-    }
-
-    fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
-        Cached(
-            sql_query(MARK_STARTED)
-                .bind::<BigInt, _>(process_id)
-                .bind::<Array<BigInt>, _>(job_ids),
-        )
-        .execute(self)
-        .map(drop)
-    }
-
-    fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>> {
-        Cached(sql_query(DELETE_CLAIMS_OF_PROCESS).bind::<BigInt, _>(process_id)).load(self)
-    }
-
-    fn claimed_delete_orphans(&mut self, limit: usize) -> QueryResult<Vec<ReleasedJob>> {
-        Cached(sql_query(DELETE_ORPHANED_CLAIMS).bind::<BigInt, _>(limit as i64)).load(self)
-    }
-
-    fn jobs_succeed_fenced(
-        &mut self,
-        process_id: i64,
-        rows: &[Succeeded],
-        starts: &[i64],
-    ) -> QueryResult<Vec<i64>> {
-        // Sorted by id: the statement binary-searches the ids.
-        let mut rows: Vec<&Succeeded> = rows.iter().collect();
-        rows.sort_unstable_by_key(|r| r.id);
-        let written: Vec<IdRow> = Cached(
-            sql_query(SUCCEED_FENCED)
-                .bind::<BigInt, _>(process_id)
-                .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
-                .bind::<Array<Nullable<Text>>, _>(
-                    rows.iter().map(|r| r.result.as_deref()).collect::<Vec<_>>(),
-                )
-                .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.keep)).collect::<Vec<_>>())
-                .bind::<Array<BigInt>, _>(starts)
-                .bind::<Array<BigInt>, _>(
-                    rows.iter()
-                        .map(|r| micros(r.started_ago))
-                        .collect::<Vec<_>>(),
-                ),
-        )
-        .load(self)?;
-        Ok(written.into_iter().map(|r| r.id).collect())
     }
 
     fn jobs_delete(&mut self, ids: &[i64]) -> QueryResult<()> {
@@ -849,6 +756,155 @@ impl Driver for PgConnection {
         .map(drop)
     }
 
+    fn failed_retry(&mut self, ids: &[i64]) -> QueryResult<usize> {
+        let row: MovedRow = Cached(sql_query(RETRY_FAILED.as_str()).bind::<Array<BigInt>, _>(ids))
+            .get_result(self)?;
+        Ok(row.moved as usize)
+    }
+
+    fn failed_discard(&mut self, ids: &[i64]) -> QueryResult<usize> {
+        Cached(
+            sql_query(
+                "DELETE FROM solidq_jobs WHERE id IN
+                 (SELECT job_id FROM solidq_failed_executions WHERE job_id = ANY($1))",
+            )
+            .bind::<Array<BigInt>, _>(ids),
+        )
+        .execute(self)
+    }
+
+    fn jobs_delete_finished(
+        &mut self,
+        older_than: Option<Duration>,
+        limit: usize,
+    ) -> QueryResult<usize> {
+        match older_than {
+            // The partial index on expires_at serves this one.
+            None => Cached(sql_query(CLEAN_EXPIRED).bind::<BigInt, _>(limit as i64)).execute(self),
+            Some(age) => Cached(
+                sql_query(
+                    "DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM solidq_jobs
+                     WHERE finished_at < LOCALTIMESTAMP - $1 * INTERVAL '1 microsecond' LIMIT $2)",
+                )
+                .bind::<BigInt, _>(micros(age))
+                .bind::<BigInt, _>(limit as i64),
+            )
+            .execute(self),
+        }
+    }
+
+    fn pending_remove(&mut self, ids: &[i64]) -> QueryResult<Vec<crate::store::RemovedPending>> {
+        control::pending_remove(self, ids)
+    }
+
+    fn scheduled_make_due(&mut self, ids: &[i64]) -> QueryResult<usize> {
+        control::scheduled_make_due(self, ids)
+    }
+
+    fn blocked_run_now(&mut self, ids: &[i64]) -> QueryResult<Vec<String>> {
+        control::blocked_run_now(self, ids)
+    }
+
+    fn jobs_request_cancel(&mut self, ids: &[i64]) -> QueryResult<Vec<i64>> {
+        control::jobs_request_cancel(self, ids)
+    }
+}
+
+impl ClaimsDriver for PgConnection {
+    fn ready_claim(
+        &mut self,
+        claim: &ClaimQuery,
+        process_id: i64,
+        limits: &ClaimLimits,
+    ) -> QueryResult<Vec<ClaimedJob>> {
+        let sql = claim.postgres_sql();
+        let mut jobs: Vec<ClaimedJob> = Cached(
+            sql_query(sql)
+                .bind::<BigInt, _>(limits.immediate as i64)
+                .bind::<BigInt, _>(process_id)
+                .bind::<BigInt, _>((limits.total() - limits.immediate) as i64)
+                .bind::<Array<Text>, _>(&limits.fast_kinds),
+        )
+        .load(self)?;
+        claim.sort(&mut jobs);
+        Ok(jobs)
+    }
+
+    fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>> {
+        let rows: Vec<QueueRow> =
+            Cached(sql_query(DISPATCH_SCHEDULED.as_str()).bind::<BigInt, _>(batch as i64))
+                .load(self)?;
+        Ok(rows.into_iter().map(|r| r.queue_name).collect())
+    }
+
+    fn claimed_held(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
+        let rows: Vec<IdRow> = Cached(
+            sql_query(CLAIMS_HELD)
+                .bind::<BigInt, _>(process_id)
+                .bind::<Array<BigInt>, _>(job_ids),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+
+    fn claimed_delete_fenced(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
+        let rows: Vec<IdRow> = Cached(
+            sql_query(DELETE_CLAIMS_FENCED)
+                .bind::<BigInt, _>(process_id)
+                .bind::<Array<BigInt>, _>(job_ids),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+
+    fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
+        Cached(
+            sql_query(MARK_STARTED)
+                .bind::<BigInt, _>(process_id)
+                .bind::<Array<BigInt>, _>(job_ids),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
+    fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>> {
+        Cached(sql_query(DELETE_CLAIMS_OF_PROCESS).bind::<BigInt, _>(process_id)).load(self)
+    }
+
+    fn claimed_delete_orphans(&mut self, limit: usize) -> QueryResult<Vec<ReleasedJob>> {
+        Cached(sql_query(DELETE_ORPHANED_CLAIMS).bind::<BigInt, _>(limit as i64)).load(self)
+    }
+
+    fn jobs_succeed_fenced(
+        &mut self,
+        process_id: i64,
+        rows: &[Succeeded],
+        starts: &[i64],
+    ) -> QueryResult<Vec<i64>> {
+        // Sorted by id: the statement binary-searches the ids.
+        let mut rows: Vec<&Succeeded> = rows.iter().collect();
+        rows.sort_unstable_by_key(|r| r.id);
+        let written: Vec<IdRow> = Cached(
+            sql_query(SUCCEED_FENCED)
+                .bind::<BigInt, _>(process_id)
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
+                .bind::<Array<Nullable<Text>>, _>(
+                    rows.iter().map(|r| r.result.as_deref()).collect::<Vec<_>>(),
+                )
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.keep)).collect::<Vec<_>>())
+                .bind::<Array<BigInt>, _>(starts)
+                .bind::<Array<BigInt>, _>(
+                    rows.iter()
+                        .map(|r| micros(r.started_ago))
+                        .collect::<Vec<_>>(),
+                ),
+        )
+        .load(self)?;
+        Ok(written.into_iter().map(|r| r.id).collect())
+    }
+}
+
+impl ProcessesDriver for PgConnection {
     fn process_insert(&mut self, p: &NewProcess) -> QueryResult<i64> {
         let row: IdRow = Cached(
             sql_query(INSERT_PROCESS)
@@ -929,7 +985,91 @@ impl Driver for PgConnection {
         .load(self)?;
         Ok(rows.into_iter().next())
     }
+}
 
+impl LimitsDriver for PgConnection {
+    crate::store::rates::rate_driver_methods!(postgres);
+
+    fn scheduled_take_limited(
+        &mut self,
+        ids: Option<&[i64]>,
+        batch: usize,
+    ) -> QueryResult<Vec<LimitedJob>> {
+        concurrency::scheduled_take_limited(self, ids, batch)
+    }
+
+    fn scheduled_limited_due(&mut self) -> QueryResult<bool> {
+        concurrency::scheduled_limited_due(self)
+    }
+
+    fn semaphore_acquire(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
+        concurrency::semaphore_acquire(self, key, limit)
+    }
+
+    fn semaphore_signal(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
+        concurrency::semaphore_signal(self, key, limit)
+    }
+
+    fn ready_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
+        let ids: Vec<i64> = jobs.iter().map(|j| j.job_id).collect();
+        crate::store::fair::insert_ready_by_id!(self, &ids)
+    }
+
+    fn blocked_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
+        concurrency::blocked_insert(self, jobs)
+    }
+
+    fn blocked_next(&mut self, key: &str) -> QueryResult<Option<LimitedJob>> {
+        concurrency::blocked_next(self, key)
+    }
+
+    fn blocked_delete(&mut self, job_id: i64) -> QueryResult<()> {
+        concurrency::blocked_delete(self, job_id)
+    }
+
+    fn jobs_discard(&mut self, rows: &[Discarded]) -> QueryResult<()> {
+        concurrency::jobs_discard(self, rows)
+    }
+
+    fn semaphores_delete_expired(&mut self) -> QueryResult<Vec<String>> {
+        concurrency::semaphores_delete_expired(self)
+    }
+
+    fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>> {
+        concurrency::blocked_expired_keys(self, limit)
+    }
+}
+
+impl BatchesDriver for PgConnection {
+    crate::store::batches::batch_driver_methods!(returning);
+
+    crate::store::dependencies::dependency_driver_methods!();
+}
+
+impl RecurringDriver for PgConnection {
+    fn recurring_tasks_sync(&mut self, tasks: &[RecurringTaskRow]) -> QueryResult<()> {
+        recurring::tasks_sync(self, tasks)
+    }
+
+    fn recurring_execution_insert(
+        &mut self,
+        task_key: &str,
+        run_at: NaiveDateTime,
+        job_id: i64,
+    ) -> QueryResult<Option<NaiveDateTime>> {
+        recurring::execution_insert(self, task_key, run_at, job_id)
+    }
+
+    fn recurring_executions_delete_old(
+        &mut self,
+        older_than: Duration,
+        limit: usize,
+    ) -> QueryResult<usize> {
+        recurring::executions_delete_old(self, older_than, limit)
+    }
+}
+
+impl AdminDriver for PgConnection {
     fn pause_set(&mut self, queue: &str, paused: bool) -> QueryResult<bool> {
         let sql = if paused {
             "WITH p AS (INSERT INTO solidq_pauses (queue_name, created_at) VALUES ($1, LOCALTIMESTAMP)
@@ -944,43 +1084,6 @@ impl Driver for PgConnection {
         };
         let row: MovedRow = Cached(sql_query(sql).bind::<Text, _>(queue)).get_result(self)?;
         Ok(row.moved > 0)
-    }
-
-    fn failed_retry(&mut self, ids: &[i64]) -> QueryResult<usize> {
-        let row: MovedRow = Cached(sql_query(RETRY_FAILED.as_str()).bind::<Array<BigInt>, _>(ids))
-            .get_result(self)?;
-        Ok(row.moved as usize)
-    }
-
-    fn failed_discard(&mut self, ids: &[i64]) -> QueryResult<usize> {
-        Cached(
-            sql_query(
-                "DELETE FROM solidq_jobs WHERE id IN
-                 (SELECT job_id FROM solidq_failed_executions WHERE job_id = ANY($1))",
-            )
-            .bind::<Array<BigInt>, _>(ids),
-        )
-        .execute(self)
-    }
-
-    fn jobs_delete_finished(
-        &mut self,
-        older_than: Option<Duration>,
-        limit: usize,
-    ) -> QueryResult<usize> {
-        match older_than {
-            // The partial index on expires_at serves this one.
-            None => Cached(sql_query(CLEAN_EXPIRED).bind::<BigInt, _>(limit as i64)).execute(self),
-            Some(age) => Cached(
-                sql_query(
-                    "DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM solidq_jobs
-                     WHERE finished_at < LOCALTIMESTAMP - $1 * INTERVAL '1 microsecond' LIMIT $2)",
-                )
-                .bind::<BigInt, _>(micros(age))
-                .bind::<BigInt, _>(limit as i64),
-            )
-            .execute(self),
-        }
     }
 
     fn db_now(&mut self) -> QueryResult<NaiveDateTime> {
@@ -1037,7 +1140,24 @@ impl Driver for PgConnection {
         Ok(done)
     }
 
-    super::forward_to_backend_modules!();
+    fn audit_insert(
+        &mut self,
+        entry: &crate::store::NewAudit<'_>,
+    ) -> QueryResult<crate::store::AuditRow> {
+        audit::audit_insert(self, entry)
+    }
+
+    fn job_stats_add(&mut self, rows: &[&crate::store::StatsDelta]) -> QueryResult<()> {
+        stats::job_stats_add(self, rows)
+    }
+
+    fn job_stats_fold(&mut self, older_than: Duration) -> QueryResult<usize> {
+        stats::job_stats_fold(self, older_than)
+    }
+
+    fn database_health(&mut self) -> QueryResult<crate::store::HealthFacts> {
+        health::database_health(self)
+    }
 }
 
 /// Maps `RETURNING` rows (inserted rows only, in input order) back onto the

@@ -34,9 +34,10 @@ pub(in crate::store) use explain::explain;
 pub(in crate::store) use statement::enqueue_statements;
 
 use super::{
-    AttemptStarted, Cached, ClaimLimits, ClaimQuery, ClaimedJob, Discarded, Driver, Failed,
-    LimitedJob, NewJob, NewProcess, ProcessRow, Progress, RecurringTaskRow, Released, ReleasedJob,
-    Retried, Snoozed, Succeeded, utc_now,
+    AdminDriver, AttemptStarted, BatchesDriver, Cached, ClaimLimits, ClaimQuery, ClaimedJob,
+    ClaimsDriver, Discarded, Driver, Failed, JobsDriver, LimitedJob, LimitsDriver, NewJob,
+    NewProcess, ProcessRow, ProcessesDriver, Progress, RecurringDriver, RecurringTaskRow, Released,
+    ReleasedJob, Retried, Snoozed, Succeeded, utc_now,
 };
 use crate::types::StoredLimit;
 
@@ -363,10 +364,6 @@ fn in_claim_order(mut rows: Vec<Candidate>, limit: usize) -> Vec<Candidate> {
 }
 
 impl Driver for SqliteConnection {
-    crate::store::batches::batch_driver_methods!(last_insert_rowid);
-    crate::store::dependencies::dependency_driver_methods!();
-    crate::store::rates::rate_driver_methods!(sqlite);
-
     fn transaction(
         &mut self,
         body: &mut dyn FnMut(&mut dyn Driver) -> QueryResult<()>,
@@ -375,7 +372,9 @@ impl Driver for SqliteConnection {
         // undoes our part only.
         write_tx(self, |c| body(c))
     }
+}
 
+impl JobsDriver for SqliteConnection {
     fn jobs_insert(&mut self, jobs: &[NewJob], _notify: bool) -> QueryResult<Vec<Option<i64>>> {
         write_tx(self, |conn| insert_jobs(conn, jobs))
     }
@@ -392,6 +391,309 @@ impl Driver for SqliteConnection {
         Ok(rows.into_iter().map(|r| (r.unique_key, r.id)).collect())
     }
 
+    fn jobs_attempt_started(&mut self, rows: &[AttemptStarted]) -> QueryResult<()> {
+        let now = utc_now();
+        for row in rows {
+            Cached(
+                sql_query(
+                    "UPDATE solidq_jobs SET started_at = ?1, attempts = attempts + ?2 WHERE id = ?3",
+                )
+                .bind::<Timestamp, _>(minus(now, row.ago))
+                .bind::<Integer, _>(i32::from(row.count))
+                .bind::<BigInt, _>(row.id),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn jobs_delete(&mut self, ids: &[i64]) -> QueryResult<()> {
+        Cached(
+            sql_query("DELETE FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1))")
+                .bind::<Text, _>(json_ids(ids)),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
+    fn jobs_retry(&mut self, rows: &[Retried]) -> QueryResult<()> {
+        let now = utc_now();
+        for row in rows {
+            let retry_at = plus(now, row.delay);
+            Cached(
+                sql_query(format!(
+                    "UPDATE solidq_jobs SET attempts = attempts + 1, errors = {APPEND_ERROR},
+                            scheduled_at = ?2, updated_at = ?3 WHERE id = ?4"
+                ))
+                .bind::<Text, _>(&row.error)
+                .bind::<Timestamp, _>(retry_at)
+                .bind::<Timestamp, _>(now)
+                .bind::<BigInt, _>(row.id),
+            )
+            .execute(self)?;
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_scheduled_executions
+                         (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
+                     SELECT id, queue_name, priority, scheduled_at, ?2, concurrency_key
+                     FROM solidq_jobs WHERE id = ?1",
+                )
+                .bind::<BigInt, _>(row.id)
+                .bind::<Timestamp, _>(now),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn jobs_fail(&mut self, rows: &[Failed]) -> QueryResult<()> {
+        let now = utc_now();
+        for row in rows {
+            let updated = Cached(
+                sql_query(format!(
+                    "UPDATE solidq_jobs SET attempts = attempts + ?2, stalled_count = stalled_count + ?3,
+                            errors = {APPEND_ERROR}, updated_at = ?4 WHERE id = ?5"
+                ))
+                .bind::<Text, _>(&row.error)
+                .bind::<Integer, _>(i32::from(row.ends_attempt))
+                .bind::<Integer, _>(i32::from(row.stalled))
+                .bind::<Timestamp, _>(now)
+                .bind::<BigInt, _>(row.id),
+            )
+            .execute(self)?;
+            if updated == 0 {
+                continue;
+            }
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_failed_executions (job_id, error, created_at) VALUES (?1, ?2, ?3)",
+                )
+                .bind::<BigInt, _>(row.id)
+                .bind::<Text, _>(&row.error)
+                .bind::<Timestamp, _>(now),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn jobs_set_progress(&mut self, rows: &[Progress]) -> QueryResult<()> {
+        for row in rows {
+            Cached(
+                sql_query(
+                    "UPDATE solidq_jobs SET progress = coalesce(?1, progress),
+                                            checkpoint = coalesce(?4, checkpoint)
+                     WHERE id = ?2 AND EXISTS (
+                         SELECT 1 FROM solidq_claimed_executions
+                         WHERE job_id = ?2 AND process_id = ?3)",
+                )
+                .bind::<Nullable<Text>, _>(&row.json)
+                .bind::<BigInt, _>(row.job_id)
+                .bind::<BigInt, _>(row.process_id)
+                .bind::<Nullable<Text>, _>(&row.checkpoint),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn jobs_snooze(&mut self, rows: &[Snoozed]) -> QueryResult<()> {
+        let now = utc_now();
+        for row in rows {
+            Cached(
+                sql_query(
+                    "UPDATE solidq_jobs SET snoozes = snoozes + 1, scheduled_at = ?1, updated_at = ?2
+                     WHERE id = ?3",
+                )
+                .bind::<Timestamp, _>(plus(now, row.delay))
+                .bind::<Timestamp, _>(now)
+                .bind::<BigInt, _>(row.id),
+            )
+            .execute(self)?;
+            // Due now and free of a concurrency slot: ready at once.
+            static READY: LazyLock<String> = LazyLock::new(|| {
+                format!(
+                    "INSERT INTO solidq_ready_executions ({READY_COLUMNS})
+                     SELECT {} FROM solidq_jobs WHERE id = ?1 AND ?3 AND concurrency_key IS NULL",
+                    ready_values_of("solidq_jobs", "?2")
+                )
+            });
+            Cached(
+                sql_query(READY.as_str())
+                    .bind::<BigInt, _>(row.id)
+                    .bind::<Timestamp, _>(now)
+                    .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
+            )
+            .execute(self)?;
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_scheduled_executions
+                         (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
+                     SELECT id, queue_name, priority, scheduled_at, ?2, concurrency_key
+                     FROM solidq_jobs WHERE id = ?1 AND NOT (?3 AND concurrency_key IS NULL)",
+                )
+                .bind::<BigInt, _>(row.id)
+                .bind::<Timestamp, _>(now)
+                .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn jobs_release(&mut self, rows: &[Released]) -> QueryResult<()> {
+        let now = utc_now();
+        for row in rows {
+            Cached(
+                sql_query(
+                    "UPDATE solidq_jobs SET stalled_count = stalled_count + ?1, updated_at = ?2 WHERE id = ?3",
+                )
+                .bind::<Integer, _>(i32::from(row.stalled))
+                .bind::<Timestamp, _>(now)
+                .bind::<BigInt, _>(row.id),
+            )
+            .execute(self)?;
+            if let Some(error) = &row.error {
+                Cached(
+                    sql_query(format!(
+                        "UPDATE solidq_jobs SET errors = {APPEND_ERROR} WHERE id = ?2"
+                    ))
+                    .bind::<Text, _>(error)
+                    .bind::<BigInt, _>(row.id),
+                )
+                .execute(self)?;
+            }
+            static READY: LazyLock<String> = LazyLock::new(|| {
+                format!(
+                    "INSERT INTO solidq_ready_executions ({READY_COLUMNS})
+                     SELECT {} FROM solidq_jobs WHERE id = ?1",
+                    ready_values_of("solidq_jobs", "?2")
+                )
+            });
+            Cached(
+                sql_query(READY.as_str())
+                    .bind::<BigInt, _>(row.id)
+                    .bind::<Timestamp, _>(now),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn failed_retry(&mut self, ids: &[i64]) -> QueryResult<usize> {
+        let ids = json_ids(ids);
+        write_tx(self, |c| {
+            let now = utc_now();
+            let gone: Vec<IdRow> = Cached(
+                sql_query(
+                    "DELETE FROM solidq_failed_executions WHERE job_id IN (SELECT value FROM json_each(?1))
+                     RETURNING job_id AS id",
+                )
+                .bind::<Text, _>(&ids),
+            )
+            .load(c)?;
+            if gone.is_empty() {
+                return Ok(0);
+            }
+            let gone = json_ids(&gone.iter().map(|r| r.id).collect::<Vec<_>>());
+            Cached(
+                sql_query(
+                    "UPDATE solidq_jobs SET max_attempts = max(max_attempts, attempts + 1), stalled_count = 0,
+                            scheduled_at = ?2, updated_at = ?2
+                     WHERE id IN (SELECT value FROM json_each(?1))",
+                )
+                .bind::<Text, _>(&gone)
+                .bind::<Timestamp, _>(now),
+            )
+            .execute(c)?;
+            static READY: LazyLock<String> = LazyLock::new(|| {
+                format!(
+                    "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {}",
+                    ready_rows_sql(
+                        "j",
+                        "?2",
+                        "FROM solidq_jobs j
+                         WHERE j.id IN (SELECT value FROM json_each(?1)) AND j.concurrency_key IS NULL"
+                    )
+                )
+            });
+            let ready = Cached(
+                sql_query(READY.as_str())
+                    .bind::<Text, _>(&gone)
+                    .bind::<Timestamp, _>(now),
+            )
+            .execute(c)?;
+            // Jobs under a concurrency limit go through the dispatcher,
+            // which takes their slot.
+            let limited = Cached(
+                sql_query(
+                    "INSERT INTO solidq_scheduled_executions
+                         (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
+                     SELECT id, queue_name, priority, ?2, ?2, concurrency_key FROM solidq_jobs
+                     WHERE id IN (SELECT value FROM json_each(?1)) AND concurrency_key IS NOT NULL",
+                )
+                .bind::<Text, _>(&gone)
+                .bind::<Timestamp, _>(now),
+            )
+            .execute(c)?;
+            Ok(ready + limited)
+        })
+    }
+
+    fn failed_discard(&mut self, ids: &[i64]) -> QueryResult<usize> {
+        Cached(
+            sql_query(
+                "DELETE FROM solidq_jobs WHERE id IN (SELECT job_id FROM solidq_failed_executions
+                 WHERE job_id IN (SELECT value FROM json_each(?1)))",
+            )
+            .bind::<Text, _>(json_ids(ids)),
+        )
+        .execute(self)
+    }
+
+    fn jobs_delete_finished(
+        &mut self,
+        older_than: Option<Duration>,
+        limit: usize,
+    ) -> QueryResult<usize> {
+        let now = utc_now();
+        match older_than {
+            None => Cached(
+                sql_query(CLEAN_EXPIRED)
+                    .bind::<Timestamp, _>(now)
+                    .bind::<BigInt, _>(limit as i64),
+            )
+            .execute(self),
+            Some(age) => Cached(
+                sql_query(
+                    "DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM solidq_jobs
+                     WHERE finished_at < ?1 LIMIT ?2)",
+                )
+                .bind::<Timestamp, _>(minus(now, age))
+                .bind::<BigInt, _>(limit as i64),
+            )
+            .execute(self),
+        }
+    }
+
+    fn pending_remove(&mut self, ids: &[i64]) -> QueryResult<Vec<crate::store::RemovedPending>> {
+        control::pending_remove(self, ids)
+    }
+
+    fn scheduled_make_due(&mut self, ids: &[i64]) -> QueryResult<usize> {
+        control::scheduled_make_due(self, ids)
+    }
+
+    fn blocked_run_now(&mut self, ids: &[i64]) -> QueryResult<Vec<String>> {
+        control::blocked_run_now(self, ids)
+    }
+
+    fn jobs_request_cancel(&mut self, ids: &[i64]) -> QueryResult<Vec<i64>> {
+        control::jobs_request_cancel(self, ids)
+    }
+}
+
+impl ClaimsDriver for SqliteConnection {
     fn ready_claim(
         &mut self,
         claim: &ClaimQuery,
@@ -584,9 +886,9 @@ impl Driver for SqliteConnection {
         let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         write_tx(self, |c| {
             if !starts.is_empty() {
-                Driver::claimed_mark_started(c, process_id, starts)?;
+                ClaimsDriver::claimed_mark_started(c, process_id, starts)?;
             }
-            let fenced: Vec<i64> = Driver::claimed_delete_fenced(c, process_id, &ids)?;
+            let fenced: Vec<i64> = ClaimsDriver::claimed_delete_fenced(c, process_id, &ids)?;
             if fenced.is_empty() {
                 return Ok(fenced);
             }
@@ -627,196 +929,9 @@ impl Driver for SqliteConnection {
             Ok(fenced)
         })
     }
+}
 
-    fn jobs_attempt_started(&mut self, rows: &[AttemptStarted]) -> QueryResult<()> {
-        let now = utc_now();
-        for row in rows {
-            Cached(
-                sql_query(
-                    "UPDATE solidq_jobs SET started_at = ?1, attempts = attempts + ?2 WHERE id = ?3",
-                )
-                .bind::<Timestamp, _>(minus(now, row.ago))
-                .bind::<Integer, _>(i32::from(row.count))
-                .bind::<BigInt, _>(row.id),
-            )
-            .execute(self)?;
-        }
-        Ok(())
-    }
-
-    fn jobs_delete(&mut self, ids: &[i64]) -> QueryResult<()> {
-        Cached(
-            sql_query("DELETE FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1))")
-                .bind::<Text, _>(json_ids(ids)),
-        )
-        .execute(self)
-        .map(drop)
-    }
-
-    fn jobs_retry(&mut self, rows: &[Retried]) -> QueryResult<()> {
-        let now = utc_now();
-        for row in rows {
-            let retry_at = plus(now, row.delay);
-            Cached(
-                sql_query(format!(
-                    "UPDATE solidq_jobs SET attempts = attempts + 1, errors = {APPEND_ERROR},
-                            scheduled_at = ?2, updated_at = ?3 WHERE id = ?4"
-                ))
-                .bind::<Text, _>(&row.error)
-                .bind::<Timestamp, _>(retry_at)
-                .bind::<Timestamp, _>(now)
-                .bind::<BigInt, _>(row.id),
-            )
-            .execute(self)?;
-            Cached(
-                sql_query(
-                    "INSERT INTO solidq_scheduled_executions
-                         (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
-                     SELECT id, queue_name, priority, scheduled_at, ?2, concurrency_key
-                     FROM solidq_jobs WHERE id = ?1",
-                )
-                .bind::<BigInt, _>(row.id)
-                .bind::<Timestamp, _>(now),
-            )
-            .execute(self)?;
-        }
-        Ok(())
-    }
-
-    fn jobs_fail(&mut self, rows: &[Failed]) -> QueryResult<()> {
-        let now = utc_now();
-        for row in rows {
-            let updated = Cached(
-                sql_query(format!(
-                    "UPDATE solidq_jobs SET attempts = attempts + ?2, stalled_count = stalled_count + ?3,
-                            errors = {APPEND_ERROR}, updated_at = ?4 WHERE id = ?5"
-                ))
-                .bind::<Text, _>(&row.error)
-                .bind::<Integer, _>(i32::from(row.ends_attempt))
-                .bind::<Integer, _>(i32::from(row.stalled))
-                .bind::<Timestamp, _>(now)
-                .bind::<BigInt, _>(row.id),
-            )
-            .execute(self)?;
-            if updated == 0 {
-                continue;
-            }
-            Cached(
-                sql_query(
-                    "INSERT INTO solidq_failed_executions (job_id, error, created_at) VALUES (?1, ?2, ?3)",
-                )
-                .bind::<BigInt, _>(row.id)
-                .bind::<Text, _>(&row.error)
-                .bind::<Timestamp, _>(now),
-            )
-            .execute(self)?;
-        }
-        Ok(())
-    }
-
-    fn jobs_set_progress(&mut self, rows: &[Progress]) -> QueryResult<()> {
-        for row in rows {
-            Cached(
-                sql_query(
-                    "UPDATE solidq_jobs SET progress = coalesce(?1, progress),
-                                            checkpoint = coalesce(?4, checkpoint)
-                     WHERE id = ?2 AND EXISTS (
-                         SELECT 1 FROM solidq_claimed_executions
-                         WHERE job_id = ?2 AND process_id = ?3)",
-                )
-                .bind::<Nullable<Text>, _>(&row.json)
-                .bind::<BigInt, _>(row.job_id)
-                .bind::<BigInt, _>(row.process_id)
-                .bind::<Nullable<Text>, _>(&row.checkpoint),
-            )
-            .execute(self)?;
-        }
-        Ok(())
-    }
-
-    fn jobs_snooze(&mut self, rows: &[Snoozed]) -> QueryResult<()> {
-        let now = utc_now();
-        for row in rows {
-            Cached(
-                sql_query(
-                    "UPDATE solidq_jobs SET snoozes = snoozes + 1, scheduled_at = ?1, updated_at = ?2
-                     WHERE id = ?3",
-                )
-                .bind::<Timestamp, _>(plus(now, row.delay))
-                .bind::<Timestamp, _>(now)
-                .bind::<BigInt, _>(row.id),
-            )
-            .execute(self)?;
-            // Due now and free of a concurrency slot: ready at once.
-            static READY: LazyLock<String> = LazyLock::new(|| {
-                format!(
-                    "INSERT INTO solidq_ready_executions ({READY_COLUMNS})
-                     SELECT {} FROM solidq_jobs WHERE id = ?1 AND ?3 AND concurrency_key IS NULL",
-                    ready_values_of("solidq_jobs", "?2")
-                )
-            });
-            Cached(
-                sql_query(READY.as_str())
-                    .bind::<BigInt, _>(row.id)
-                    .bind::<Timestamp, _>(now)
-                    .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
-            )
-            .execute(self)?;
-            Cached(
-                sql_query(
-                    "INSERT INTO solidq_scheduled_executions
-                         (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
-                     SELECT id, queue_name, priority, scheduled_at, ?2, concurrency_key
-                     FROM solidq_jobs WHERE id = ?1 AND NOT (?3 AND concurrency_key IS NULL)",
-                )
-                .bind::<BigInt, _>(row.id)
-                .bind::<Timestamp, _>(now)
-                .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
-            )
-            .execute(self)?;
-        }
-        Ok(())
-    }
-
-    fn jobs_release(&mut self, rows: &[Released]) -> QueryResult<()> {
-        let now = utc_now();
-        for row in rows {
-            Cached(
-                sql_query(
-                    "UPDATE solidq_jobs SET stalled_count = stalled_count + ?1, updated_at = ?2 WHERE id = ?3",
-                )
-                .bind::<Integer, _>(i32::from(row.stalled))
-                .bind::<Timestamp, _>(now)
-                .bind::<BigInt, _>(row.id),
-            )
-            .execute(self)?;
-            if let Some(error) = &row.error {
-                Cached(
-                    sql_query(format!(
-                        "UPDATE solidq_jobs SET errors = {APPEND_ERROR} WHERE id = ?2"
-                    ))
-                    .bind::<Text, _>(error)
-                    .bind::<BigInt, _>(row.id),
-                )
-                .execute(self)?;
-            }
-            static READY: LazyLock<String> = LazyLock::new(|| {
-                format!(
-                    "INSERT INTO solidq_ready_executions ({READY_COLUMNS})
-                     SELECT {} FROM solidq_jobs WHERE id = ?1",
-                    ready_values_of("solidq_jobs", "?2")
-                )
-            });
-            Cached(
-                sql_query(READY.as_str())
-                    .bind::<BigInt, _>(row.id)
-                    .bind::<Timestamp, _>(now),
-            )
-            .execute(self)?;
-        }
-        Ok(())
-    }
-
+impl ProcessesDriver for SqliteConnection {
     fn process_insert(&mut self, p: &NewProcess) -> QueryResult<i64> {
         let now = utc_now();
         let row: IdRow = Cached(
@@ -908,7 +1023,91 @@ impl Driver for SqliteConnection {
         .load(self)?;
         Ok(rows.into_iter().next())
     }
+}
 
+impl LimitsDriver for SqliteConnection {
+    crate::store::rates::rate_driver_methods!(sqlite);
+
+    fn scheduled_take_limited(
+        &mut self,
+        ids: Option<&[i64]>,
+        batch: usize,
+    ) -> QueryResult<Vec<LimitedJob>> {
+        concurrency::scheduled_take_limited(self, ids, batch)
+    }
+
+    fn scheduled_limited_due(&mut self) -> QueryResult<bool> {
+        concurrency::scheduled_limited_due(self)
+    }
+
+    fn semaphore_acquire(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
+        concurrency::semaphore_acquire(self, key, limit)
+    }
+
+    fn semaphore_signal(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
+        concurrency::semaphore_signal(self, key, limit)
+    }
+
+    fn ready_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
+        let ids: Vec<i64> = jobs.iter().map(|j| j.job_id).collect();
+        crate::store::fair::insert_ready_by_id!(self, &ids)
+    }
+
+    fn blocked_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
+        concurrency::blocked_insert(self, jobs)
+    }
+
+    fn blocked_next(&mut self, key: &str) -> QueryResult<Option<LimitedJob>> {
+        concurrency::blocked_next(self, key)
+    }
+
+    fn blocked_delete(&mut self, job_id: i64) -> QueryResult<()> {
+        concurrency::blocked_delete(self, job_id)
+    }
+
+    fn jobs_discard(&mut self, rows: &[Discarded]) -> QueryResult<()> {
+        concurrency::jobs_discard(self, rows)
+    }
+
+    fn semaphores_delete_expired(&mut self) -> QueryResult<Vec<String>> {
+        concurrency::semaphores_delete_expired(self)
+    }
+
+    fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>> {
+        concurrency::blocked_expired_keys(self, limit)
+    }
+}
+
+impl BatchesDriver for SqliteConnection {
+    crate::store::batches::batch_driver_methods!(last_insert_rowid);
+
+    crate::store::dependencies::dependency_driver_methods!();
+}
+
+impl RecurringDriver for SqliteConnection {
+    fn recurring_tasks_sync(&mut self, tasks: &[RecurringTaskRow]) -> QueryResult<()> {
+        recurring::tasks_sync(self, tasks)
+    }
+
+    fn recurring_execution_insert(
+        &mut self,
+        task_key: &str,
+        run_at: NaiveDateTime,
+        job_id: i64,
+    ) -> QueryResult<Option<NaiveDateTime>> {
+        recurring::execution_insert(self, task_key, run_at, job_id)
+    }
+
+    fn recurring_executions_delete_old(
+        &mut self,
+        older_than: Duration,
+        limit: usize,
+    ) -> QueryResult<usize> {
+        recurring::executions_delete_old(self, older_than, limit)
+    }
+}
+
+impl AdminDriver for SqliteConnection {
     fn pause_set(&mut self, queue: &str, paused: bool) -> QueryResult<bool> {
         let changed = if paused {
             Cached(
@@ -927,102 +1126,6 @@ impl Driver for SqliteConnection {
             .execute(self)?
         };
         Ok(changed > 0)
-    }
-
-    fn failed_retry(&mut self, ids: &[i64]) -> QueryResult<usize> {
-        let ids = json_ids(ids);
-        write_tx(self, |c| {
-            let now = utc_now();
-            let gone: Vec<IdRow> = Cached(
-                sql_query(
-                    "DELETE FROM solidq_failed_executions WHERE job_id IN (SELECT value FROM json_each(?1))
-                     RETURNING job_id AS id",
-                )
-                .bind::<Text, _>(&ids),
-            )
-            .load(c)?;
-            if gone.is_empty() {
-                return Ok(0);
-            }
-            let gone = json_ids(&gone.iter().map(|r| r.id).collect::<Vec<_>>());
-            Cached(
-                sql_query(
-                    "UPDATE solidq_jobs SET max_attempts = max(max_attempts, attempts + 1), stalled_count = 0,
-                            scheduled_at = ?2, updated_at = ?2
-                     WHERE id IN (SELECT value FROM json_each(?1))",
-                )
-                .bind::<Text, _>(&gone)
-                .bind::<Timestamp, _>(now),
-            )
-            .execute(c)?;
-            static READY: LazyLock<String> = LazyLock::new(|| {
-                format!(
-                    "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {}",
-                    ready_rows_sql(
-                        "j",
-                        "?2",
-                        "FROM solidq_jobs j
-                         WHERE j.id IN (SELECT value FROM json_each(?1)) AND j.concurrency_key IS NULL"
-                    )
-                )
-            });
-            let ready = Cached(
-                sql_query(READY.as_str())
-                    .bind::<Text, _>(&gone)
-                    .bind::<Timestamp, _>(now),
-            )
-            .execute(c)?;
-            // Jobs under a concurrency limit go through the dispatcher,
-            // which takes their slot.
-            let limited = Cached(
-                sql_query(
-                    "INSERT INTO solidq_scheduled_executions
-                         (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
-                     SELECT id, queue_name, priority, ?2, ?2, concurrency_key FROM solidq_jobs
-                     WHERE id IN (SELECT value FROM json_each(?1)) AND concurrency_key IS NOT NULL",
-                )
-                .bind::<Text, _>(&gone)
-                .bind::<Timestamp, _>(now),
-            )
-            .execute(c)?;
-            Ok(ready + limited)
-        })
-    }
-
-    fn failed_discard(&mut self, ids: &[i64]) -> QueryResult<usize> {
-        Cached(
-            sql_query(
-                "DELETE FROM solidq_jobs WHERE id IN (SELECT job_id FROM solidq_failed_executions
-                 WHERE job_id IN (SELECT value FROM json_each(?1)))",
-            )
-            .bind::<Text, _>(json_ids(ids)),
-        )
-        .execute(self)
-    }
-
-    fn jobs_delete_finished(
-        &mut self,
-        older_than: Option<Duration>,
-        limit: usize,
-    ) -> QueryResult<usize> {
-        let now = utc_now();
-        match older_than {
-            None => Cached(
-                sql_query(CLEAN_EXPIRED)
-                    .bind::<Timestamp, _>(now)
-                    .bind::<BigInt, _>(limit as i64),
-            )
-            .execute(self),
-            Some(age) => Cached(
-                sql_query(
-                    "DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM solidq_jobs
-                     WHERE finished_at < ?1 LIMIT ?2)",
-                )
-                .bind::<Timestamp, _>(minus(now, age))
-                .bind::<BigInt, _>(limit as i64),
-            )
-            .execute(self),
-        }
     }
 
     fn db_now(&mut self) -> QueryResult<NaiveDateTime> {
@@ -1046,7 +1149,24 @@ impl Driver for SqliteConnection {
         Ok(analyzed)
     }
 
-    super::forward_to_backend_modules!();
+    fn audit_insert(
+        &mut self,
+        entry: &crate::store::NewAudit<'_>,
+    ) -> QueryResult<crate::store::AuditRow> {
+        audit::audit_insert(self, entry)
+    }
+
+    fn job_stats_add(&mut self, rows: &[&crate::store::StatsDelta]) -> QueryResult<()> {
+        stats::job_stats_add(self, rows)
+    }
+
+    fn job_stats_fold(&mut self, older_than: Duration) -> QueryResult<usize> {
+        stats::job_stats_fold(self, older_than)
+    }
+
+    fn database_health(&mut self) -> QueryResult<crate::store::HealthFacts> {
+        health::database_health(self)
+    }
 }
 
 #[derive(QueryableByName)]
