@@ -24,7 +24,8 @@ use super::{
     ClaimLimits, ClaimQuery, Counted, Driver, NewAudit, NewJob, NewProcess, PoolOptions,
     RecurringTaskRow, SqliteSettings, StatsDelta, Store, Succeeded, in_transaction,
 };
-use crate::types::{Backend, DatabaseUrl, Delivery, QueuePattern};
+use super::{Failed, ReleasedJob};
+use crate::types::{Backend, DatabaseUrl, Delivery, OnConflict, QueuePattern, StoredLimit};
 
 /// Runs `case` on `backend`'s database in a transaction that is rolled
 /// back; a failed assertion inside fails the test with its message.
@@ -240,8 +241,10 @@ conformance!(
     a_batch_counts_closes_and_finishes_once,
     a_tick_is_guarded_once_and_old_guards_go,
     statistics_add_up_and_fold_into_the_totals,
-    database_health_names_solidqs_tables;
+    database_health_names_solidqs_tables,
+    a_semaphore_gives_its_limit_and_takes_back_what_was_given;
     alone: a_claim_is_its_processs_alone_and_finishes_once,
+    a_failed_job_is_retried_once,
 );
 
 /// Never an id of a row of a fresh database.
@@ -628,4 +631,69 @@ fn a_claim_is_its_processs_alone_and_finishes_once(d: &mut dyn Driver) {
     assert_eq!(rest, [ids[2]], "what is left in ready");
     let other = ClaimQuery::new(vec![QueuePattern::Exact("elsewhere".into())]);
     assert!(d.ready_claim(&other, b, &limits(5)).unwrap().is_empty());
+}
+
+fn a_semaphore_gives_its_limit_and_takes_back_what_was_given(d: &mut dyn Driver) {
+    let limit = StoredLimit {
+        limit: 2,
+        duration_ms: 60_000,
+        on_conflict: OnConflict::Block,
+    };
+    assert!(d.semaphore_acquire("conformance-key", &limit).unwrap());
+    assert!(d.semaphore_acquire("conformance-key", &limit).unwrap());
+    assert!(
+        !d.semaphore_acquire("conformance-key", &limit).unwrap(),
+        "two slots given: no third"
+    );
+    assert!(
+        d.semaphore_acquire("another-key", &limit).unwrap(),
+        "each key its own"
+    );
+    assert!(d.semaphore_signal("conformance-key", &limit).unwrap());
+    assert!(
+        d.semaphore_acquire("conformance-key", &limit).unwrap(),
+        "the slot given back"
+    );
+    assert!(
+        !d.semaphore_signal("no-such-key", &limit).unwrap(),
+        "no semaphore"
+    );
+    assert!(d.blocked_next("conformance-key").unwrap().is_none());
+}
+
+fn a_failed_job_is_retried_once(d: &mut dyn Driver) {
+    let p = process(d, "conformance-failing");
+    let [Some(id)] = d.jobs_insert(&[job(None)], false).unwrap()[..] else {
+        panic!("a job")
+    };
+    let query = ClaimQuery::new(vec![QueuePattern::Exact("conformance".into())]);
+    let limits = ClaimLimits {
+        immediate: 1,
+        ahead: 0,
+        fast_kinds: Vec::new(),
+    };
+    let claimed = d.ready_claim(&query, p, &limits).unwrap();
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), [id]);
+    d.transaction(&mut |d| {
+        assert_eq!(d.claimed_delete_fenced(p, &[id])?, [id]);
+        d.jobs_fail(&[Failed {
+            id,
+            error: r#"{"kind":"conformance","message":"no"}"#.into(),
+            ends_attempt: true,
+            stalled: false,
+        }])
+    })
+    .unwrap();
+    let left: Vec<ReleasedJob> = d.claimed_delete_by_process(p).unwrap();
+    assert!(left.is_empty(), "no claim is left: {left:?}");
+    assert_eq!(d.failed_retry(&[id, MISSING[0]]).unwrap(), 1, "retried");
+    assert_eq!(d.failed_retry(&[id]).unwrap(), 0, "retried once");
+    assert_eq!(d.failed_discard(&[id]).unwrap(), 0, "no longer failed");
+    let again: Vec<i64> = d
+        .ready_claim(&query, p, &limits)
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(again, [id], "ready again");
 }
