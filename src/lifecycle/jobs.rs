@@ -88,24 +88,36 @@ pub(crate) enum BatchRefused {
 }
 
 /// [`make_batch`] in a transaction on `d` (a savepoint inside the
-/// caller's transaction, if one is open): a refused batch leaves nothing
-/// of itself.
+/// caller's transaction, if one is open), rolled back when the batch is
+/// refused (the refusal in `refused`): a refused batch leaves nothing of
+/// itself.
+fn make_batch_in_transaction(
+    d: &mut dyn Driver,
+    making: &BatchMaking<'_>,
+    refused: &mut Option<BatchRefused>,
+) -> QueryResult<(i64, Inserted)> {
+    *refused = None;
+    in_transaction(d, |d| match make_batch(d, making)? {
+        Ok(made) => Ok(made),
+        Err(refusal) => {
+            *refused = Some(refusal);
+            Err(DieselError::RollbackTransaction)
+        }
+    })
+}
+
+/// A batch made on the caller's connection (see
+/// [`make_batch_in_transaction`]).
 pub(crate) fn batch_make_on(
     d: &mut dyn Driver,
     making: &BatchMaking<'_>,
 ) -> Result<std::result::Result<(i64, Inserted), BatchRefused>> {
     let mut refused = None;
-    let made = in_transaction(d, |d| match make_batch(d, making)? {
-        Ok(made) => Ok(made),
-        Err(refusal) => {
-            refused = Some(refusal);
-            Err(DieselError::RollbackTransaction)
-        }
-    });
-    if let Some(refused) = refused {
-        return Ok(Err(refused));
+    let made = make_batch_in_transaction(d, making, &mut refused);
+    match refused {
+        Some(refused) => Ok(Err(refused)),
+        None => made.map(Ok).map_err(Error::db("batch")),
     }
-    made.map(Ok).map_err(Error::db("batch"))
 }
 
 impl Store {
@@ -116,19 +128,12 @@ impl Store {
     ) -> Result<std::result::Result<(i64, Inserted), BatchRefused>> {
         let mut refused = None;
         let made = self.with_driver("batch", |d| {
-            refused = None;
-            in_transaction(d, |d| match make_batch(d, making)? {
-                Ok(made) => Ok(made),
-                Err(refusal) => {
-                    refused = Some(refusal);
-                    Err(DieselError::RollbackTransaction)
-                }
-            })
+            make_batch_in_transaction(d, making, &mut refused)
         });
-        if let Some(refused) = refused {
-            return Ok(Err(refused));
+        match refused {
+            Some(refused) => Ok(Err(refused)),
+            None => made.map(Ok),
         }
-        made.map(Ok)
     }
 
     /// Inserts jobs in one transaction: each one's new id, or the id of
