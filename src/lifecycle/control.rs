@@ -4,11 +4,16 @@
 //! running jobs to stop, retry failed jobs (a failed member of a batch is
 //! pending in it again). Each batch of jobs is one transaction.
 
+use std::collections::HashMap;
 use std::time::Duration;
+
+use diesel::QueryResult;
 
 use super::places as concurrency;
 use crate::store::DISCARDED;
-use crate::store::{Discarded, FailedSelection, Slot, Store, StoredOptions, in_transaction};
+use crate::store::{
+    Discarded, Driver, FailedSelection, Slot, Store, StoredOptions, in_transaction,
+};
 use crate::types::{ErrorInfo, Result};
 
 impl Store {
@@ -39,16 +44,15 @@ impl Store {
                 // locks them: a completion releasing one of these jobs
                 // (holding the batch row) never waits for us while we wait
                 // for it.
-                let batches: std::collections::BTreeSet<i64> =
-                    crate::store::batches::members_of(d, ids)?
-                        .into_iter()
-                        .map(|(batch, _)| batch)
-                        .collect();
+                let batches: std::collections::BTreeSet<i64> = super::rules::members_of(d, ids)?
+                    .into_iter()
+                    .map(|(batch, _)| batch)
+                    .collect();
                 for batch in batches {
                     d.batch_change(batch, &crate::store::batches::BatchDelta::default())?;
                 }
                 let mut removed = d.pending_remove(ids)?;
-                removed.extend(crate::store::dependencies::waiting_remove(d, ids)?);
+                removed.extend(waiting_remove(d, ids)?);
                 let slots: Vec<Slot> = removed
                     .iter()
                     .filter(|r| r.was_ready)
@@ -139,7 +143,7 @@ impl Store {
         // A failed member of a batch is pending in it again.
         self.failed_batches("failed_retry", selection, |conn, ids| {
             crate::store::in_transaction(crate::store::driver(conn), |d| {
-                let members = crate::store::batches::members_of(d, ids)?;
+                let members = super::rules::members_of(d, ids)?;
                 let retried = d.failed_retry(ids)?;
                 let batches: Vec<i64> = members.into_iter().map(|(batch, _)| batch).collect();
                 super::rules::members_reopened(d, &batches)?;
@@ -147,4 +151,27 @@ impl Store {
             })
         })
     }
+}
+
+/// Removes `ids` from the waiting jobs (an operator's cancel): the ids
+/// removed, with their options and concurrency keys.
+pub(crate) fn waiting_remove(
+    d: &mut dyn Driver,
+    ids: &[i64],
+) -> QueryResult<Vec<crate::store::RemovedPending>> {
+    let waiting: Vec<i64> = d.waiting_get(ids)?.into_iter().map(|w| w.job_id).collect();
+    if waiting.is_empty() {
+        return Ok(Vec::new());
+    }
+    d.waiting_delete(&waiting)?;
+    let options: HashMap<i64, String> = d.jobs_options(&waiting)?.into_iter().collect();
+    Ok(waiting
+        .into_iter()
+        .map(|id| crate::store::RemovedPending {
+            id,
+            concurrency_key: None,
+            options: options.get(&id).cloned().unwrap_or_else(|| "{}".into()),
+            was_ready: false,
+        })
+        .collect())
 }

@@ -4,7 +4,7 @@
 use diesel::QueryResult;
 use diesel::result::Error as DieselError;
 
-use crate::store::batches::{self, NewBatch, Refusal, StoredCallbacks};
+use crate::store::batches::{NewBatch, Refusal, StoredCallbacks};
 use crate::store::dependencies::Wait;
 use crate::store::{
     Completion, Driver, FinishReport, Inserted, NewJob, Progress, Start, Store, in_transaction,
@@ -45,7 +45,7 @@ fn make_batch(
     d: &mut dyn Driver,
     making: &BatchMaking<'_>,
 ) -> QueryResult<std::result::Result<(i64, Inserted), BatchRefused>> {
-    let id = match batches::open_on(d, making.row)? {
+    let id = match super::rules::open_on(d, making.row)? {
         Ok(id) => id,
         Err(refusal) => {
             return Ok(Err(BatchRefused::Batch(

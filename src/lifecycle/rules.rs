@@ -19,7 +19,7 @@ use diesel::QueryResult;
 
 use super::places::{self as concurrency, Placement, notify};
 use crate::store::batches::{
-    BatchDelta, BatchRow, Callback, MemberEnd, Refusal, StoredCallbacks, members_of,
+    BatchDelta, BatchRow, Callback, MemberEnd, NewBatch, Refusal, StoredCallbacks,
 };
 use crate::store::dependencies::{
     self, FAILED, ParentRef, ParentRow, ReleasedJob, SUCCEEDED, Wait, WaitingRow,
@@ -786,4 +786,34 @@ pub(crate) fn members_reopened(d: &mut dyn Driver, batches: &[i64]) -> QueryResu
         }
     }
     Ok(())
+}
+
+/// The members' batches among `job_ids`: `(batch id, job id)`.
+pub(crate) fn members_of(d: &mut dyn Driver, job_ids: &[i64]) -> QueryResult<Vec<(i64, i64)>> {
+    if job_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    d.batch_members(job_ids)
+}
+
+/// Opens a batch (inside the caller's transaction); a child of `parent`
+/// counts as one pending member of it until it finishes. `Err(Refusal)`
+/// when the parent is missing or finished: roll back.
+pub(crate) fn open_on(
+    d: &mut dyn Driver,
+    new: &NewBatch,
+) -> QueryResult<std::result::Result<i64, Refusal>> {
+    if let Some(parent) = new.parent_id {
+        let one = BatchDelta {
+            total: 1,
+            pending: 1,
+            ..BatchDelta::default()
+        };
+        match d.batch_change(parent, &one)? {
+            None => return Ok(Err(Refusal::Missing)),
+            Some(row) if row.finished_at.is_some() => return Ok(Err(Refusal::Finished)),
+            Some(_) => {}
+        }
+    }
+    Ok(Ok(d.batch_insert(new)?))
 }

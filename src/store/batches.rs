@@ -12,10 +12,9 @@
 //! them.
 
 use chrono::NaiveDateTime;
-use diesel::QueryResult;
 use serde::{Deserialize, Serialize};
 
-use super::{Driver, NewJob, Store};
+use super::{NewJob, Store};
 use crate::types::{Delivery, Result};
 
 /// A batch row to insert.
@@ -136,14 +135,6 @@ pub(crate) enum MemberEnd {
     Failed,
 }
 
-/// The members' batches among `job_ids`: `(batch id, job id)`.
-pub(crate) fn members_of(d: &mut dyn Driver, job_ids: &[i64]) -> QueryResult<Vec<(i64, i64)>> {
-    if job_ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    d.batch_members(job_ids)
-}
-
 /// Why a batch refused an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refusal {
@@ -153,28 +144,6 @@ pub(crate) enum Refusal {
     Finished,
     /// A job would wait for this one, which is not a member of the batch.
     UnknownParent(i64),
-}
-
-/// Opens a batch (inside the caller's transaction); a child of `parent`
-/// counts as one pending member of it until it finishes. `Err(Refusal)`
-/// when the parent is missing or finished: roll back.
-pub(crate) fn open_on(
-    d: &mut dyn Driver,
-    new: &NewBatch,
-) -> QueryResult<std::result::Result<i64, Refusal>> {
-    if let Some(parent) = new.parent_id {
-        let one = BatchDelta {
-            total: 1,
-            pending: 1,
-            ..BatchDelta::default()
-        };
-        match d.batch_change(parent, &one)? {
-            None => return Ok(Err(Refusal::Missing)),
-            Some(row) if row.finished_at.is_some() => return Ok(Err(Refusal::Finished)),
-            Some(_) => {}
-        }
-    }
-    Ok(Ok(d.batch_insert(new)?))
 }
 
 impl Store {

@@ -13,13 +13,10 @@
 //! seen by that completion's edge update; a parent that ended before the
 //! lock was taken is read as ended, and its new edges resolved at once.
 
-use std::collections::HashMap;
-
 use chrono::NaiveDateTime;
-use diesel::QueryResult;
 
+use super::NewJob;
 use super::batches::MemberEnd;
-use super::{Driver, NewJob};
 use crate::types::ErrorInfo;
 
 /// A run time no dependant reaches while it waits: it is inserted as a
@@ -111,29 +108,6 @@ pub(crate) fn held(jobs: &[NewJob], waits: &[Wait]) -> Vec<NewJob> {
         jobs[wait.index].delay = std::time::Duration::ZERO;
     }
     jobs
-}
-
-/// Removes `ids` from the waiting jobs (an operator's cancel): the ids
-/// removed, with their options and concurrency keys.
-pub(crate) fn waiting_remove(
-    d: &mut dyn Driver,
-    ids: &[i64],
-) -> QueryResult<Vec<super::RemovedPending>> {
-    let waiting: Vec<i64> = d.waiting_get(ids)?.into_iter().map(|w| w.job_id).collect();
-    if waiting.is_empty() {
-        return Ok(Vec::new());
-    }
-    d.waiting_delete(&waiting)?;
-    let options: HashMap<i64, String> = d.jobs_options(&waiting)?.into_iter().collect();
-    Ok(waiting
-        .into_iter()
-        .map(|id| super::RemovedPending {
-            id,
-            concurrency_key: None,
-            options: options.get(&id).cloned().unwrap_or_else(|| "{}".into()),
-            was_ready: false,
-        })
-        .collect())
 }
 
 /// How a stored job ended, for a dependant added to wait for it: from its

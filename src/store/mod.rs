@@ -21,13 +21,13 @@
 //!   and takes "now" from the database clock (`UTC_TIMESTAMP(6)`).
 
 mod admin;
+mod areas;
 mod audit;
 pub(crate) mod batches;
 #[cfg(test)]
 mod conformance;
 mod connection;
 pub(crate) mod dependencies;
-mod driver;
 pub(crate) mod fair;
 mod health;
 mod info;
@@ -62,14 +62,14 @@ use diesel::{QueryResult, RunQueryDsl};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 
 pub(crate) use admin::{FailedSelection, NameScope, NamesSeen};
+pub(crate) use areas::{
+    AdminDriver, BatchesDriver, ClaimsDriver, Driver, JobsDriver, LimitsDriver, ProcessesDriver,
+    RecurringDriver,
+};
 pub(crate) use audit::{AuditRow, NewAudit};
 use connection::PoolConn;
 pub(crate) use connection::SqliteSettings;
 pub use connection::{AnyConnection, ConnectionCustomizer, statements_executed};
-pub(crate) use driver::{
-    AdminDriver, BatchesDriver, ClaimsDriver, Driver, JobsDriver, LimitsDriver, ProcessesDriver,
-    RecurringDriver,
-};
 #[cfg(feature = "postgres")]
 pub(crate) use health::PostgresFacts;
 #[cfg(feature = "sqlite")]

@@ -1,4 +1,4 @@
-//! The driver: one implementation per backend (`sqlite`, `postgres`,
+//! The driver's areas: one implementation per backend (`sqlite`, `postgres`,
 //! `mysql`), split by area under one supertrait, [`Driver`], which the
 //! rules above take as `&mut dyn Driver`. Methods marked "operation" manage
 //! their own transaction; the others are primitives meant to run inside
