@@ -24,7 +24,7 @@ use super::{
     ClaimLimits, ClaimQuery, Counted, Driver, NewAudit, NewJob, NewProcess, PoolOptions,
     RecurringTaskRow, SqliteSettings, StatsDelta, Store, Succeeded, in_transaction,
 };
-use super::{Failed, ReleasedJob};
+use super::{Failed, Released, ReleasedJob};
 use crate::types::{Backend, DatabaseUrl, Delivery, OnConflict, QueuePattern, StoredLimit};
 
 /// Runs `case` on `backend`'s database in a transaction that is rolled
@@ -245,6 +245,8 @@ conformance!(
     a_semaphore_gives_its_limit_and_takes_back_what_was_given;
     alone: a_claim_is_its_processs_alone_and_finishes_once,
     a_failed_job_is_retried_once,
+    a_delayed_job_is_made_due_and_dispatched_once,
+    a_gone_processs_claim_is_an_orphan_released_once,
 );
 
 /// Never an id of a row of a fresh database.
@@ -696,4 +698,72 @@ fn a_failed_job_is_retried_once(d: &mut dyn Driver) {
         .map(|j| j.id)
         .collect();
     assert_eq!(again, [id], "ready again");
+}
+
+fn claim_ids(d: &mut dyn Driver, process: i64, n: usize) -> Vec<i64> {
+    let query = ClaimQuery::new(vec![QueuePattern::Exact("conformance".into())]);
+    let limits = ClaimLimits {
+        immediate: n,
+        ahead: 0,
+        fast_kinds: Vec::new(),
+    };
+    d.ready_claim(&query, process, &limits)
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect()
+}
+
+fn a_delayed_job_is_made_due_and_dispatched_once(d: &mut dyn Driver) {
+    let p = process(d, "conformance-dispatch");
+    let delayed = NewJob {
+        delay: Duration::from_secs(3600),
+        ..job(None)
+    };
+    let [Some(id)] = d.jobs_insert(&[delayed], false).unwrap()[..] else {
+        panic!("a job")
+    };
+    assert!(claim_ids(d, p, 5).is_empty(), "not due for an hour");
+    assert!(d.scheduled_dispatch(10).unwrap().is_empty(), "nothing due");
+    assert_eq!(d.scheduled_make_due(&[id, MISSING[0]]).unwrap(), 1);
+    assert_eq!(d.scheduled_dispatch(10).unwrap(), ["conformance"]);
+    assert!(d.scheduled_dispatch(10).unwrap().is_empty(), "moved once");
+    assert_eq!(claim_ids(d, p, 5), [id]);
+}
+
+fn a_gone_processs_claim_is_an_orphan_released_once(d: &mut dyn Driver) {
+    let p = process(d, "conformance-gone");
+    let [Some(id)] = d.jobs_insert(&[job(None)], false).unwrap()[..] else {
+        panic!("a job")
+    };
+    assert_eq!(claim_ids(d, p, 1), [id]);
+    assert!(d.claimed_delete_orphans(10).unwrap().is_empty(), "p lives");
+    assert!(d.process_delete(p).unwrap());
+    let orphans: Vec<ReleasedJob> = d.claimed_delete_orphans(10).unwrap();
+    assert_eq!(
+        orphans
+            .iter()
+            .map(|o| (o.id, o.process_id, o.stalled_count))
+            .collect::<Vec<_>>(),
+        [(id, p, 0)]
+    );
+    assert!(d.claimed_delete_orphans(10).unwrap().is_empty(), "once");
+    d.transaction(&mut |d| {
+        d.jobs_release(&[Released {
+            id,
+            stalled: true,
+            error: Some(r#"{"kind":"stalled","message":"process gone"}"#.into()),
+        }])
+    })
+    .unwrap();
+    let q = process(d, "conformance-next");
+    assert_eq!(claim_ids(d, q, 5), [id], "ready again");
+    let held: Vec<ReleasedJob> = d.claimed_delete_by_process(q).unwrap();
+    assert_eq!(
+        held.iter()
+            .map(|h| (h.id, h.stalled_count))
+            .collect::<Vec<_>>(),
+        [(id, 1)],
+        "the stall counted"
+    );
 }
