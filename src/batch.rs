@@ -257,7 +257,7 @@ impl crate::Queue {
         let waits = crate::workflow::waits(jobs)?;
         let inserted = match self.store().batch_add_members(batch, &new, &waits)? {
             Ok(inserted) => inserted,
-            Err(refusal) => return Err(refused_error(batch, refusal)),
+            Err(refused) => return Err(refused.into_error()),
         };
         self.store().notify_ready(&new);
         self.after_enqueue(&new, &inserted);
@@ -273,7 +273,7 @@ impl crate::Queue {
     pub fn close_batch(&self, batch: i64) -> Result<()> {
         self.store()
             .batch_close(batch)?
-            .map_err(|refusal| refused_error(batch, refusal))
+            .map_err(|refusal| crate::lifecycle::BatchRefused::Batch(batch, refusal).into_error())
     }
 
     /// A batch's counts and state, `None` if no batch has this id.
@@ -329,11 +329,7 @@ impl crate::Queue {
             waits: &waits,
             close,
         };
-        let (id, inserted) = match make(&making)? {
-            Ok(made) => made,
-            Err(BatchRefused::Batch(batch, refusal)) => return Err(refused_error(batch, refusal)),
-            Err(BatchRefused::Other(error)) => return Err(error),
-        };
+        let (id, inserted) = make(&making)?.map_err(BatchRefused::into_error)?;
         self.after_enqueue(&new, &inserted);
         let jobs = inserted
             .outcome
@@ -341,22 +337,5 @@ impl crate::Queue {
             .map(|o| o.unwrap_or_default())
             .collect();
         Ok(BatchEnqueued { id, jobs })
-    }
-}
-
-fn refused_error(batch: i64, refusal: crate::store::batches::Refusal) -> crate::Error {
-    use crate::store::batches::Refusal;
-    crate::Error::BatchRefused {
-        batch,
-        reason: match refusal {
-            Refusal::Missing => "not found",
-            Refusal::Finished => "finished: it takes no more members",
-            Refusal::UnknownParent(parent) => {
-                return crate::Error::Dependency {
-                    job: format!("a job added to batch {batch}"),
-                    reason: format!("job {parent} is not a member of batch {batch}"),
-                };
-            }
-        },
     }
 }

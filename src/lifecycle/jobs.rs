@@ -87,37 +87,59 @@ pub(crate) enum BatchRefused {
     Other(Error),
 }
 
-/// [`make_batch`] in a transaction on `d` (a savepoint inside the
-/// caller's transaction, if one is open), rolled back when the batch is
-/// refused (the refusal in `refused`): a refused batch leaves nothing of
-/// itself.
-fn make_batch_in_transaction(
-    d: &mut dyn Driver,
-    making: &BatchMaking<'_>,
-    refused: &mut Option<BatchRefused>,
-) -> QueryResult<(i64, Inserted)> {
-    *refused = None;
-    in_transaction(d, |d| match make_batch(d, making)? {
-        Ok(made) => Ok(made),
-        Err(refusal) => {
-            *refused = Some(refusal);
-            Err(DieselError::RollbackTransaction)
+impl BatchRefused {
+    /// The error the caller sees: [`Error::BatchRefused`], or
+    /// [`Error::Dependency`] for a parent outside the batch.
+    pub(crate) fn into_error(self) -> Error {
+        let (batch, refusal) = match self {
+            BatchRefused::Batch(batch, refusal) => (batch, refusal),
+            BatchRefused::Other(error) => return error,
+        };
+        Error::BatchRefused {
+            batch,
+            reason: match refusal {
+                Refusal::Missing => "not found",
+                Refusal::Finished => "finished: it takes no more members",
+                Refusal::UnknownParent(parent) => {
+                    return Error::Dependency {
+                        job: format!("a job added to batch {batch}"),
+                        reason: format!("job {parent} is not a member of batch {batch}"),
+                    };
+                }
+            },
         }
-    })
+    }
 }
 
-/// A batch made on the caller's connection (see
-/// [`make_batch_in_transaction`]).
+/// Runs `body` in a transaction on `d` (a savepoint inside an open one)
+/// and keeps what it wrote, unless it refuses (`Ok(Err(refusal))`): then
+/// everything it wrote is rolled back and the refusal returned.
+fn unless_refused<T, R>(
+    d: &mut dyn Driver,
+    mut body: impl FnMut(&mut dyn Driver) -> QueryResult<std::result::Result<T, R>>,
+) -> QueryResult<std::result::Result<T, R>> {
+    let mut refused = None;
+    let kept = in_transaction(d, |d| match body(d)? {
+        Ok(kept) => Ok(kept),
+        Err(refusal) => {
+            refused = Some(refusal);
+            Err(DieselError::RollbackTransaction)
+        }
+    });
+    match refused {
+        Some(refusal) => Ok(Err(refusal)),
+        None => kept.map(Ok),
+    }
+}
+
+/// A batch made on the caller's connection, in a savepoint of its
+/// transaction (a transaction of its own outside one): a refused batch
+/// leaves nothing of itself.
 pub(crate) fn batch_make_on(
     d: &mut dyn Driver,
     making: &BatchMaking<'_>,
 ) -> Result<std::result::Result<(i64, Inserted), BatchRefused>> {
-    let mut refused = None;
-    let made = make_batch_in_transaction(d, making, &mut refused);
-    match refused {
-        Some(refused) => Ok(Err(refused)),
-        None => made.map(Ok).map_err(Error::db("batch")),
-    }
+    unless_refused(d, |d| make_batch(d, making)).map_err(Error::db("batch"))
 }
 
 impl Store {
@@ -126,14 +148,7 @@ impl Store {
         &self,
         making: &BatchMaking<'_>,
     ) -> Result<std::result::Result<(i64, Inserted), BatchRefused>> {
-        let mut refused = None;
-        let made = self.with_driver("batch", |d| {
-            make_batch_in_transaction(d, making, &mut refused)
-        });
-        match refused {
-            Some(refused) => Ok(Err(refused)),
-            None => made.map(Ok),
-        }
+        self.with_driver("batch", |d| unless_refused(d, |d| make_batch(d, making)))
     }
 
     /// Inserts jobs in one transaction: each one's new id, or the id of
@@ -163,76 +178,46 @@ impl Store {
     /// is taken, everything is rolled back and the first taken key is
     /// [`Error::Duplicate`] with its holder.
     pub(crate) fn jobs_enqueue_all(&self, jobs: &[NewJob]) -> Result<Inserted> {
-        let mut duplicate = None;
-        let inserted = self.with_driver("jobs_enqueue", |d| {
-            duplicate = None;
-            in_transaction(d, |d| {
+        self.with_driver("jobs_enqueue", |d| {
+            unless_refused(d, |d| {
                 let inserted = super::rules::enqueue_reporting(d, jobs, false)?;
-                if inserted.outcome.iter().any(|o| o.is_err()) {
-                    duplicate = Some(first_duplicate(jobs, &inserted.outcome));
-                    return Err(DieselError::RollbackTransaction);
-                }
-                Ok(inserted)
+                Ok(if inserted.outcome.iter().any(|o| o.is_err()) {
+                    Err(first_duplicate(jobs, &inserted.outcome))
+                } else {
+                    Ok(inserted)
+                })
             })
-        });
-        match duplicate {
-            Some(duplicate) => Err(duplicate),
-            None => inserted,
-        }
+        })?
     }
 
     /// Enqueues `jobs` as members of `batch` in one transaction, all or
     /// nothing (see [`super::rules::add_on`]): a batch that takes no
-    /// members is `Ok(Err(refusal))`, a taken unique key
-    /// [`Error::Duplicate`]; either way nothing is written.
+    /// members, or a taken unique key, is refused and nothing is written.
     pub(crate) fn batch_add_members(
         &self,
         batch: i64,
         jobs: &[NewJob],
         waits: &[Wait],
-    ) -> Result<std::result::Result<Inserted, Refusal>> {
-        let mut refused = None;
-        let mut duplicate = None;
-        let inserted = self.with_driver("add_to_batch", |d| {
-            (refused, duplicate) = (None, None);
-            in_transaction(d, |d| {
-                match super::rules::add_on(d, batch, jobs, false, waits)? {
-                    Err(refusal) => refused = Some(refusal),
-                    Ok(inserted) if inserted.outcome.iter().any(|o| o.is_err()) => {
-                        duplicate = Some(first_duplicate(jobs, &inserted.outcome));
-                    }
-                    Ok(inserted) => return Ok(inserted),
-                }
-                Err(DieselError::RollbackTransaction)
+    ) -> Result<std::result::Result<Inserted, BatchRefused>> {
+        self.with_driver("add_to_batch", |d| {
+            unless_refused(d, |d| {
+                Ok(match super::rules::add_on(d, batch, jobs, false, waits)? {
+                    Err(refusal) => Err(BatchRefused::Batch(batch, refusal)),
+                    Ok(inserted) if inserted.outcome.iter().any(|o| o.is_err()) => Err(
+                        BatchRefused::Other(first_duplicate(jobs, &inserted.outcome)),
+                    ),
+                    Ok(inserted) => Ok(inserted),
+                })
             })
-        });
-        if let Some(refusal) = refused {
-            return Ok(Err(refusal));
-        }
-        if let Some(duplicate) = duplicate {
-            return Err(duplicate);
-        }
-        inserted.map(Ok)
+        })
     }
 
     /// Closes `batch` in a transaction of its own (see
     /// [`super::rules::close_on`]); `Ok(Err(Refusal::Missing))` if there
     /// is no such batch.
     pub(crate) fn batch_close(&self, batch: i64) -> Result<std::result::Result<(), Refusal>> {
-        let mut refused = None;
         self.with_driver("close_batch", |d| {
-            refused = None;
-            in_transaction(d, |d| match super::rules::close_on(d, batch)? {
-                Ok(()) => Ok(()),
-                Err(refusal) => {
-                    refused = Some(refusal);
-                    Err(DieselError::RollbackTransaction)
-                }
-            })
-        })?;
-        Ok(match refused {
-            Some(refusal) => Err(refusal),
-            None => Ok(()),
+            unless_refused(d, |d| super::rules::close_on(d, batch))
         })
     }
 
