@@ -1,8 +1,11 @@
-//! The driver's areas: one implementation per backend (`sqlite`, `postgres`,
-//! `mysql`), split by area under one supertrait, [`Driver`], which the
-//! rules above take as `&mut dyn Driver`. Methods marked "operation" manage
-//! their own transaction; the others are primitives meant to run inside
-//! [`Driver::transaction`].
+//! The driver's areas, under one supertrait, [`Driver`], which the rules
+//! above take as `&mut dyn Driver`. Most areas are implemented by each
+//! backend (`sqlite`, `postgres`, `mysql`) for its connection type; those
+//! whose statements the backends agree on (batches, dependencies, rate
+//! starts) are implemented once, for every
+//! [`Portable`](super::portable::Portable) connection. Methods marked
+//! "operation" manage their own transaction; the others are primitives
+//! meant to run inside [`Driver::transaction`].
 
 use std::time::Duration;
 
@@ -16,16 +19,17 @@ use super::{
 };
 use crate::types::StoredLimit;
 
-/// The backend-specific half of the store, one implementation per
-/// connection type, area by area. Methods marked "operation" manage their
-/// own transaction; the others are primitives meant to run inside
-/// [`Driver::transaction`].
+/// The backend-specific half of the store: a connection type with every
+/// area. Methods marked "operation" manage their own transaction; the
+/// others are primitives meant to run inside [`Driver::transaction`].
 pub(crate) trait Driver:
     JobsDriver
     + ClaimsDriver
     + ProcessesDriver
     + LimitsDriver
+    + RatesDriver
     + BatchesDriver
+    + DependenciesDriver
     + RecurringDriver
     + AdminDriver
 {
@@ -199,7 +203,8 @@ pub(crate) trait ProcessesDriver {
     ) -> QueryResult<Option<ProcessRow>>;
 }
 
-/// Concurrency limits (semaphores, blocked jobs) and rate limits.
+/// Concurrency limits (semaphores, blocked jobs), and the rate limits'
+/// keys (locked and timed differently by each backend).
 pub(crate) trait LimitsDriver {
     /// Whether any limited job is due: a read, so an idle dispatcher takes
     /// no write lock (SQLite) and opens no transaction.
@@ -258,7 +263,12 @@ pub(crate) trait LimitsDriver {
 
     /// The database's time now (the statement's, not the transaction's).
     fn rate_clock(&mut self) -> QueryResult<NaiveDateTime>;
+}
 
+/// The starts of rate-limited jobs and the jobs sent back: the same
+/// statements on every backend, implemented once for every
+/// [`Portable`](super::portable::Portable) connection (`rates.rs`).
+pub(crate) trait RatesDriver {
     /// Stores the last time handed to a job sent back.
     fn rate_key_set_next(&mut self, key: &str, at: NaiveDateTime) -> QueryResult<()>;
 
@@ -297,7 +307,8 @@ pub(crate) trait LimitsDriver {
     fn jobs_defer(&mut self, job_id: i64, at: NaiveDateTime) -> QueryResult<Option<String>>;
 }
 
-/// Batches, and the dependencies between their members.
+/// Batches: the same statements on every backend, implemented once for
+/// every [`Portable`](super::portable::Portable) connection (`batches.rs`).
 pub(crate) trait BatchesDriver {
     /// Inserts an open batch without callbacks; returns its id.
     fn batch_insert(&mut self, batch: &batches::NewBatch) -> QueryResult<i64>;
@@ -334,7 +345,12 @@ pub(crate) trait BatchesDriver {
 
     /// Makes jobs members of `batch` (just inserted, in this transaction).
     fn batch_assign(&mut self, batch: i64, job_ids: &[i64]) -> QueryResult<()>;
+}
 
+/// The dependencies between a batch's members: the same statements on
+/// every backend, implemented once for every
+/// [`Portable`](super::portable::Portable) connection (`dependencies.rs`).
+pub(crate) trait DependenciesDriver {
     /// The stored jobs among `ids`, with their batch and how they ended.
     fn dependency_parents(&mut self, ids: &[i64]) -> QueryResult<Vec<dependencies::ParentRow>>;
 

@@ -12,9 +12,13 @@
 //! them.
 
 use chrono::NaiveDateTime;
+use diesel::QueryResult;
+use diesel::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::{NewJob, Store};
+use super::portable::Portable;
+use super::schema::{solidq_batches as b, solidq_jobs as j};
+use super::{BatchesDriver, NewJob, Store};
 use crate::types::{Delivery, Result};
 
 /// A batch row to insert.
@@ -153,159 +157,100 @@ impl Store {
     }
 }
 
-/// The batch methods of [`Driver`], written once with diesel's query
-/// builder for every backend; `$insert` is how the backend returns a new
-/// row's id (`returning`, `last_insert_rowid` or `last_insert_id`).
-macro_rules! batch_driver_methods {
-    ($insert:ident) => {
-        fn batch_insert(&mut self, batch: &$crate::store::batches::NewBatch) -> QueryResult<i64> {
-            use $crate::store::schema::solidq_batches as b;
-            use diesel::prelude::*;
-            let values = (
-                b::parent_id.eq(batch.parent_id),
-                b::description.eq(batch.description.as_deref()),
-                b::callbacks.eq("{}"),
-                b::created_at.eq(diesel::dsl::now),
-            );
-            $crate::store::batches::batch_driver_methods!(@$insert self, diesel::insert_into(b::table).values(values))
-        }
+impl<C: Portable> BatchesDriver for C {
+    fn batch_insert(&mut self, batch: &NewBatch) -> QueryResult<i64> {
+        self.run(diesel::insert_into(b::table).values((
+            b::parent_id.eq(batch.parent_id),
+            b::description.eq(batch.description.as_deref()),
+            b::callbacks.eq("{}"),
+            b::created_at.eq(diesel::dsl::now),
+        )))?;
+        self.last_insert_id()
+    }
 
-        fn batch_set_callbacks(&mut self, id: i64, callbacks: &str) -> QueryResult<()> {
-            use $crate::store::schema::solidq_batches as b;
-            use diesel::prelude::*;
-            diesel::update(b::table.find(id))
-                .set(b::callbacks.eq(callbacks))
-                .execute(self)
-                .map(drop)
-        }
+    fn batch_set_callbacks(&mut self, id: i64, callbacks: &str) -> QueryResult<()> {
+        self.run(diesel::update(b::table.find(id)).set(b::callbacks.eq(callbacks)))
+            .map(drop)
+    }
 
-        fn batch_change(
-            &mut self,
-            id: i64,
-            delta: &$crate::store::batches::BatchDelta,
-        ) -> QueryResult<Option<$crate::store::batches::BatchRow>> {
-            use $crate::store::schema::solidq_batches as b;
-            use diesel::prelude::*;
-            let changed = diesel::update(b::table.find(id))
-                .set((
-                    b::total.eq(b::total + delta.total),
-                    b::pending.eq(b::pending + delta.pending),
-                    b::succeeded.eq(b::succeeded + delta.succeeded),
-                    b::failed.eq(b::failed + delta.failed),
-                    b::edges.eq(b::edges + delta.edges),
-                ))
-                .execute(self)?;
-            if changed == 0 {
-                return Ok(None);
-            }
-            self.batch_get(id)
+    fn batch_change(&mut self, id: i64, delta: &BatchDelta) -> QueryResult<Option<BatchRow>> {
+        let changed = self.run(diesel::update(b::table.find(id)).set((
+            b::total.eq(b::total + delta.total),
+            b::pending.eq(b::pending + delta.pending),
+            b::succeeded.eq(b::succeeded + delta.succeeded),
+            b::failed.eq(b::failed + delta.failed),
+            b::edges.eq(b::edges + delta.edges),
+        )))?;
+        if changed == 0 {
+            return Ok(None);
         }
+        self.batch_get(id)
+    }
 
-        fn batch_get(&mut self, id: i64) -> QueryResult<Option<$crate::store::batches::BatchRow>> {
-            use $crate::store::batches::BatchRow;
-            use $crate::store::schema::solidq_batches as b;
-            use diesel::prelude::*;
-            b::table
-                .find(id)
-                .select(BatchRow::as_select())
-                .first(self)
-                .optional()
-        }
+    fn batch_get(&mut self, id: i64) -> QueryResult<Option<BatchRow>> {
+        self.fetch_first(b::table.find(id).select(b::all_columns).limit(1))
+    }
 
-        fn batch_close(&mut self, id: i64) -> QueryResult<Option<$crate::store::batches::BatchRow>> {
-            use $crate::store::schema::solidq_batches as b;
-            use diesel::prelude::*;
+    fn batch_close(&mut self, id: i64) -> QueryResult<Option<BatchRow>> {
+        self.run(
             diesel::update(b::table.find(id).filter(b::closed_at.is_null()))
-                .set(b::closed_at.eq(diesel::dsl::now.nullable()))
-                .execute(self)?;
-            self.batch_get(id)
-        }
+                .set(b::closed_at.eq(diesel::dsl::now.nullable())),
+        )?;
+        self.batch_get(id)
+    }
 
-        fn batch_fire(
-            &mut self,
-            id: i64,
-            which: $crate::store::batches::Callback,
-        ) -> QueryResult<bool> {
-            use $crate::store::batches::Callback;
-            use $crate::store::schema::solidq_batches as b;
-            use diesel::prelude::*;
-            let now = diesel::dsl::now.nullable();
-            let changed = match which {
-                Callback::Complete => diesel::update(
-                    b::table.find(id).filter(b::complete_fired_at.is_null()),
-                )
-                .set(b::complete_fired_at.eq(now))
-                .execute(self)?,
-                Callback::Success => {
-                    diesel::update(b::table.find(id).filter(b::success_fired_at.is_null()))
-                        .set(b::success_fired_at.eq(now))
-                        .execute(self)?
-                }
-                Callback::Failure => {
-                    diesel::update(b::table.find(id).filter(b::failure_fired_at.is_null()))
-                        .set(b::failure_fired_at.eq(now))
-                        .execute(self)?
-                }
-            };
-            Ok(changed > 0)
-        }
+    fn batch_fire(&mut self, id: i64, which: Callback) -> QueryResult<bool> {
+        let now = diesel::dsl::now.nullable();
+        let changed = match which {
+            Callback::Complete => self.run(
+                diesel::update(b::table.find(id).filter(b::complete_fired_at.is_null()))
+                    .set(b::complete_fired_at.eq(now)),
+            )?,
+            Callback::Success => self.run(
+                diesel::update(b::table.find(id).filter(b::success_fired_at.is_null()))
+                    .set(b::success_fired_at.eq(now)),
+            )?,
+            Callback::Failure => self.run(
+                diesel::update(b::table.find(id).filter(b::failure_fired_at.is_null()))
+                    .set(b::failure_fired_at.eq(now)),
+            )?,
+        };
+        Ok(changed > 0)
+    }
 
-        fn batch_finish(&mut self, id: i64) -> QueryResult<bool> {
-            use $crate::store::schema::solidq_batches as b;
-            use diesel::prelude::*;
+    fn batch_finish(&mut self, id: i64) -> QueryResult<bool> {
+        self.run(
             diesel::update(b::table.find(id).filter(b::finished_at.is_null()))
-                .set(b::finished_at.eq(diesel::dsl::now.nullable()))
-                .execute(self)
-                .map(|n| n > 0)
-        }
+                .set(b::finished_at.eq(diesel::dsl::now.nullable())),
+        )
+        .map(|n| n > 0)
+    }
 
-        fn batch_unfinish(&mut self, id: i64) -> QueryResult<bool> {
-            use $crate::store::schema::solidq_batches as b;
-            use diesel::prelude::*;
+    fn batch_unfinish(&mut self, id: i64) -> QueryResult<bool> {
+        self.run(
             diesel::update(b::table.find(id).filter(b::finished_at.is_not_null()))
-                .set(b::finished_at.eq(None::<chrono::NaiveDateTime>))
-                .execute(self)
-                .map(|n| n > 0)
-        }
+                .set(b::finished_at.eq(None::<NaiveDateTime>)),
+        )
+        .map(|n| n > 0)
+    }
 
-        fn batch_members(&mut self, job_ids: &[i64]) -> QueryResult<Vec<(i64, i64)>> {
-            use $crate::store::schema::solidq_jobs as j;
-            use diesel::prelude::*;
-            let rows: Vec<(Option<i64>, i64)> = j::table
+    fn batch_members(&mut self, job_ids: &[i64]) -> QueryResult<Vec<(i64, i64)>> {
+        let rows: Vec<(Option<i64>, i64)> = self.fetch(
+            j::table
                 .filter(j::id.eq_any(job_ids))
                 .filter(j::batch_id.is_not_null())
-                .select((j::batch_id, j::id))
-                .load(self)?;
-            Ok(rows
-                .into_iter()
-                .filter_map(|(batch, job)| Some((batch?, job)))
-                .collect())
-        }
+                .select((j::batch_id, j::id)),
+        )?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(batch, job)| Some((batch?, job)))
+            .collect())
+    }
 
-        fn batch_assign(&mut self, batch: i64, job_ids: &[i64]) -> QueryResult<()> {
-            use $crate::store::schema::solidq_jobs as j;
-            use diesel::prelude::*;
-            diesel::update(j::table.filter(j::id.eq_any(job_ids)))
-                .set(j::batch_id.eq(Some(batch)))
-                .execute(self)
-                .map(drop)
-        }
-    };
-    (@returning $conn:ident, $insert:expr) => {{
-        use $crate::store::schema::solidq_batches as b;
-        $insert.returning(b::id).get_result($conn)
-    }};
-    (@last_insert_rowid $conn:ident, $insert:expr) => {{
-        $insert.execute($conn)?;
-        diesel::select(diesel::dsl::sql::<diesel::sql_types::BigInt>("last_insert_rowid()"))
-            .get_result($conn)
-    }};
-    (@last_insert_id $conn:ident, $insert:expr) => {{
-        $insert.execute($conn)?;
-        diesel::select(diesel::dsl::sql::<diesel::sql_types::BigInt>(
-            "CAST(LAST_INSERT_ID() AS SIGNED)",
-        ))
-        .get_result($conn)
-    }};
+    fn batch_assign(&mut self, batch: i64, job_ids: &[i64]) -> QueryResult<()> {
+        self.run(
+            diesel::update(j::table.filter(j::id.eq_any(job_ids))).set(j::batch_id.eq(Some(batch))),
+        )
+        .map(drop)
+    }
 }
-pub(crate) use batch_driver_methods;

@@ -242,7 +242,10 @@ conformance!(
     a_tick_is_guarded_once_and_old_guards_go,
     statistics_add_up_and_fold_into_the_totals,
     database_health_names_solidqs_tables,
-    a_semaphore_gives_its_limit_and_takes_back_what_was_given;
+    a_semaphore_gives_its_limit_and_takes_back_what_was_given,
+    rate_starts_are_counted_pruned_and_forgotten,
+    a_dependant_waits_and_its_edges_resolve_once,
+    escaped_nul_and_text_beyond_ascii_read_back_as_written;
     alone: a_claim_is_its_processs_alone_and_finishes_once,
     a_failed_job_is_retried_once,
     a_delayed_job_is_made_due_and_dispatched_once,
@@ -765,5 +768,158 @@ fn a_gone_processs_claim_is_an_orphan_released_once(d: &mut dyn Driver) {
             .collect::<Vec<_>>(),
         [(id, 1)],
         "the stall counted"
+    );
+}
+
+fn rate_starts_are_counted_pruned_and_forgotten(d: &mut dyn Driver) {
+    let keys = vec!["conformance:a".to_string(), "conformance:b".to_string()];
+    let locked = d.rate_keys_lock(&keys).unwrap();
+    let epoch = chrono::DateTime::UNIX_EPOCH.naive_utc();
+    assert_eq!(
+        locked,
+        vec![(keys[0].clone(), epoch), (keys[1].clone(), epoch)],
+        "missing keys are created, in key order, never handed out"
+    );
+    let now = d.rate_clock().unwrap();
+    d.rate_key_set_next(&keys[0], now).unwrap();
+    let again = d.rate_keys_lock(&keys).unwrap();
+    assert_eq!(again[0], (keys[0].clone(), now), "a key is created once");
+    let ids = d
+        .jobs_insert(&[job(None), job(None), job(None)], false)
+        .unwrap();
+    let ids: Vec<i64> = ids.into_iter().map(|id| id.expect("an id")).collect();
+    let earlier = now - chrono::Duration::seconds(30);
+    d.rate_starts_insert(&[(keys[0].clone(), ids[0])], earlier)
+        .unwrap();
+    d.rate_starts_insert(&[(keys[0].clone(), ids[1]), (keys[1].clone(), ids[2])], now)
+        .unwrap();
+    let since = now - chrono::Duration::seconds(60);
+    let mut counts = d.rate_starts_counts(&keys, since).unwrap();
+    counts.sort();
+    assert_eq!(counts, vec![(keys[0].clone(), 2), (keys[1].clone(), 1)]);
+    assert_eq!(d.rate_start_nth(&keys[0], since, 0).unwrap(), earlier);
+    assert_eq!(d.rate_start_nth(&keys[0], since, 1).unwrap(), now);
+    assert!(
+        d.rate_start_nth(&keys[0], since, 2).is_err(),
+        "no start past the last"
+    );
+    d.rate_starts_prune(&keys, earlier).unwrap();
+    assert_eq!(
+        d.rate_starts_counts(&keys[..1], since).unwrap(),
+        vec![(keys[0].clone(), 1)],
+        "starts at or before the cut are pruned"
+    );
+    d.rate_starts_forget(&ids[1..]).unwrap();
+    assert!(d.rate_starts_counts(&keys, since).unwrap().is_empty());
+    assert_eq!(
+        d.jobs_defer(ids[0], now).unwrap(),
+        None,
+        "no concurrency key"
+    );
+    assert!(
+        d.jobs_defer(MISSING[0], now).is_err(),
+        "a job that does not exist cannot be sent back"
+    );
+}
+
+fn a_dependant_waits_and_its_edges_resolve_once(d: &mut dyn Driver) {
+    use super::dependencies::{Edge, WaitingRow};
+    // A dependant is inserted scheduled far off, then held.
+    let held = NewJob {
+        run_at: Some(
+            chrono::NaiveDate::from_ymd_opt(9999, 12, 31)
+                .unwrap()
+                .into(),
+        ),
+        ..job(None)
+    };
+    let ids = d.jobs_insert(&[job(None), job(None), held], false).unwrap();
+    let ids: Vec<i64> = ids.into_iter().map(|id| id.expect("an id")).collect();
+    let (parent, other, child) = (ids[0], ids[1], ids[2]);
+    let batch = d
+        .batch_insert(&NewBatch {
+            parent_id: None,
+            description: None,
+        })
+        .unwrap();
+    d.batch_assign(batch, &ids).unwrap();
+    let mut members = d.batch_members(&ids).unwrap();
+    members.sort();
+    assert_eq!(
+        members,
+        ids.iter().map(|id| (batch, *id)).collect::<Vec<_>>()
+    );
+    d.dependencies_insert(batch, &[(child, parent), (child, other)])
+        .unwrap();
+    let edge = |parent_id, outcome: Option<&str>| Edge {
+        job_id: child,
+        parent_id,
+        outcome: outcome.map(Into::into),
+    };
+    assert_eq!(
+        d.dependencies_in_batch(batch).unwrap(),
+        vec![edge(parent, None), edge(other, None)]
+    );
+    d.waiting_hold(&[WaitingRow {
+        job_id: child,
+        run_anyway: true,
+        run_at: None,
+    }])
+    .unwrap();
+    assert_eq!(
+        d.waiting_get(&[child, parent]).unwrap(),
+        vec![WaitingRow {
+            job_id: child,
+            run_anyway: true,
+            run_at: None
+        }],
+        "only the held job waits"
+    );
+    let parents = d.dependency_parents(&[parent, MISSING[0]]).unwrap();
+    assert_eq!(parents.len(), 1, "a parent that does not exist is no row");
+    assert_eq!((parents[0].batch_id, parents[0].ended), (Some(batch), None));
+    assert_eq!(
+        d.dependencies_resolve(&[parent], super::dependencies::SUCCEEDED)
+            .unwrap(),
+        vec![child]
+    );
+    assert!(
+        d.dependencies_resolve(&[parent], super::dependencies::FAILED)
+            .unwrap()
+            .is_empty(),
+        "an edge resolves once"
+    );
+    let mut of = d.dependencies_of(&[child]).unwrap();
+    of.sort_by_key(|e| e.parent_id);
+    assert_eq!(of, vec![edge(parent, Some("succeeded")), edge(other, None)]);
+    let released = d.dependants_read(&[child]).unwrap();
+    assert_eq!(released.len(), 1);
+    assert_eq!(
+        (released[0].id, released[0].queue_name.as_str()),
+        (child, "conformance")
+    );
+    d.waiting_delete(&[child]).unwrap();
+    assert!(d.waiting_get(&[child]).unwrap().is_empty());
+    d.dependants_ready(&released).unwrap();
+}
+
+fn escaped_nul_and_text_beyond_ascii_read_back_as_written(d: &mut dyn Driver) {
+    // The rules above never hand a driver a raw NUL (PostgreSQL cannot
+    // store one): JSON escapes it. Escaped, and beside text beyond ASCII,
+    // it must read back byte for byte on every backend.
+    let options = r#"{"note":"a\u0000b","who":"Zoë 🚀"}"#;
+    let ids = d
+        .jobs_insert(
+            &[NewJob {
+                options: options.into(),
+                ..job(None)
+            }],
+            false,
+        )
+        .unwrap();
+    let id = ids[0].expect("an id");
+    assert_eq!(
+        d.jobs_options(&[id]).unwrap(),
+        vec![(id, options.to_string())]
     );
 }

@@ -13,10 +13,19 @@
 //! seen by that completion's edge update; a parent that ended before the
 //! lock was taken is read as ended, and its new edges resolved at once.
 
-use chrono::NaiveDateTime;
+use std::collections::HashMap;
 
-use super::NewJob;
+use chrono::NaiveDateTime;
+use diesel::QueryResult;
+use diesel::prelude::*;
+
 use super::batches::MemberEnd;
+use super::portable::Portable;
+use super::schema::{
+    solidq_dependencies as e, solidq_failed_executions as f, solidq_jobs as j,
+    solidq_scheduled_executions as s, solidq_waiting_executions as w,
+};
+use super::{DependenciesDriver, NewJob};
 use crate::types::ErrorInfo;
 
 /// A run time no dependant reaches while it waits: it is inserted as a
@@ -130,24 +139,17 @@ pub(crate) fn ended_of(finished: bool, errors: Option<&str>, in_failed: bool) ->
     })
 }
 
-/// The dependency methods of [`Driver`], written once with diesel's query
-/// builder for every backend.
-macro_rules! dependency_driver_methods {
-    () => {
-        fn dependency_parents(
-            &mut self,
-            ids: &[i64],
-        ) -> QueryResult<Vec<$crate::store::dependencies::ParentRow>> {
-            use diesel::prelude::*;
-            use $crate::store::schema::solidq_failed_executions as f;
-            use $crate::store::schema::solidq_jobs as j;
-            let rows: Vec<(
-                i64,
-                Option<i64>,
-                Option<chrono::NaiveDateTime>,
-                Option<String>,
-                Option<i64>,
-            )> = j::table
+impl<C: Portable> DependenciesDriver for C {
+    fn dependency_parents(&mut self, ids: &[i64]) -> QueryResult<Vec<ParentRow>> {
+        type Row = (
+            i64,
+            Option<i64>,
+            Option<NaiveDateTime>,
+            Option<String>,
+            Option<i64>,
+        );
+        let rows: Vec<Row> = self.fetch(
+            j::table
                 .left_join(f::table.on(f::job_id.eq(j::id)))
                 .filter(j::id.eq_any(ids))
                 .select((
@@ -156,266 +158,203 @@ macro_rules! dependency_driver_methods {
                     j::finished_at,
                     j::errors,
                     f::job_id.nullable(),
-                ))
-                .load(self)?;
-            Ok(rows
-                .into_iter()
-                .map(|(id, batch_id, finished_at, errors, failed)| {
-                    $crate::store::dependencies::ParentRow {
-                        id,
-                        batch_id,
-                        ended: $crate::store::dependencies::ended_of(
-                            finished_at.is_some(),
-                            errors.as_deref(),
-                            failed.is_some(),
-                        ),
-                    }
-                })
-                .collect())
-        }
+                )),
+        )?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, batch_id, finished_at, errors, failed)| ParentRow {
+                id,
+                batch_id,
+                ended: ended_of(finished_at.is_some(), errors.as_deref(), failed.is_some()),
+            })
+            .collect())
+    }
 
-        fn dependencies_insert(&mut self, batch: i64, edges: &[(i64, i64)]) -> QueryResult<()> {
-            use diesel::prelude::*;
-            use $crate::store::schema::solidq_dependencies as e;
-            let now = chrono::Utc::now().naive_utc();
-            let rows: Vec<_> = edges
-                .iter()
-                .map(|(job, parent)| {
-                    (
-                        e::job_id.eq(*job),
-                        e::parent_id.eq(*parent),
-                        e::batch_id.eq(batch),
-                        e::created_at.eq(now),
-                    )
-                })
-                .collect();
-            for chunk in rows.chunks(500) {
-                diesel::insert_into(e::table).values(chunk).execute(self)?;
-            }
-            Ok(())
+    fn dependencies_insert(&mut self, batch: i64, edges: &[(i64, i64)]) -> QueryResult<()> {
+        let now = chrono::Utc::now().naive_utc();
+        let rows: Vec<_> = edges
+            .iter()
+            .map(|(job, parent)| {
+                (
+                    e::job_id.eq(*job),
+                    e::parent_id.eq(*parent),
+                    e::batch_id.eq(batch),
+                    e::created_at.eq(now),
+                )
+            })
+            .collect();
+        for chunk in rows.chunks(500) {
+            self.run(diesel::insert_into(e::table).values(chunk))?;
         }
+        Ok(())
+    }
 
-        fn waiting_hold(
-            &mut self,
-            rows: &[$crate::store::dependencies::WaitingRow],
-        ) -> QueryResult<()> {
-            use diesel::prelude::*;
-            use $crate::store::schema::solidq_jobs as j;
-            use $crate::store::schema::solidq_scheduled_executions as s;
-            use $crate::store::schema::solidq_waiting_executions as w;
-            let ids: Vec<i64> = rows.iter().map(|r| r.job_id).collect();
-            let run_anyway: std::collections::HashMap<i64, bool> =
-                rows.iter().map(|r| (r.job_id, r.run_anyway)).collect();
-            let now = chrono::Utc::now().naive_utc();
-            let mut held = Vec::new();
-            for chunk in ids.chunks(500) {
-                diesel::delete(s::table.filter(s::job_id.eq_any(chunk))).execute(self)?;
-                // Their own run time back (a dependant with no run time of
-                // its own runs when released).
+    fn waiting_hold(&mut self, rows: &[WaitingRow]) -> QueryResult<()> {
+        let ids: Vec<i64> = rows.iter().map(|r| r.job_id).collect();
+        let run_anyway: HashMap<i64, bool> =
+            rows.iter().map(|r| (r.job_id, r.run_anyway)).collect();
+        let now = chrono::Utc::now().naive_utc();
+        let mut held = Vec::new();
+        for chunk in ids.chunks(500) {
+            self.run(diesel::delete(s::table.filter(s::job_id.eq_any(chunk))))?;
+            // Their own run time back (a dependant with no run time of its
+            // own runs when released).
+            self.run(
                 diesel::update(j::table.filter(j::id.eq_any(chunk)))
-                    .set(j::scheduled_at.eq(j::created_at))
-                    .execute(self)?;
-                let jobs: Vec<(i64, String, i32)> = j::table
+                    .set(j::scheduled_at.eq(j::created_at)),
+            )?;
+            let jobs: Vec<(i64, String, i32)> = self.fetch(
+                j::table
                     .filter(j::id.eq_any(chunk))
-                    .select((j::id, j::queue_name, j::priority))
-                    .load(self)?;
-                held.extend(jobs);
-            }
-            for row in rows {
-                if let Some(at) = row.run_at {
-                    diesel::update(j::table.find(row.job_id))
-                        .set(j::scheduled_at.eq(at))
-                        .execute(self)?;
-                }
-            }
-            let values: Vec<_> = held
-                .iter()
-                .map(|(id, queue, priority)| {
-                    (
-                        w::job_id.eq(*id),
-                        w::queue_name.eq(queue.as_str()),
-                        w::priority.eq(*priority),
-                        w::run_anyway.eq(run_anyway.get(id).copied().unwrap_or(false)),
-                        w::created_at.eq(now),
-                    )
-                })
-                .collect();
-            for chunk in values.chunks(500) {
-                diesel::insert_into(w::table).values(chunk).execute(self)?;
-            }
-            Ok(())
+                    .select((j::id, j::queue_name, j::priority)),
+            )?;
+            held.extend(jobs);
         }
-
-        fn dependencies_resolve(
-            &mut self,
-            parents: &[i64],
-            outcome: &str,
-        ) -> QueryResult<Vec<i64>> {
-            use diesel::prelude::*;
-            use $crate::store::schema::solidq_dependencies as e;
-            let open = || {
-                e::table
-                    .filter(e::parent_id.eq_any(parents))
-                    .filter(e::outcome.is_null())
-            };
-            let jobs: Vec<i64> = open().select(e::job_id).load(self)?;
-            if !jobs.is_empty() {
-                diesel::update(open())
-                    .set(e::outcome.eq(Some(outcome)))
-                    .execute(self)?;
+        for row in rows {
+            if let Some(at) = row.run_at {
+                self.run(diesel::update(j::table.find(row.job_id)).set(j::scheduled_at.eq(at)))?;
             }
-            Ok(jobs)
         }
+        let values: Vec<_> = held
+            .iter()
+            .map(|(id, queue, priority)| {
+                (
+                    w::job_id.eq(*id),
+                    w::queue_name.eq(queue.as_str()),
+                    w::priority.eq(*priority),
+                    w::run_anyway.eq(run_anyway.get(id).copied().unwrap_or(false)),
+                    w::created_at.eq(now),
+                )
+            })
+            .collect();
+        for chunk in values.chunks(500) {
+            self.run(diesel::insert_into(w::table).values(chunk))?;
+        }
+        Ok(())
+    }
 
-        fn dependencies_of(
-            &mut self,
-            jobs: &[i64],
-        ) -> QueryResult<Vec<$crate::store::dependencies::Edge>> {
-            use diesel::prelude::*;
-            use $crate::store::schema::solidq_dependencies as e;
+    fn dependencies_resolve(&mut self, parents: &[i64], outcome: &str) -> QueryResult<Vec<i64>> {
+        let open = || {
             e::table
-                .filter(e::job_id.eq_any(jobs))
-                .select((e::job_id, e::parent_id, e::outcome))
-                .load(self)
-                .map($crate::store::dependencies::edges)
+                .filter(e::parent_id.eq_any(parents))
+                .filter(e::outcome.is_null())
+        };
+        let jobs: Vec<i64> = self.fetch(open().select(e::job_id))?;
+        if !jobs.is_empty() {
+            self.run(diesel::update(open()).set(e::outcome.eq(Some(outcome))))?;
         }
+        Ok(jobs)
+    }
 
-        fn dependencies_in_batch(
-            &mut self,
-            batch: i64,
-        ) -> QueryResult<Vec<$crate::store::dependencies::Edge>> {
-            use diesel::prelude::*;
-            use $crate::store::schema::solidq_dependencies as e;
+    fn dependencies_of(&mut self, jobs: &[i64]) -> QueryResult<Vec<Edge>> {
+        self.fetch(e::table.filter(e::job_id.eq_any(jobs)).select((
+            e::job_id,
+            e::parent_id,
+            e::outcome,
+        )))
+        .map(edges)
+    }
+
+    fn dependencies_in_batch(&mut self, batch: i64) -> QueryResult<Vec<Edge>> {
+        self.fetch(
             e::table
                 .filter(e::batch_id.eq(batch))
                 .order((e::job_id, e::parent_id))
-                .select((e::job_id, e::parent_id, e::outcome))
-                .load(self)
-                .map($crate::store::dependencies::edges)
-        }
+                .select((e::job_id, e::parent_id, e::outcome)),
+        )
+        .map(edges)
+    }
 
-        fn waiting_get(
-            &mut self,
-            ids: &[i64],
-        ) -> QueryResult<Vec<$crate::store::dependencies::WaitingRow>> {
-            use diesel::prelude::*;
-            use $crate::store::schema::solidq_waiting_executions as w;
-            let rows: Vec<(i64, bool)> = w::table
+    fn waiting_get(&mut self, ids: &[i64]) -> QueryResult<Vec<WaitingRow>> {
+        let rows: Vec<(i64, bool)> = self.fetch(
+            w::table
                 .filter(w::job_id.eq_any(ids))
-                .select((w::job_id, w::run_anyway))
-                .load(self)?;
-            Ok(rows
-                .into_iter()
-                .map(
-                    |(job_id, run_anyway)| $crate::store::dependencies::WaitingRow {
-                        job_id,
-                        run_anyway,
-                        run_at: None,
-                    },
-                )
-                .collect())
-        }
+                .select((w::job_id, w::run_anyway)),
+        )?;
+        Ok(rows
+            .into_iter()
+            .map(|(job_id, run_anyway)| WaitingRow {
+                job_id,
+                run_anyway,
+                run_at: None,
+            })
+            .collect())
+    }
 
-        fn waiting_delete(&mut self, ids: &[i64]) -> QueryResult<()> {
-            use diesel::prelude::*;
-            use $crate::store::schema::solidq_waiting_executions as w;
-            diesel::delete(w::table.filter(w::job_id.eq_any(ids)))
-                .execute(self)
-                .map(drop)
-        }
+    fn waiting_delete(&mut self, ids: &[i64]) -> QueryResult<()> {
+        self.run(diesel::delete(w::table.filter(w::job_id.eq_any(ids))))
+            .map(drop)
+    }
 
-        fn jobs_options(&mut self, ids: &[i64]) -> QueryResult<Vec<(i64, String)>> {
-            use diesel::prelude::*;
-            use $crate::store::schema::solidq_jobs as j;
+    fn jobs_options(&mut self, ids: &[i64]) -> QueryResult<Vec<(i64, String)>> {
+        self.fetch(
             j::table
                 .filter(j::id.eq_any(ids))
-                .select((j::id, j::options))
-                .load(self)
-        }
+                .select((j::id, j::options)),
+        )
+    }
 
-        fn dependants_read(
-            &mut self,
-            ids: &[i64],
-        ) -> QueryResult<Vec<$crate::store::dependencies::ReleasedJob>> {
-            use diesel::prelude::*;
-            use $crate::store::schema::solidq_jobs as j;
-            type Row = (
-                i64,
-                String,
-                i32,
-                chrono::NaiveDateTime,
-                chrono::NaiveDateTime,
-                Option<String>,
-            );
-            let rows: Vec<Row> = j::table
-                .filter(j::id.eq_any(ids))
-                .order(j::id)
-                .select((
-                    j::id,
-                    j::queue_name,
-                    j::priority,
-                    j::scheduled_at,
-                    j::created_at,
-                    j::concurrency_key,
-                ))
-                .load(self)?;
-            Ok(rows
-                .into_iter()
-                .map(
-                    |(id, queue_name, priority, scheduled_at, created_at, concurrency_key)| {
-                        $crate::store::dependencies::ReleasedJob {
-                            id,
-                            queue_name,
-                            priority,
-                            scheduled_at,
-                            created_at,
-                            concurrency_key,
-                        }
-                    },
+    fn dependants_read(&mut self, ids: &[i64]) -> QueryResult<Vec<ReleasedJob>> {
+        type Row = (
+            i64,
+            String,
+            i32,
+            NaiveDateTime,
+            NaiveDateTime,
+            Option<String>,
+        );
+        let rows: Vec<Row> =
+            self.fetch(j::table.filter(j::id.eq_any(ids)).order(j::id).select((
+                j::id,
+                j::queue_name,
+                j::priority,
+                j::scheduled_at,
+                j::created_at,
+                j::concurrency_key,
+            )))?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(id, queue_name, priority, scheduled_at, created_at, concurrency_key)| {
+                    ReleasedJob {
+                        id,
+                        queue_name,
+                        priority,
+                        scheduled_at,
+                        created_at,
+                        concurrency_key,
+                    }
+                },
+            )
+            .collect())
+    }
+
+    fn dependants_ready(&mut self, jobs: &[ReleasedJob]) -> QueryResult<()> {
+        let now = chrono::Utc::now().naive_utc();
+        let ids: Vec<i64> = jobs.iter().map(|j| j.id).collect();
+        super::fair::insert_ready_by_id(self, &ids)?;
+        self.run(diesel::update(j::table.filter(j::id.eq_any(&ids))).set(j::scheduled_at.eq(now)))
+            .map(drop)
+    }
+
+    fn dependants_schedule(&mut self, jobs: &[ReleasedJob]) -> QueryResult<()> {
+        let now = chrono::Utc::now().naive_utc();
+        let values: Vec<_> = jobs
+            .iter()
+            .map(|job| {
+                (
+                    s::job_id.eq(job.id),
+                    s::queue_name.eq(job.queue_name.as_str()),
+                    s::priority.eq(job.priority),
+                    s::scheduled_at.eq(job.scheduled_at),
+                    s::created_at.eq(now),
+                    s::concurrency_key.eq(job.concurrency_key.as_deref()),
                 )
-                .collect())
+            })
+            .collect();
+        for chunk in values.chunks(500) {
+            self.run(diesel::insert_into(s::table).values(chunk))?;
         }
-
-        fn dependants_ready(
-            &mut self,
-            jobs: &[$crate::store::dependencies::ReleasedJob],
-        ) -> QueryResult<()> {
-            use diesel::prelude::*;
-            use $crate::store::schema::solidq_jobs as j;
-            let now = chrono::Utc::now().naive_utc();
-            let ids: Vec<i64> = jobs.iter().map(|j| j.id).collect();
-            $crate::store::fair::insert_ready_by_id!(self, &ids)?;
-            diesel::update(j::table.filter(j::id.eq_any(&ids)))
-                .set(j::scheduled_at.eq(now))
-                .execute(self)
-                .map(drop)
-        }
-
-        fn dependants_schedule(
-            &mut self,
-            jobs: &[$crate::store::dependencies::ReleasedJob],
-        ) -> QueryResult<()> {
-            use diesel::prelude::*;
-            use $crate::store::schema::solidq_scheduled_executions as s;
-            let now = chrono::Utc::now().naive_utc();
-            let values: Vec<_> = jobs
-                .iter()
-                .map(|job| {
-                    (
-                        s::job_id.eq(job.id),
-                        s::queue_name.eq(job.queue_name.as_str()),
-                        s::priority.eq(job.priority),
-                        s::scheduled_at.eq(job.scheduled_at),
-                        s::created_at.eq(now),
-                        s::concurrency_key.eq(job.concurrency_key.as_deref()),
-                    )
-                })
-                .collect();
-            for chunk in values.chunks(500) {
-                diesel::insert_into(s::table).values(chunk).execute(self)?;
-            }
-            Ok(())
-        }
-    };
+        Ok(())
+    }
 }
-pub(crate) use dependency_driver_methods;

@@ -22,6 +22,10 @@
 //! (as it would without fairness): give every job a key for every job to
 //! take turns.
 
+use diesel::QueryResult;
+
+use super::portable::Portable;
+
 /// The columns every insert into `solidq_ready_executions` writes, in this
 /// order: the last two are the job's fairness key and its place.
 pub(crate) const READY_COLUMNS: &str =
@@ -90,73 +94,26 @@ pub(crate) fn ready_rows_sql(table: &str, created_at: &str, from: &str) -> Strin
     )
 }
 
-/// A backend's SQL literal of a `Timestamp`.
-pub(crate) trait TimestampLiteral {
-    /// `at` as an SQL literal of diesel's `Timestamp` on this backend.
-    fn literal(at: chrono::NaiveDateTime) -> String;
-}
-
-#[cfg(feature = "postgres")]
-impl TimestampLiteral for diesel::PgConnection {
-    fn literal(at: chrono::NaiveDateTime) -> String {
-        format!("TIMESTAMP '{}'", at.format("%F %T%.f"))
+/// Inserts the ready rows of the jobs `ids`, placed by [`ready_rows_sql`],
+/// 500 ids per statement (inlined: they are integers). The job rows give
+/// queue, priority and fairness key.
+pub(crate) fn insert_ready_by_id<C: Portable>(conn: &mut C, ids: &[i64]) -> QueryResult<()> {
+    let now = C::timestamp_literal(chrono::Utc::now().naive_utc());
+    for chunk in ids.chunks(500) {
+        let list = chunk
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {}",
+            ready_rows_sql(
+                "j",
+                &now,
+                &format!("FROM solidq_jobs j WHERE j.id IN ({list})")
+            )
+        );
+        conn.run(diesel::sql_query(sql))?;
     }
+    Ok(())
 }
-
-#[cfg(feature = "sqlite")]
-impl TimestampLiteral for diesel::SqliteConnection {
-    /// Text, as diesel writes it (SQLite compares times as text).
-    fn literal(at: chrono::NaiveDateTime) -> String {
-        format!("'{}'", at.format("%F %T%.f"))
-    }
-}
-
-#[cfg(feature = "mysql")]
-impl TimestampLiteral for diesel::MysqlConnection {
-    fn literal(at: chrono::NaiveDateTime) -> String {
-        format!("TIMESTAMP '{}'", at.format("%F %T%.f"))
-    }
-}
-
-/// `at` as an SQL literal on `conn`'s backend.
-pub(crate) fn timestamp_literal<C: TimestampLiteral>(
-    _conn: &C,
-    at: chrono::NaiveDateTime,
-) -> String {
-    C::literal(at)
-}
-
-/// Inserts the ready rows of the jobs `$ids` (a `&[i64]`), placed by
-/// [`ready_rows_sql`], 500 ids per statement (inlined: they are integers).
-/// The job rows give queue, priority and fairness key. Expands to a
-/// `QueryResult<()>` on any backend's connection.
-macro_rules! insert_ready_by_id {
-    ($conn:expr, $ids:expr) => {{
-        use diesel::RunQueryDsl;
-        let now = $crate::store::fair::timestamp_literal(&*$conn, chrono::Utc::now().naive_utc());
-        let ids: &[i64] = $ids;
-        let mut result: QueryResult<()> = Ok(());
-        for chunk in ids.chunks(500) {
-            let list = chunk
-                .iter()
-                .map(i64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ");
-            let sql = format!(
-                "INSERT INTO solidq_ready_executions ({}) {}",
-                $crate::store::fair::READY_COLUMNS,
-                $crate::store::fair::ready_rows_sql(
-                    "j",
-                    &now,
-                    &format!("FROM solidq_jobs j WHERE j.id IN ({list})")
-                )
-            );
-            if let Err(e) = diesel::sql_query(sql).execute($conn) {
-                result = Err(e);
-                break;
-            }
-        }
-        result
-    }};
-}
-pub(crate) use insert_ready_by_id;

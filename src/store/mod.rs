@@ -41,6 +41,7 @@ mod notifier;
 mod options;
 mod overview;
 mod params;
+mod portable;
 #[cfg(feature = "postgres")]
 mod postgres;
 pub(crate) mod rates;
@@ -63,8 +64,8 @@ use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 
 pub(crate) use admin::{FailedSelection, NameScope, NamesSeen};
 pub(crate) use areas::{
-    AdminDriver, BatchesDriver, ClaimsDriver, Driver, JobsDriver, LimitsDriver, ProcessesDriver,
-    RecurringDriver,
+    AdminDriver, BatchesDriver, ClaimsDriver, DependenciesDriver, Driver, JobsDriver, LimitsDriver,
+    ProcessesDriver, RatesDriver, RecurringDriver,
 };
 pub(crate) use audit::{AuditRow, NewAudit};
 use connection::PoolConn;

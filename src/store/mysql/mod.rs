@@ -40,9 +40,9 @@ pub(in crate::store) use explain::explain;
 pub(in crate::store) use statement::enqueue_statements;
 
 use super::{
-    AdminDriver, AttemptStarted, BatchesDriver, Cached, ClaimLimits, ClaimQuery, ClaimedJob,
-    ClaimsDriver, Discarded, Driver, Failed, JobsDriver, LimitedJob, LimitsDriver, NewJob,
-    NewProcess, ProcessRow, ProcessesDriver, Progress, RecurringDriver, RecurringTaskRow, Released,
+    AdminDriver, AttemptStarted, Cached, ClaimLimits, ClaimQuery, ClaimedJob, ClaimsDriver,
+    Discarded, Driver, Failed, JobsDriver, LimitedJob, LimitsDriver, NewJob, NewProcess,
+    ProcessRow, ProcessesDriver, Progress, RecurringDriver, RecurringTaskRow, Released,
     ReleasedJob, Retried, Snoozed, Succeeded, micros,
 };
 use crate::store::fair::{READY_COLUMNS, ready_rows_sql, ready_values_of};
@@ -1083,7 +1083,18 @@ impl ProcessesDriver for MysqlConnection {
 }
 
 impl LimitsDriver for MysqlConnection {
-    crate::store::rates::rate_driver_methods!(mysql);
+    fn rate_keys_lock(&mut self, keys: &[String]) -> QueryResult<Vec<(String, NaiveDateTime)>> {
+        for chunk in crate::store::rates::rate_key_rows(keys).chunks(500) {
+            diesel::insert_or_ignore_into(crate::store::schema::solidq_rate_limits::table)
+                .values(chunk)
+                .execute(self)?;
+        }
+        diesel::QueryDsl::for_update(crate::store::rates::rate_keys_query(keys)).load(self)
+    }
+
+    fn rate_clock(&mut self) -> QueryResult<NaiveDateTime> {
+        diesel::select(diesel::dsl::sql::<Timestamp>("UTC_TIMESTAMP(6)")).get_result(self)
+    }
 
     fn scheduled_take_limited(
         &mut self,
@@ -1107,7 +1118,7 @@ impl LimitsDriver for MysqlConnection {
 
     fn ready_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
         let ids: Vec<i64> = jobs.iter().map(|j| j.job_id).collect();
-        crate::store::fair::insert_ready_by_id!(self, &ids)
+        crate::store::fair::insert_ready_by_id(self, &ids)
     }
 
     fn blocked_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
@@ -1133,12 +1144,6 @@ impl LimitsDriver for MysqlConnection {
     fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>> {
         concurrency::blocked_expired_keys(self, limit)
     }
-}
-
-impl BatchesDriver for MysqlConnection {
-    crate::store::batches::batch_driver_methods!(last_insert_id);
-
-    crate::store::dependencies::dependency_driver_methods!();
 }
 
 impl RecurringDriver for MysqlConnection {

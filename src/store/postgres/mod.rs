@@ -24,9 +24,9 @@ pub(in crate::store) use explain::explain;
 pub(in crate::store) use statement::enqueue_statement;
 
 use super::{
-    AdminDriver, AttemptStarted, BatchesDriver, Cached, ClaimLimits, ClaimQuery, ClaimedJob,
-    ClaimsDriver, Discarded, Driver, Failed, JobsDriver, LimitedJob, LimitsDriver, NewJob,
-    NewProcess, ProcessRow, ProcessesDriver, Progress, RecurringDriver, RecurringTaskRow, Released,
+    AdminDriver, AttemptStarted, Cached, ClaimLimits, ClaimQuery, ClaimedJob, ClaimsDriver,
+    Discarded, Driver, Failed, JobsDriver, LimitedJob, LimitsDriver, NewJob, NewProcess,
+    ProcessRow, ProcessesDriver, Progress, RecurringDriver, RecurringTaskRow, Released,
     ReleasedJob, Retried, Snoozed, Succeeded, micros,
 };
 use crate::store::fair::{READY_COLUMNS, ready_rows_sql, ready_values_of};
@@ -988,7 +988,23 @@ impl ProcessesDriver for PgConnection {
 }
 
 impl LimitsDriver for PgConnection {
-    crate::store::rates::rate_driver_methods!(postgres);
+    fn rate_keys_lock(&mut self, keys: &[String]) -> QueryResult<Vec<(String, NaiveDateTime)>> {
+        for chunk in crate::store::rates::rate_key_rows(keys).chunks(500) {
+            diesel::insert_into(crate::store::schema::solidq_rate_limits::table)
+                .values(chunk)
+                .on_conflict_do_nothing()
+                .execute(self)?;
+        }
+        diesel::QueryDsl::for_update(crate::store::rates::rate_keys_query(keys)).load(self)
+    }
+
+    fn rate_clock(&mut self) -> QueryResult<NaiveDateTime> {
+        // The statement's time (`LOCALTIMESTAMP` is the transaction's).
+        diesel::select(diesel::dsl::sql::<Timestamp>(
+            "CAST(clock_timestamp() AS timestamp)",
+        ))
+        .get_result(self)
+    }
 
     fn scheduled_take_limited(
         &mut self,
@@ -1012,7 +1028,7 @@ impl LimitsDriver for PgConnection {
 
     fn ready_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
         let ids: Vec<i64> = jobs.iter().map(|j| j.job_id).collect();
-        crate::store::fair::insert_ready_by_id!(self, &ids)
+        crate::store::fair::insert_ready_by_id(self, &ids)
     }
 
     fn blocked_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
@@ -1038,12 +1054,6 @@ impl LimitsDriver for PgConnection {
     fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>> {
         concurrency::blocked_expired_keys(self, limit)
     }
-}
-
-impl BatchesDriver for PgConnection {
-    crate::store::batches::batch_driver_methods!(returning);
-
-    crate::store::dependencies::dependency_driver_methods!();
 }
 
 impl RecurringDriver for PgConnection {

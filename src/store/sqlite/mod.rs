@@ -34,9 +34,9 @@ pub(in crate::store) use explain::explain;
 pub(in crate::store) use statement::enqueue_statements;
 
 use super::{
-    AdminDriver, AttemptStarted, BatchesDriver, Cached, ClaimLimits, ClaimQuery, ClaimedJob,
-    ClaimsDriver, Discarded, Driver, Failed, JobsDriver, LimitedJob, LimitsDriver, NewJob,
-    NewProcess, ProcessRow, ProcessesDriver, Progress, RecurringDriver, RecurringTaskRow, Released,
+    AdminDriver, AttemptStarted, Cached, ClaimLimits, ClaimQuery, ClaimedJob, ClaimsDriver,
+    Discarded, Driver, Failed, JobsDriver, LimitedJob, LimitsDriver, NewJob, NewProcess,
+    ProcessRow, ProcessesDriver, Progress, RecurringDriver, RecurringTaskRow, Released,
     ReleasedJob, Retried, Snoozed, Succeeded, utc_now,
 };
 use crate::types::StoredLimit;
@@ -1026,7 +1026,20 @@ impl ProcessesDriver for SqliteConnection {
 }
 
 impl LimitsDriver for SqliteConnection {
-    crate::store::rates::rate_driver_methods!(sqlite);
+    fn rate_keys_lock(&mut self, keys: &[String]) -> QueryResult<Vec<(String, NaiveDateTime)>> {
+        // The write lock is held already (BEGIN IMMEDIATE): reading the
+        // rows is enough.
+        for chunk in crate::store::rates::rate_key_rows(keys).chunks(500) {
+            diesel::insert_or_ignore_into(crate::store::schema::solidq_rate_limits::table)
+                .values(chunk)
+                .execute(self)?;
+        }
+        crate::store::rates::rate_keys_query(keys).load(self)
+    }
+
+    fn rate_clock(&mut self) -> QueryResult<NaiveDateTime> {
+        Ok(utc_now())
+    }
 
     fn scheduled_take_limited(
         &mut self,
@@ -1050,7 +1063,7 @@ impl LimitsDriver for SqliteConnection {
 
     fn ready_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
         let ids: Vec<i64> = jobs.iter().map(|j| j.job_id).collect();
-        crate::store::fair::insert_ready_by_id!(self, &ids)
+        crate::store::fair::insert_ready_by_id(self, &ids)
     }
 
     fn blocked_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
@@ -1076,12 +1089,6 @@ impl LimitsDriver for SqliteConnection {
     fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>> {
         concurrency::blocked_expired_keys(self, limit)
     }
-}
-
-impl BatchesDriver for SqliteConnection {
-    crate::store::batches::batch_driver_methods!(last_insert_rowid);
-
-    crate::store::dependencies::dependency_driver_methods!();
 }
 
 impl RecurringDriver for SqliteConnection {
