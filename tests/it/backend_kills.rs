@@ -56,10 +56,16 @@ mod postgres {
         conn.scalar("SELECT count(*) AS v FROM solidq_jobs WHERE finished_at IS NOT NULL")
     }
 
-    #[test]
-    fn terminating_every_backend_five_times_a_second_loses_nothing_and_stops_nobody() {
-        // It compares throughput before, during and after: alone.
-        let _machine = crate::common::machine::alone();
+    /// It compares throughput before, during and after: alone.
+    mod alone {
+        #[test]
+        fn terminating_every_backend_five_times_a_second_loses_nothing_and_stops_nobody() {
+            let _machine = crate::common::machine::alone();
+            super::terminating_every_backend();
+        }
+    }
+
+    fn terminating_every_backend() {
         let Some(db) = TestDb::postgres() else { return };
         db.queue();
         let schema = schema_of(&db);

@@ -77,12 +77,14 @@ mod sqlite {
         super::services_ride_out(&db.url, &super::Outage::SqliteLock(db.url.clone()));
     }
 
-    #[test]
-    fn rate_limited_jobs_keep_their_limit_and_run_once_through_outages() {
-        // It counts starts per second: alone.
-        let _machine = crate::common::machine::alone();
-        let db = super::TestDb::sqlite();
-        super::rate_limited(&db.url, &super::Outage::SqliteLock(db.url.clone()));
+    /// It counts starts per second: alone.
+    mod alone {
+        #[test]
+        fn rate_limited_jobs_keep_their_limit_and_run_once_through_outages() {
+            let _machine = crate::common::machine::alone();
+            let db = super::super::TestDb::sqlite();
+            super::super::rate_limited(&db.url, &super::super::Outage::SqliteLock(db.url.clone()));
+        }
     }
 
     /// The database file on a small filesystem that fills up.
@@ -147,15 +149,17 @@ mod postgres {
         super::services_ride_out(&url, &super::Outage::Server(cluster));
     }
 
-    #[test]
-    fn rate_limited_jobs_keep_their_limit_and_run_once_through_outages() {
-        // It counts starts per second: alone.
-        let _machine = crate::common::machine::alone();
-        let Some(cluster) = super::PrivateCluster::start() else {
-            return;
-        };
-        let url = cluster.url();
-        super::rate_limited(&url, &super::Outage::Server(cluster));
+    /// It counts starts per second: alone.
+    mod alone {
+        #[test]
+        fn rate_limited_jobs_keep_their_limit_and_run_once_through_outages() {
+            let _machine = crate::common::machine::alone();
+            let Some(cluster) = super::super::PrivateCluster::start() else {
+                return;
+            };
+            let url = cluster.url();
+            super::super::rate_limited(&url, &super::super::Outage::Server(cluster));
+        }
     }
 
     /// The tables on a small filesystem that fills up (the WAL elsewhere).

@@ -16,11 +16,12 @@ use solidq::{
     EnqueueOptions, Error, Job, JobContext, JobOptions, JobRequest, JobResult, RateLimit,
 };
 
+backend_tests!(a_bad_limit_or_key_is_refused_with_the_offending_value);
+
 backend_tests!(
     alone:
     ten_a_second_across_three_processes_for_ten_seconds,
     each_key_has_its_own_limit_and_jobs_sent_back_are_not_claimed_over_and_over,
-    a_bad_limit_or_key_is_refused_with_the_offending_value,
     a_backlog_starts_its_full_rate_for_small_and_large_limits,
     claims_that_could_not_be_sent_back_are_released_once_the_database_takes_it,
 );

@@ -14,7 +14,12 @@
 //! does not answer with a `*** SKIPPED` line (tests/common/mod.rs), unless
 //! `SOLIDQ_REQUIRE_POSTGRES=1` / `SOLIDQ_REQUIRE_MYSQL=1`; this command
 //! says up front which servers it found. Arguments after `--` go to
-//! `cargo test` (`cargo xtask test -- outage::`).
+//! `cargo test` (`cargo xtask test -- outage::`), in one run.
+//!
+//! Without arguments it runs the suite in two phases: every test that may
+//! run beside others, `RUST_TEST_THREADS` at a time (2 unless set), then
+//! the few that measure a rate or a time (`::alone::` in their names), one
+//! at a time.
 
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
@@ -76,27 +81,55 @@ fn test(rest: &[String]) -> ExitCode {
         );
     }
 
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut command = Command::new(cargo);
-    command.current_dir(workspace_root()).arg("test");
-    if !features.is_empty() {
-        command.arg("--features").arg(features.join(","));
-    }
-    command.args(&rest);
     // Two tests at a time unless told otherwise: each holds pools on both
     // servers, and two fit in their default max_connections (PostgreSQL
-    // 100, MariaDB 151). `.ci/run` raises those and runs four.
-    if std::env::var_os("RUST_TEST_THREADS").is_none() {
-        command.env("RUST_TEST_THREADS", "2");
+    // 100, MariaDB 151). `.ci/run` raises those and runs more.
+    let threads = std::env::var("RUST_TEST_THREADS").unwrap_or_else(|_| "2".into());
+    let features: Vec<String> = if features.is_empty() {
+        Vec::new()
+    } else {
+        vec!["--features".into(), features.join(",")]
+    };
+    if !rest.is_empty() {
+        // A run of the caller's choosing: as asked, in one go.
+        return cargo_test(&features, &rest, &threads);
     }
+    // The whole suite in two phases: first every test that may run beside
+    // others, `threads` at a time; then the tests that measure a rate or a
+    // time (`::alone::` in their names, tests/it/common/mod.rs), one at a
+    // time, so none of them waits for the machine to empty first.
+    let shared = ["--".to_string(), "--skip".into(), "::alone::".into()];
+    let code = cargo_test(&features, &shared, &threads);
+    if code != ExitCode::SUCCESS {
+        return code;
+    }
+    let alone = [
+        "--test".to_string(),
+        "it".into(),
+        "--".into(),
+        "::alone::".into(),
+    ];
+    cargo_test(&features, &alone, "1")
+}
+
+/// Runs `cargo test FEATURES ARGS` in the workspace root, `threads` tests
+/// at a time.
+fn cargo_test(features: &[String], args: &[String], threads: &str) -> ExitCode {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(workspace_root())
+        .arg("test")
+        .args(features)
+        .args(args)
+        .env("RUST_TEST_THREADS", threads);
     println!(
-        "xtask: cargo test{}{}",
-        if features.is_empty() {
-            String::new()
-        } else {
-            format!(" --features {}", features.join(","))
-        },
-        rest.iter().map(|a| format!(" {a}")).collect::<String>()
+        "xtask: RUST_TEST_THREADS={threads} cargo test{}",
+        features
+            .iter()
+            .chain(args)
+            .map(|a| format!(" {a}"))
+            .collect::<String>()
     );
     match command.status() {
         Ok(status) if status.success() => ExitCode::SUCCESS,

@@ -36,11 +36,20 @@ use solidq::{Backend, Queue, QueueConfig};
 ///
 /// `backend_tests!(alone: a, b)` runs each of them with no other such test
 /// at the same time (see [`machine`]): for tests that measure a rate or a
-/// time, which a busy machine would skew.
+/// time, which a busy machine would skew. Their names hold `::alone::`
+/// (`area::alone::sqlite::name`), so a run can leave them out
+/// (`--skip ::alone::`) and run them apart, as `cargo xtask test` does.
 #[macro_export]
 macro_rules! backend_tests {
     (alone: $($name:ident),* $(,)?) => {
-        $crate::backend_tests!(@machine alone; $($name),*);
+        /// Tests that run with no other test beside them: `cargo xtask
+        /// test` runs them after the others, one at a time.
+        mod alone {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $crate::backend_tests!(@machine alone; $($name),*);
+        }
     };
     (@machine $mode:ident; $($name:ident),*) => {
         #[cfg(feature = "sqlite")]
