@@ -1,0 +1,236 @@
+//! MySQL's claims area: claiming ready jobs, dispatching due ones, the fence
+//! that keeps a claim its process's, and releasing claims.
+
+// The backend's statements, row types and helpers, which its areas share.
+use super::*;
+
+impl ClaimsDriver for MysqlConnection {
+    fn ready_claim(
+        &mut self,
+        claim: &ClaimQuery,
+        process_id: i64,
+        limits: &ClaimLimits,
+    ) -> QueryResult<Vec<ClaimedJob>> {
+        let positions = write_tx(self, |c| {
+            let alive: Scalar =
+                Cached(sql_query(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
+            if alive.v == 0 {
+                return Ok(HashMap::new());
+            }
+            let mut placed = load_candidates(c, claim, limits.immediate, None)?;
+            let started: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
+            // Beyond the idle threads: only jobs of fast kinds, and never
+            // at-most-once ones.
+            if !limits.fast_kinds.is_empty() {
+                let ahead = Some((limits.fast_kinds.as_slice(), started.as_slice()));
+                placed.extend(load_candidates(c, claim, limits.ahead, ahead)?);
+            }
+            if placed.is_empty() {
+                return Ok(HashMap::new());
+            }
+            let picked: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
+            let ids_json = json_ids(&picked);
+            Cached(sql_query(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
+            Cached(
+                sql_query(INSERT_CLAIMED)
+                    .bind::<BigInt, _>(process_id)
+                    .bind::<Text, _>(json_ids(&started))
+                    .bind::<Text, _>(&ids_json),
+            )
+            .execute(c)?;
+            Ok(placed.into_iter().collect::<HashMap<i64, i64>>())
+        })?;
+        if positions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let picked: Vec<i64> = positions.keys().copied().collect();
+        // Read after the commit: a claimed job's row changes only through
+        // its claim's holder.
+        let mut jobs: Vec<ClaimedJob> = Cached(
+            sql_query(SELECT_CLAIMED_JOBS)
+                .bind::<Text, _>(json_ids(&picked))
+                .bind::<BigInt, _>(process_id),
+        )
+        .load(self)?;
+        for job in &mut jobs {
+            job.position = positions.get(&job.id).copied().unwrap_or(job.id);
+        }
+        claim.sort(&mut jobs);
+        Ok(jobs)
+    }
+
+    fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
+        Cached(
+            sql_query(MARK_STARTED)
+                .bind::<Text, _>(json_ids(job_ids))
+                .bind::<BigInt, _>(process_id),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
+    fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>> {
+        // Look without locks first: an idle dispatcher opens no transaction.
+        let any: Vec<DueRow> = Cached(sql_query(FIND_DUE).bind::<BigInt, _>(1)).load(self)?;
+        if any.is_empty() {
+            return Ok(Vec::new());
+        }
+        write_tx(self, |c| {
+            // Several dispatchers take disjoint batches.
+            let due: Vec<DueRow> = Cached(
+                sql_query(format!("{FIND_DUE} FOR UPDATE SKIP LOCKED"))
+                    .bind::<BigInt, _>(batch as i64),
+            )
+            .load(c)?;
+            if due.is_empty() {
+                return Ok(Vec::new());
+            }
+            let ids = json_ids(&due.iter().map(|d| d.job_id).collect::<Vec<_>>());
+            Cached(sql_query(MOVE_DUE.as_str()).bind::<Text, _>(&ids)).execute(c)?;
+            Cached(sql_query(DELETE_SCHEDULED).bind::<Text, _>(&ids)).execute(c)?;
+            Ok(due.into_iter().map(|d| d.queue_name).collect())
+        })
+    }
+
+    fn claimed_held(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
+        let rows: Vec<IdRow> = Cached(
+            sql_query(CLAIMS_HELD)
+                .bind::<Text, _>(json_ids(job_ids))
+                .bind::<BigInt, _>(process_id),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+
+    fn claimed_delete_fenced(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
+        write_tx(self, |c| {
+            let rows: Vec<IdRow> = Cached(
+                sql_query(CLAIMS_HELD_LOCKED)
+                    .bind::<Text, _>(json_ids(job_ids))
+                    .bind::<BigInt, _>(process_id),
+            )
+            .load(c)?;
+            let held: Vec<i64> = rows.into_iter().map(|r| r.id).collect();
+            if !held.is_empty() {
+                Cached(sql_query(DELETE_CLAIMS).bind::<Text, _>(json_ids(&held))).execute(c)?;
+            }
+            Ok(held)
+        })
+    }
+
+    fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>> {
+        write_tx(self, |c| {
+            let jobs: Vec<ReleasedJob> = Cached(
+                sql_query(format!(
+                    "{CLAIMED_JOB_FACTS} WHERE c.process_id = ? ORDER BY j.id FOR UPDATE"
+                ))
+                .bind::<BigInt, _>(process_id),
+            )
+            .load(c)?;
+            if !jobs.is_empty() {
+                let ids = json_ids(&jobs.iter().map(|j| j.id).collect::<Vec<_>>());
+                Cached(sql_query(DELETE_CLAIMS).bind::<Text, _>(ids)).execute(c)?;
+            }
+            Ok(jobs)
+        })
+    }
+
+    fn claimed_delete_orphans(&mut self, limit: usize) -> QueryResult<Vec<ReleasedJob>> {
+        write_tx(self, |c| {
+            let orphans: Vec<IdRow> = Cached(
+                sql_query(
+                    "SELECT c.job_id AS id FROM solidq_claimed_executions c
+                     WHERE NOT EXISTS (SELECT 1 FROM solidq_processes p WHERE p.id = c.process_id)
+                     ORDER BY c.job_id LIMIT ? FOR UPDATE SKIP LOCKED",
+                )
+                .bind::<BigInt, _>(limit as i64),
+            )
+            .load(c)?;
+            if orphans.is_empty() {
+                return Ok(Vec::new());
+            }
+            let ids = json_ids(&orphans.iter().map(|o| o.id).collect::<Vec<_>>());
+            let jobs: Vec<ReleasedJob> = Cached(
+                sql_query(format!(
+                    "SELECT j.id, c.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count,
+                            j.max_stalled_count, j.concurrency_key, j.options,
+                            c.started_at IS NOT NULL AS started
+                     FROM {IDS} STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value
+                     STRAIGHT_JOIN solidq_jobs j ON j.id = c.job_id ORDER BY j.id"
+                ))
+                .bind::<Text, _>(&ids),
+            )
+            .load(c)?;
+            Cached(sql_query(DELETE_CLAIMS).bind::<Text, _>(&ids)).execute(c)?;
+            Ok(jobs)
+        })
+    }
+
+    fn jobs_succeed_fenced(
+        &mut self,
+        process_id: i64,
+        rows: &[Succeeded],
+        starts: &[i64],
+    ) -> QueryResult<Vec<i64>> {
+        // Outcomes without a result and with the same keep_result (nearly
+        // all) are written by one UPDATE per group; a result row by row.
+        let mut groups: HashMap<Duration, Vec<&Succeeded>> = HashMap::new();
+        let mut with_result = Vec::new();
+        for row in rows {
+            match &row.result {
+                None => groups.entry(row.keep).or_default().push(row),
+                Some(_) => with_result.push(row),
+            }
+        }
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        write_tx(self, |c| {
+            if !starts.is_empty() {
+                ClaimsDriver::claimed_mark_started(c, process_id, starts)?;
+            }
+            let fenced: Vec<i64> = ClaimsDriver::claimed_delete_fenced(c, process_id, &ids)?;
+            if fenced.is_empty() {
+                return Ok(fenced);
+            }
+            let held: std::collections::HashSet<i64> = fenced.iter().copied().collect();
+            for (keep, group) in &groups {
+                let mut group: Vec<&Succeeded> = group
+                    .iter()
+                    .copied()
+                    .filter(|r| held.contains(&r.id))
+                    .collect();
+                if group.is_empty() {
+                    continue;
+                }
+                group.sort_unstable_by_key(|r| r.id);
+                let pairs = serde_json::Value::Array(
+                    group
+                        .iter()
+                        .map(|r| serde_json::json!([r.id, micros(r.started_ago)]))
+                        .collect(),
+                );
+                Cached(
+                    sql_query(SUCCEED_GROUP)
+                        .bind::<Text, _>(pairs.to_string())
+                        .bind::<BigInt, _>(micros(*keep)),
+                )
+                .execute(c)?;
+            }
+            for row in with_result.iter().filter(|r| held.contains(&r.id)) {
+                Cached(
+                    sql_query(
+                        "UPDATE solidq_jobs SET finished_at = UTC_TIMESTAMP(6),
+                                expires_at = (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), result = ?,
+                                started_at = (UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND),
+                                attempts = attempts + 1, updated_at = UTC_TIMESTAMP(6) WHERE id = ?",
+                    )
+                    .bind::<BigInt, _>(micros(row.keep))
+                    .bind::<Nullable<Text>, _>(row.result.as_deref())
+                    .bind::<BigInt, _>(micros(row.started_ago))
+                    .bind::<BigInt, _>(row.id),
+                )
+                .execute(c)?;
+            }
+            Ok(fenced)
+        })
+    }
+}

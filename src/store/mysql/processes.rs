@@ -1,0 +1,96 @@
+//! MySQL's processes area: registrations, heartbeats, and finding the
+//! processes that are gone.
+
+// The backend's statements, row types and helpers, which its areas share.
+use super::*;
+
+impl ProcessesDriver for MysqlConnection {
+    fn process_insert(&mut self, p: &NewProcess) -> QueryResult<i64> {
+        write_tx(self, |c| {
+            Cached(
+                sql_query(
+                    "INSERT INTO solidq_processes (kind, name, pid, hostname, supervisor_id, metadata,
+                                                   last_heartbeat_at, created_at)
+                     VALUES (?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))",
+                )
+                .bind::<Text, _>(&p.kind)
+                .bind::<Text, _>(&p.name)
+                .bind::<Integer, _>(p.pid)
+                .bind::<Text, _>(&p.hostname)
+                .bind::<Nullable<BigInt>, _>(p.supervisor_id)
+                .bind::<Text, _>(&p.metadata),
+            )
+            .execute(c)?;
+            let row: IdRow = Cached(sql_query(LAST_ID)).get_result(c)?;
+            Ok(row.id)
+        })
+    }
+
+    fn process_heartbeat(&mut self, id: i64) -> QueryResult<bool> {
+        // Rows found, not changed (diesel connects with CLIENT_FOUND_ROWS).
+        let n = Cached(sql_query(HEARTBEAT).bind::<BigInt, _>(id)).execute(self)?;
+        Ok(n > 0)
+    }
+
+    fn process_delete(&mut self, id: i64) -> QueryResult<bool> {
+        let n =
+            Cached(sql_query("DELETE FROM solidq_processes WHERE id = ?").bind::<BigInt, _>(id))
+                .execute(self)?;
+        Ok(n > 0)
+    }
+
+    fn process_find_expired(
+        &mut self,
+        threshold: Duration,
+        exclude: i64,
+        limit: usize,
+    ) -> QueryResult<Vec<ProcessRow>> {
+        Cached(
+            sql_query(format!(
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
+                 WHERE last_heartbeat_at < {NOW_MINUS} AND id <> ? ORDER BY last_heartbeat_at LIMIT ?"
+            ))
+            .bind::<BigInt, _>(micros(threshold))
+            .bind::<BigInt, _>(exclude)
+            .bind::<BigInt, _>(limit as i64),
+        )
+        .load(self)
+    }
+
+    fn process_find_by_pid(
+        &mut self,
+        hostname: &str,
+        pid: i32,
+        supervisor_id: i64,
+    ) -> QueryResult<Vec<ProcessRow>> {
+        Cached(
+            sql_query(format!(
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
+                 WHERE hostname = ? AND pid = ? AND supervisor_id = ? ORDER BY id"
+            ))
+            .bind::<Text, _>(hostname)
+            .bind::<Integer, _>(pid)
+            .bind::<BigInt, _>(supervisor_id),
+        )
+        .load(self)
+    }
+
+    fn process_lock(
+        &mut self,
+        id: i64,
+        dead_for: Option<Duration>,
+    ) -> QueryResult<Option<ProcessRow>> {
+        let rows: Vec<ProcessRow> = Cached(
+            sql_query(format!(
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
+                 WHERE id = ? AND (? < 0 OR last_heartbeat_at < {NOW_MINUS})
+                 FOR UPDATE SKIP LOCKED"
+            ))
+            .bind::<BigInt, _>(id)
+            .bind::<BigInt, _>(dead_for.map_or(-1, micros))
+            .bind::<BigInt, _>(dead_for.map_or(0, micros)),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().next())
+    }
+}

@@ -1,0 +1,88 @@
+//! PostgreSQL's processes area: registrations, heartbeats, and finding the
+//! processes that are gone.
+
+// The backend's statements, row types and helpers, which its areas share.
+use super::*;
+
+impl ProcessesDriver for PgConnection {
+    fn process_insert(&mut self, p: &NewProcess) -> QueryResult<i64> {
+        let row: IdRow = Cached(
+            sql_query(INSERT_PROCESS)
+                .bind::<Text, _>(&p.kind)
+                .bind::<Text, _>(&p.name)
+                .bind::<Integer, _>(p.pid)
+                .bind::<Text, _>(&p.hostname)
+                .bind::<Nullable<BigInt>, _>(p.supervisor_id)
+                .bind::<Text, _>(&p.metadata),
+        )
+        .get_result(self)?;
+        Ok(row.id)
+    }
+
+    fn process_heartbeat(&mut self, id: i64) -> QueryResult<bool> {
+        let n = Cached(sql_query(HEARTBEAT).bind::<BigInt, _>(id)).execute(self)?;
+        Ok(n > 0)
+    }
+
+    fn process_delete(&mut self, id: i64) -> QueryResult<bool> {
+        let n =
+            Cached(sql_query("DELETE FROM solidq_processes WHERE id = $1").bind::<BigInt, _>(id))
+                .execute(self)?;
+        Ok(n > 0)
+    }
+
+    fn process_find_expired(
+        &mut self,
+        threshold: Duration,
+        exclude: i64,
+        limit: usize,
+    ) -> QueryResult<Vec<ProcessRow>> {
+        Cached(
+            sql_query(format!(
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
+                 WHERE last_heartbeat_at < LOCALTIMESTAMP - $1 * INTERVAL '1 microsecond' AND id <> $2
+                 ORDER BY last_heartbeat_at LIMIT $3"
+            ))
+            .bind::<BigInt, _>(micros(threshold))
+            .bind::<BigInt, _>(exclude)
+            .bind::<BigInt, _>(limit as i64),
+        )
+        .load(self)
+    }
+
+    fn process_find_by_pid(
+        &mut self,
+        hostname: &str,
+        pid: i32,
+        supervisor_id: i64,
+    ) -> QueryResult<Vec<ProcessRow>> {
+        Cached(
+            sql_query(format!(
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
+                 WHERE hostname = $1 AND pid = $2 AND supervisor_id = $3 ORDER BY id"
+            ))
+            .bind::<Text, _>(hostname)
+            .bind::<Integer, _>(pid)
+            .bind::<BigInt, _>(supervisor_id),
+        )
+        .load(self)
+    }
+
+    fn process_lock(
+        &mut self,
+        id: i64,
+        dead_for: Option<Duration>,
+    ) -> QueryResult<Option<ProcessRow>> {
+        let rows: Vec<ProcessRow> = Cached(
+            sql_query(format!(
+                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
+                 WHERE id = $1 AND ($2 < 0 OR last_heartbeat_at < LOCALTIMESTAMP - $2 * INTERVAL '1 microsecond')
+                 FOR UPDATE SKIP LOCKED"
+            ))
+            .bind::<BigInt, _>(id)
+            .bind::<BigInt, _>(dead_for.map_or(-1, micros)),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().next())
+    }
+}

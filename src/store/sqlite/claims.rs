@@ -1,0 +1,243 @@
+//! SQLite's claims area: claiming ready jobs, dispatching due ones, the fence
+//! that keeps a claim its process's, and releasing claims.
+
+// The backend's statements, row types and helpers, which its areas share.
+use super::*;
+
+impl ClaimsDriver for SqliteConnection {
+    fn ready_claim(
+        &mut self,
+        claim: &ClaimQuery,
+        process_id: i64,
+        limits: &ClaimLimits,
+    ) -> QueryResult<Vec<ClaimedJob>> {
+        // Look without the write lock first: an idle poll stays a read.
+        if claim_candidates(self, claim, 1)?.is_empty() {
+            return Ok(Vec::new());
+        }
+        let claimed_at = utc_now();
+        let (picked, started, positions) = self
+            .immediate_transaction::<_, diesel::result::Error, _>(|c| {
+                // No claims for a process whose row is gone (it was pruned):
+                // they would be orphans.
+                let alive: Scalar =
+                    Cached(sql_query(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
+                if alive.v == 0 {
+                    return Ok((Vec::new(), Vec::new(), HashMap::new()));
+                }
+                // Beyond the idle threads: only jobs of fast kinds, and never
+                // at-most-once ones.
+                let candidates = if limits.ahead > 0 && !limits.fast_kinds.is_empty() {
+                    claim_candidates_ahead(c, claim, limits.total(), &limits.fast_kinds)?
+                } else {
+                    claim_candidates(c, claim, limits.immediate)?
+                };
+                let picked: Vec<&Candidate> = candidates
+                    .iter()
+                    .enumerate()
+                    .filter(|(n, candidate)| *n < limits.immediate || candidate.eligible)
+                    .map(|(_, candidate)| candidate)
+                    .collect();
+                let positions: HashMap<i64, i64> =
+                    picked.iter().map(|c| (c.job_id, c.position)).collect();
+                let picked: Vec<i64> = picked.iter().map(|c| c.job_id).collect();
+                let started: Vec<i64> = picked.iter().copied().take(limits.immediate).collect();
+                if picked.is_empty() {
+                    return Ok((picked, started, positions));
+                }
+                let ids_json = json_ids(&picked);
+                Cached(sql_query(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
+                Cached(
+                    sql_query(INSERT_CLAIMED)
+                        .bind::<Text, _>(&ids_json)
+                        .bind::<BigInt, _>(process_id)
+                        .bind::<Timestamp, _>(claimed_at)
+                        .bind::<Text, _>(json_ids(&started)),
+                )
+                .execute(c)?;
+                Ok((picked, started, positions))
+            })?;
+        if picked.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The rows are read after the commit, outside the write lock: a
+        // claimed job's row changes only through its claim's holder.
+        let mut jobs: Vec<ClaimedJob> = Cached(
+            sql_query(SELECT_CLAIMED_JOBS)
+                .bind::<Text, _>(json_ids(&picked))
+                .bind::<Timestamp, _>(claimed_at)
+                .bind::<Text, _>(json_ids(&started)),
+        )
+        .load(self)?;
+        for job in &mut jobs {
+            job.position = positions.get(&job.id).copied().unwrap_or(job.id);
+        }
+        claim.sort(&mut jobs);
+        Ok(jobs)
+    }
+
+    fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
+        write_tx(self, |c| {
+            Cached(
+                sql_query(MARK_STARTED)
+                    .bind::<BigInt, _>(process_id)
+                    .bind::<Text, _>(json_ids(job_ids))
+                    .bind::<Timestamp, _>(utc_now()),
+            )
+            .execute(c)
+            .map(drop)
+        })
+    }
+
+    fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>> {
+        let find = |c: &mut SqliteConnection, limit: i64| -> QueryResult<Vec<DueRow>> {
+            Cached(
+                sql_query(FIND_DUE)
+                    .bind::<Timestamp, _>(utc_now())
+                    .bind::<BigInt, _>(limit),
+            )
+            .load(c)
+        };
+        if find(self, 1)?.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.immediate_transaction(|c| {
+            let due = find(c, batch as i64)?;
+            if due.is_empty() {
+                return Ok(Vec::new());
+            }
+            let ids = json_ids(&due.iter().map(|d| d.job_id).collect::<Vec<_>>());
+            Cached(
+                sql_query(MOVE_DUE.as_str())
+                    .bind::<Text, _>(&ids)
+                    .bind::<Timestamp, _>(utc_now()),
+            )
+            .execute(c)?;
+            Cached(sql_query(DELETE_SCHEDULED).bind::<Text, _>(&ids)).execute(c)?;
+            Ok(due.into_iter().map(|d| d.queue_name).collect())
+        })
+    }
+
+    fn claimed_held(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
+        let rows: Vec<IdRow> = Cached(
+            sql_query(CLAIMS_HELD)
+                .bind::<BigInt, _>(process_id)
+                .bind::<Text, _>(json_ids(job_ids)),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+
+    fn claimed_delete_fenced(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
+        let rows: Vec<IdRow> = Cached(
+            sql_query(DELETE_CLAIMS_FENCED)
+                .bind::<BigInt, _>(process_id)
+                .bind::<Text, _>(json_ids(job_ids)),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+
+    fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>> {
+        let jobs: Vec<ReleasedJob> = Cached(
+            sql_query(format!(
+                "{CLAIMED_JOB_FACTS} WHERE c.process_id = ?1 ORDER BY j.id"
+            ))
+            .bind::<BigInt, _>(process_id),
+        )
+        .load(self)?;
+        Cached(
+            sql_query("DELETE FROM solidq_claimed_executions WHERE process_id = ?1")
+                .bind::<BigInt, _>(process_id),
+        )
+        .execute(self)?;
+        Ok(jobs)
+    }
+
+    fn claimed_delete_orphans(&mut self, limit: usize) -> QueryResult<Vec<ReleasedJob>> {
+        let jobs: Vec<ReleasedJob> = Cached(
+            sql_query(format!(
+                "{CLAIMED_JOB_FACTS} WHERE NOT EXISTS
+                     (SELECT 1 FROM solidq_processes p WHERE p.id = c.process_id)
+                 ORDER BY j.id LIMIT ?1"
+            ))
+            .bind::<BigInt, _>(limit as i64),
+        )
+        .load(self)?;
+        if !jobs.is_empty() {
+            let ids = json_ids(&jobs.iter().map(|j| j.id).collect::<Vec<_>>());
+            Cached(
+                sql_query(
+                    "DELETE FROM solidq_claimed_executions WHERE job_id IN (SELECT value FROM json_each(?1))",
+                )
+                .bind::<Text, _>(ids),
+            )
+            .execute(self)?;
+        }
+        Ok(jobs)
+    }
+
+    fn jobs_succeed_fenced(
+        &mut self,
+        process_id: i64,
+        rows: &[Succeeded],
+        starts: &[i64],
+    ) -> QueryResult<Vec<i64>> {
+        // Outcomes without a result and with the same keep_result (nearly
+        // all) are written by one UPDATE per group; a result is written row
+        // by row.
+        let mut groups: HashMap<std::time::Duration, Vec<&Succeeded>> = HashMap::new();
+        let mut with_result = Vec::new();
+        for row in rows {
+            match &row.result {
+                None => groups.entry(row.keep).or_default().push(row),
+                Some(_) => with_result.push(row),
+            }
+        }
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        write_tx(self, |c| {
+            if !starts.is_empty() {
+                ClaimsDriver::claimed_mark_started(c, process_id, starts)?;
+            }
+            let fenced: Vec<i64> = ClaimsDriver::claimed_delete_fenced(c, process_id, &ids)?;
+            if fenced.is_empty() {
+                return Ok(fenced);
+            }
+            let held: std::collections::HashSet<i64> = fenced.iter().copied().collect();
+            let now = utc_now();
+            for (keep, group) in &groups {
+                let group: Vec<(i64, NaiveDateTime)> = group
+                    .iter()
+                    .filter(|r| held.contains(&r.id))
+                    .map(|r| (r.id, minus(now, r.started_ago)))
+                    .collect();
+                if group.is_empty() {
+                    continue;
+                }
+                Cached(
+                    sql_query(SUCCEED_GROUP)
+                        .bind::<Text, _>(attempt_starts(&group))
+                        .bind::<Timestamp, _>(now)
+                        .bind::<Timestamp, _>(plus(now, *keep)),
+                )
+                .execute(c)?;
+            }
+            for row in with_result.iter().filter(|r| held.contains(&r.id)) {
+                Cached(
+                    sql_query(
+                        "UPDATE solidq_jobs SET finished_at = ?1, expires_at = ?2, result = ?3,
+                                attempts = attempts + 1, updated_at = ?1, started_at = ?5
+                         WHERE id = ?4",
+                    )
+                    .bind::<Timestamp, _>(now)
+                    .bind::<Timestamp, _>(plus(now, row.keep))
+                    .bind::<Nullable<Text>, _>(row.result.as_deref())
+                    .bind::<BigInt, _>(row.id)
+                    .bind::<Timestamp, _>(minus(now, row.started_ago)),
+                )
+                .execute(c)?;
+            }
+            Ok(fenced)
+        })
+    }
+}
