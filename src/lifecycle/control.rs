@@ -120,20 +120,6 @@ impl Store {
     pub(crate) fn jobs_cancel_running(&self, ids: &[i64]) -> Result<Vec<i64>> {
         self.with_driver("jobs_cancel_running", |d| d.jobs_request_cancel(ids))
     }
-
-    /// The jobs `process_id` holds whose running was asked to stop.
-    pub(crate) fn claimed_cancelled(&self, process_id: i64) -> Result<Vec<i64>> {
-        use crate::store::schema::{solidq_claimed_executions as claimed, solidq_jobs as jobs};
-        use diesel::prelude::*;
-        self.with_conn("claimed_cancelled", |conn| {
-            claimed::table
-                .inner_join(jobs::table.on(jobs::id.eq(claimed::job_id)))
-                .filter(claimed::process_id.eq(process_id))
-                .filter(jobs::cancel_requested_at.is_not_null())
-                .select(claimed::job_id)
-                .load(conn)
-        })
-    }
 }
 
 impl Store {

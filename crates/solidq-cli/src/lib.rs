@@ -47,7 +47,7 @@ pub const EXIT_USAGE: i32 = 2;
 #[command(
     name = "solidq",
     version,
-    about = "Durable background jobs on SQLite or PostgreSQL"
+    about = "Durable background jobs on SQLite, PostgreSQL or MySQL"
 )]
 struct Cli {
     #[command(flatten)]
