@@ -15,7 +15,9 @@
 //! the rows ready at that moment: every path into ready (enqueue, a due
 //! run time, a retry, a release after a stall, a snooze, a freed
 //! concurrency slot, a finished parent) uses [`ready_values_of`] or
-//! [`ready_rows_sql`]. Two
+//! [`ready_rows_sql`], or is a named statement (a backend's `.sql` file)
+//! that holds their text for its arguments, written out, with a unit test
+//! beside it that compares the two. Two
 //! concurrent inserts for one key may take the same place; the tie is
 //! broken by id. A keyed job's place is never after its own id, so a job
 //! without a key enqueued after a tenant's burst still waits for that burst

@@ -9,38 +9,34 @@
 use diesel::sql_types::{BigInt, Text};
 use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
-use super::{IDS, IdRow, NOW, json_ids, write_tx};
+use super::{IdRow, json_ids, write_tx};
+use crate::store::named::named;
 use crate::store::{Cached, RemovedPending};
 
-/// The execution tables a waiting job can be in; the first is ready.
-const PENDING_TABLES: [&str; 3] = [
-    "solidq_ready_executions",
-    "solidq_scheduled_executions",
-    "solidq_blocked_executions",
+const SQL: &str = include_str!("control.sql");
+const LOCK_READY: &str = named(SQL, "pending_remove/lock_ready");
+const DELETE_READY: &str = named(SQL, "pending_remove/delete_ready");
+const LOCK_SCHEDULED: &str = named(SQL, "pending_remove/lock_scheduled");
+const DELETE_SCHEDULED: &str = named(SQL, "pending_remove/delete_scheduled");
+const LOCK_BLOCKED: &str = named(SQL, "pending_remove/lock_blocked");
+const DELETE_BLOCKED: &str = named(SQL, "pending_remove/delete_blocked");
+const REMOVED_JOBS: &str = named(SQL, "pending_remove/jobs");
+const MAKE_DUE: &str = named(SQL, "scheduled_make_due/executions");
+const MAKE_JOBS_DUE: &str = named(SQL, "scheduled_make_due/jobs");
+const LOCK_BLOCKED_TO_RUN: &str = named(SQL, "blocked_run_now/lock");
+const DELETE_BLOCKED_TO_RUN: &str = named(SQL, "blocked_run_now/delete");
+const UNLIMIT_JOBS: &str = named(SQL, "blocked_run_now/unlimit");
+const READY_FROM_JOBS: &str = named(SQL, "blocked_run_now/ready");
+const LOCK_ASKABLE: &str = named(SQL, "jobs_request_cancel/lock");
+const ASK: &str = named(SQL, "jobs_request_cancel/ask");
+
+/// The execution tables a waiting job can be in, as the statements that
+/// lock a list's rows in one and delete them; the first is ready.
+const PENDING_TABLES: [(&str, &str); 3] = [
+    (LOCK_READY, DELETE_READY),
+    (LOCK_SCHEDULED, DELETE_SCHEDULED),
+    (LOCK_BLOCKED, DELETE_BLOCKED),
 ];
-
-fn lock_pending_sql(table: &str) -> String {
-    format!(
-        "SELECT t.job_id AS id FROM {IDS} STRAIGHT_JOIN {table} t ON t.job_id = ids.value
-         ORDER BY t.job_id FOR UPDATE"
-    )
-}
-
-/// Deletes and updates by a list of ids join it, not `IN (SELECT …)`:
-/// MariaDB (before 11.1) runs a single-table `DELETE` or `UPDATE`'s `IN`
-/// subquery once per row of a full scan. `STRAIGHT_JOIN` reads the list
-/// first, then each row by primary key.
-fn delete_pending_sql(table: &str) -> String {
-    format!("DELETE t FROM {IDS} STRAIGHT_JOIN {table} t ON t.job_id = ids.value")
-}
-
-/// `was_ready` is filled in from the ready rows deleted.
-fn removed_sql() -> String {
-    format!(
-        "SELECT j.id, j.concurrency_key, j.options, 0 AS was_ready
-         FROM {IDS} STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value ORDER BY j.id"
-    )
-}
 
 /// Per execution table: lock the rows of `ids`, delete them. Then the
 /// jobs' facts. Inside a transaction.
@@ -51,15 +47,13 @@ pub(super) fn pending_remove(
     let ids = json_ids(ids);
     let mut ready = Vec::new();
     let mut removed = Vec::new();
-    for (i, table) in PENDING_TABLES.into_iter().enumerate() {
-        let rows: Vec<IdRow> =
-            Cached(sql_query(lock_pending_sql(table)).bind::<Text, _>(&ids)).load(conn)?;
+    for (i, (lock, delete)) in PENDING_TABLES.into_iter().enumerate() {
+        let rows: Vec<IdRow> = Cached(sql_query(lock).bind::<Text, _>(&ids)).load(conn)?;
         if rows.is_empty() {
             continue;
         }
         let locked: Vec<i64> = rows.into_iter().map(|r| r.id).collect();
-        Cached(sql_query(delete_pending_sql(table)).bind::<Text, _>(json_ids(&locked)))
-            .execute(conn)?;
+        Cached(sql_query(delete).bind::<Text, _>(json_ids(&locked))).execute(conn)?;
         if i == 0 {
             ready.extend_from_slice(&locked);
         }
@@ -69,29 +63,11 @@ pub(super) fn pending_remove(
         return Ok(Vec::new());
     }
     let mut jobs: Vec<RemovedPending> =
-        Cached(sql_query(removed_sql()).bind::<Text, _>(json_ids(&removed))).load(conn)?;
+        Cached(sql_query(REMOVED_JOBS).bind::<Text, _>(json_ids(&removed))).load(conn)?;
     for job in &mut jobs {
         job.was_ready = ready.contains(&job.id);
     }
     Ok(jobs)
-}
-
-fn make_due_sql() -> String {
-    format!(
-        "UPDATE {IDS} STRAIGHT_JOIN solidq_scheduled_executions x ON x.job_id = ids.value
-         SET x.scheduled_at = {NOW}"
-    )
-}
-
-/// The jobs take their execution's new time, so both hold the same
-/// instant (`UTC_TIMESTAMP(6)` is fixed within a statement, not across
-/// two).
-fn make_jobs_due_sql() -> String {
-    format!(
-        "UPDATE {IDS} STRAIGHT_JOIN solidq_scheduled_executions x ON x.job_id = ids.value
-         STRAIGHT_JOIN solidq_jobs j ON j.id = x.job_id
-         SET j.scheduled_at = x.scheduled_at, j.updated_at = x.scheduled_at"
-    )
 }
 
 /// Two updates: the executions (their count, of rows matched under
@@ -99,38 +75,11 @@ fn make_jobs_due_sql() -> String {
 /// transaction.
 pub(super) fn scheduled_make_due(conn: &mut MysqlConnection, ids: &[i64]) -> QueryResult<usize> {
     let ids = json_ids(ids);
-    let moved = Cached(sql_query(make_due_sql()).bind::<Text, _>(&ids)).execute(conn)?;
+    let moved = Cached(sql_query(MAKE_DUE).bind::<Text, _>(&ids)).execute(conn)?;
     if moved > 0 {
-        Cached(sql_query(make_jobs_due_sql()).bind::<Text, _>(&ids)).execute(conn)?;
+        Cached(sql_query(MAKE_JOBS_DUE).bind::<Text, _>(&ids)).execute(conn)?;
     }
     Ok(moved)
-}
-
-fn lock_blocked_sql() -> String {
-    format!(
-        "SELECT b.job_id, b.queue_name FROM {IDS}
-         STRAIGHT_JOIN solidq_blocked_executions b ON b.job_id = ids.value
-         ORDER BY b.job_id FOR UPDATE"
-    )
-}
-
-fn unlimit_jobs_sql() -> String {
-    format!(
-        "UPDATE {IDS} STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
-         SET j.concurrency_key = NULL, j.scheduled_at = {NOW}, j.updated_at = {NOW}"
-    )
-}
-
-fn ready_from_jobs_sql() -> String {
-    format!(
-        "INSERT INTO solidq_ready_executions ({}) {} ORDER BY id",
-        crate::store::fair::READY_COLUMNS,
-        crate::store::fair::ready_rows_sql(
-            "j",
-            "j.scheduled_at",
-            &format!("FROM {IDS} STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value")
-        )
-    )
 }
 
 /// Locks the blocked rows, deletes them, takes their jobs out of their
@@ -146,49 +95,56 @@ pub(super) fn blocked_run_now(conn: &mut MysqlConnection, ids: &[i64]) -> QueryR
         queue_name: String,
     }
     let locked: Vec<Locked> =
-        Cached(sql_query(lock_blocked_sql()).bind::<Text, _>(json_ids(ids))).load(conn)?;
+        Cached(sql_query(LOCK_BLOCKED_TO_RUN).bind::<Text, _>(json_ids(ids))).load(conn)?;
     if locked.is_empty() {
         return Ok(Vec::new());
     }
     let moved = json_ids(&locked.iter().map(|l| l.job_id).collect::<Vec<_>>());
-    Cached(sql_query(delete_pending_sql("solidq_blocked_executions")).bind::<Text, _>(&moved))
-        .execute(conn)?;
-    Cached(sql_query(unlimit_jobs_sql()).bind::<Text, _>(&moved)).execute(conn)?;
-    Cached(sql_query(ready_from_jobs_sql()).bind::<Text, _>(&moved)).execute(conn)?;
+    Cached(sql_query(DELETE_BLOCKED_TO_RUN).bind::<Text, _>(&moved)).execute(conn)?;
+    Cached(sql_query(UNLIMIT_JOBS).bind::<Text, _>(&moved)).execute(conn)?;
+    Cached(sql_query(READY_FROM_JOBS).bind::<Text, _>(&moved)).execute(conn)?;
     Ok(locked.into_iter().map(|l| l.queue_name).collect())
 }
 
-/// Claimed jobs not asked yet, locked in id order (the claims are read,
-/// not locked).
-fn lock_askable_sql() -> String {
-    format!(
-        "SELECT j.id FROM {IDS} STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
-         WHERE j.cancel_requested_at IS NULL
-           AND EXISTS (SELECT 1 FROM solidq_claimed_executions c WHERE c.job_id = j.id)
-         ORDER BY j.id FOR UPDATE"
-    )
-}
-
-fn ask_sql() -> String {
-    format!(
-        "UPDATE {IDS} STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
-         SET j.cancel_requested_at = {NOW}, j.updated_at = {NOW}"
-    )
-}
-
 /// Its own transaction (the store runs it outside one): lock the jobs to
-/// ask, then ask them.
+/// ask (claimed, not asked yet), then ask them.
 pub(super) fn jobs_request_cancel(
     conn: &mut MysqlConnection,
     ids: &[i64],
 ) -> QueryResult<Vec<i64>> {
     write_tx(conn, |conn| {
         let rows: Vec<IdRow> =
-            Cached(sql_query(lock_askable_sql()).bind::<Text, _>(json_ids(ids))).load(conn)?;
+            Cached(sql_query(LOCK_ASKABLE).bind::<Text, _>(json_ids(ids))).load(conn)?;
         let asked: Vec<i64> = rows.into_iter().map(|r| r.id).collect();
         if !asked.is_empty() {
-            Cached(sql_query(ask_sql()).bind::<Text, _>(json_ids(&asked))).execute(conn)?;
+            Cached(sql_query(ASK).bind::<Text, _>(json_ids(&asked))).execute(conn)?;
         }
         Ok(asked)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::fair::{READY_COLUMNS, ready_rows_sql};
+    use crate::store::mysql::IDS;
+
+    fn words(sql: &str) -> String {
+        sql.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// control.sql holds the text store::fair makes for these arguments:
+    /// a change there must be made here too.
+    #[test]
+    fn the_ready_rows_of_blocked_jobs_run_now_are_placed_as_store_fair_places_them() {
+        let fair = format!(
+            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {} ORDER BY id",
+            ready_rows_sql(
+                "j",
+                "j.scheduled_at",
+                &format!("FROM {IDS} STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value")
+            )
+        );
+        assert_eq!(words(READY_FROM_JOBS), words(&fair));
+    }
 }

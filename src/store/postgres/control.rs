@@ -6,7 +6,14 @@
 use diesel::sql_types::{Array, BigInt, Text};
 use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
-use crate::store::{CANCEL_CHANNEL_QUEUE, Cached, RemovedPending};
+use crate::store::named::named;
+use crate::store::{Cached, RemovedPending};
+
+const SQL: &str = include_str!("control.sql");
+const PENDING_REMOVE: &str = named(SQL, "pending_remove");
+const SCHEDULED_MAKE_DUE: &str = named(SQL, "scheduled_make_due");
+const BLOCKED_RUN_NOW: &str = named(SQL, "blocked_run_now");
+const REQUEST_CANCEL: &str = named(SQL, "jobs_request_cancel");
 
 #[derive(QueryableByName)]
 struct IdRow {
@@ -18,34 +25,11 @@ pub(super) fn pending_remove(
     conn: &mut PgConnection,
     ids: &[i64],
 ) -> QueryResult<Vec<RemovedPending>> {
-    Cached(
-        sql_query(
-            "WITH r AS (DELETE FROM solidq_ready_executions WHERE job_id = ANY ($1)
-                        RETURNING job_id, true AS was_ready),
-                  s AS (DELETE FROM solidq_scheduled_executions WHERE job_id = ANY ($1)
-                        RETURNING job_id, false AS was_ready),
-                  b AS (DELETE FROM solidq_blocked_executions WHERE job_id = ANY ($1)
-                        RETURNING job_id, false AS was_ready),
-                  gone AS (SELECT * FROM r UNION ALL SELECT * FROM s UNION ALL SELECT * FROM b)
-             SELECT j.id, j.concurrency_key, j.options, gone.was_ready
-             FROM solidq_jobs j JOIN gone ON gone.job_id = j.id ORDER BY j.id",
-        )
-        .bind::<Array<BigInt>, _>(ids),
-    )
-    .load(conn)
+    Cached(sql_query(PENDING_REMOVE).bind::<Array<BigInt>, _>(ids)).load(conn)
 }
 
 pub(super) fn scheduled_make_due(conn: &mut PgConnection, ids: &[i64]) -> QueryResult<usize> {
-    Cached(
-        sql_query(
-            "WITH due AS (UPDATE solidq_scheduled_executions SET scheduled_at = LOCALTIMESTAMP
-                          WHERE job_id = ANY ($1) RETURNING job_id)
-             UPDATE solidq_jobs SET scheduled_at = LOCALTIMESTAMP, updated_at = LOCALTIMESTAMP
-             WHERE id IN (SELECT job_id FROM due)",
-        )
-        .bind::<Array<BigInt>, _>(ids),
-    )
-    .execute(conn)
+    Cached(sql_query(SCHEDULED_MAKE_DUE).bind::<Array<BigInt>, _>(ids)).execute(conn)
 }
 
 pub(super) fn blocked_run_now(conn: &mut PgConnection, ids: &[i64]) -> QueryResult<Vec<String>> {
@@ -54,41 +38,42 @@ pub(super) fn blocked_run_now(conn: &mut PgConnection, ids: &[i64]) -> QueryResu
         #[diesel(sql_type = Text)]
         queue_name: String,
     }
-    let rows: Vec<Queue> = Cached(
-        sql_query(format!(
-            "WITH gone AS (DELETE FROM solidq_blocked_executions WHERE job_id = ANY ($1)
-                           RETURNING job_id),
-                  upd AS (UPDATE solidq_jobs SET concurrency_key = NULL,
-                                 scheduled_at = LOCALTIMESTAMP, updated_at = LOCALTIMESTAMP
-                          WHERE id IN (SELECT job_id FROM gone)
-                          RETURNING id, queue_name, priority, fairness_key)
-             INSERT INTO solidq_ready_executions ({}) {}
-             RETURNING queue_name",
-            crate::store::fair::READY_COLUMNS,
-            crate::store::fair::ready_rows_sql("upd", "LOCALTIMESTAMP", "FROM upd")
-        ))
-        .bind::<Array<BigInt>, _>(ids),
-    )
-    .load(conn)?;
+    let rows: Vec<Queue> =
+        Cached(sql_query(BLOCKED_RUN_NOW).bind::<Array<BigInt>, _>(ids)).load(conn)?;
     Ok(rows.into_iter().map(|r| r.queue_name).collect())
 }
 
 pub(super) fn jobs_request_cancel(conn: &mut PgConnection, ids: &[i64]) -> QueryResult<Vec<i64>> {
-    let rows: Vec<IdRow> = Cached(
-        sql_query(format!(
-            "WITH asked AS (
-                 UPDATE solidq_jobs SET cancel_requested_at = LOCALTIMESTAMP,
-                        updated_at = LOCALTIMESTAMP
-                 WHERE id IN (SELECT job_id FROM solidq_claimed_executions WHERE job_id = ANY ($1))
-                   AND cancel_requested_at IS NULL
-                 RETURNING id),
-             notified AS (
-                 SELECT pg_notify('solidq', current_schema() || ':{CANCEL_CHANNEL_QUEUE}')
-                 WHERE EXISTS (SELECT 1 FROM asked))
-             SELECT id FROM asked, (SELECT count(*) FROM notified) n"
-        ))
-        .bind::<Array<BigInt>, _>(ids),
-    )
-    .load(conn)?;
+    let rows: Vec<IdRow> =
+        Cached(sql_query(REQUEST_CANCEL).bind::<Array<BigInt>, _>(ids)).load(conn)?;
     Ok(rows.into_iter().map(|r| r.id).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::CANCEL_CHANNEL_QUEUE;
+    use crate::store::fair::{READY_COLUMNS, ready_rows_sql};
+
+    fn words(sql: &str) -> String {
+        sql.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// control.sql holds the text store::fair makes for these arguments:
+    /// a change there must be made here too.
+    #[test]
+    fn the_ready_rows_of_blocked_jobs_run_now_are_placed_as_store_fair_places_them() {
+        let fair = format!(
+            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {} RETURNING queue_name",
+            ready_rows_sql("upd", "LOCALTIMESTAMP", "FROM upd")
+        );
+        assert!(words(BLOCKED_RUN_NOW).ends_with(&words(&fair)));
+    }
+
+    /// The workers hear a cancellation under the reserved queue name.
+    #[test]
+    fn a_cancellation_is_notified_as_the_reserved_queue_name() {
+        let payload = format!("current_schema() || ':{CANCEL_CHANNEL_QUEUE}')");
+        assert!(REQUEST_CANCEL.contains(&payload));
+    }
 }

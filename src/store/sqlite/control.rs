@@ -6,7 +6,20 @@ use diesel::sql_types::{BigInt, Text, Timestamp};
 use diesel::{QueryResult, QueryableByName, RunQueryDsl, SqliteConnection, sql_query};
 
 use super::json_ids;
+use crate::store::named::named;
 use crate::store::{Cached, RemovedPending, utc_now};
+
+const SQL: &str = include_str!("control.sql");
+const DELETE_READY: &str = named(SQL, "pending_remove/delete_ready");
+const DELETE_SCHEDULED: &str = named(SQL, "pending_remove/delete_scheduled");
+const DELETE_BLOCKED: &str = named(SQL, "pending_remove/delete_blocked");
+const REMOVED_JOBS: &str = named(SQL, "pending_remove/jobs");
+const MAKE_DUE: &str = named(SQL, "scheduled_make_due/executions");
+const MAKE_JOBS_DUE: &str = named(SQL, "scheduled_make_due/jobs");
+const DELETE_BLOCKED_TO_RUN: &str = named(SQL, "blocked_run_now/delete");
+const UNLIMIT_JOBS: &str = named(SQL, "blocked_run_now/unlimit");
+const READY_FROM_JOBS: &str = named(SQL, "blocked_run_now/ready");
+const REQUEST_CANCEL: &str = named(SQL, "jobs_request_cancel");
 
 #[derive(QueryableByName)]
 struct IdRow {
@@ -19,32 +32,17 @@ pub(super) fn pending_remove(
     ids: &[i64],
 ) -> QueryResult<Vec<RemovedPending>> {
     let ids = json_ids(ids);
-    let ready: Vec<IdRow> = Cached(
-        sql_query(
-            "DELETE FROM solidq_ready_executions WHERE job_id IN (SELECT value FROM json_each(?1))
-             RETURNING job_id AS id",
-        )
-        .bind::<Text, _>(&ids),
-    )
-    .load(conn)?;
+    let ready: Vec<IdRow> = Cached(sql_query(DELETE_READY).bind::<Text, _>(&ids)).load(conn)?;
     let mut removed = ready.iter().map(|r| r.id).collect::<Vec<_>>();
-    for table in ["solidq_scheduled_executions", "solidq_blocked_executions"] {
-        let rows: Vec<IdRow> = sql_query(format!(
-            "DELETE FROM {table} WHERE job_id IN (SELECT value FROM json_each(?1))
-             RETURNING job_id AS id"
-        ))
-        .bind::<Text, _>(&ids)
-        .load(conn)?;
+    for delete in [DELETE_SCHEDULED, DELETE_BLOCKED] {
+        let rows: Vec<IdRow> = sql_query(delete).bind::<Text, _>(&ids).load(conn)?;
         removed.extend(rows.iter().map(|r| r.id));
     }
     let ready_json = json_ids(&ready.iter().map(|r| r.id).collect::<Vec<_>>());
     Cached(
-        sql_query(
-            "SELECT id, concurrency_key, options, id IN (SELECT value FROM json_each(?2)) AS was_ready
-             FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id",
-        )
-        .bind::<Text, _>(json_ids(&removed))
-        .bind::<Text, _>(ready_json),
+        sql_query(REMOVED_JOBS)
+            .bind::<Text, _>(json_ids(&removed))
+            .bind::<Text, _>(ready_json),
     )
     .load(conn)
 }
@@ -53,22 +51,15 @@ pub(super) fn scheduled_make_due(conn: &mut SqliteConnection, ids: &[i64]) -> Qu
     let now = utc_now();
     let ids = json_ids(ids);
     let moved = Cached(
-        sql_query(
-            "UPDATE solidq_scheduled_executions SET scheduled_at = ?2
-             WHERE job_id IN (SELECT value FROM json_each(?1))",
-        )
-        .bind::<Text, _>(&ids)
-        .bind::<Timestamp, _>(now),
+        sql_query(MAKE_DUE)
+            .bind::<Text, _>(&ids)
+            .bind::<Timestamp, _>(now),
     )
     .execute(conn)?;
     Cached(
-        sql_query(
-            "UPDATE solidq_jobs SET scheduled_at = ?2, updated_at = ?2
-             WHERE id IN (SELECT job_id FROM solidq_scheduled_executions
-                          WHERE job_id IN (SELECT value FROM json_each(?1)))",
-        )
-        .bind::<Text, _>(&ids)
-        .bind::<Timestamp, _>(now),
+        sql_query(MAKE_JOBS_DUE)
+            .bind::<Text, _>(&ids)
+            .bind::<Timestamp, _>(now),
     )
     .execute(conn)?;
     Ok(moved)
@@ -86,37 +77,17 @@ pub(super) fn blocked_run_now(
         queue_name: String,
     }
     let now = utc_now();
-    let moved: Vec<Moved> = Cached(
-        sql_query(
-            "DELETE FROM solidq_blocked_executions WHERE job_id IN (SELECT value FROM json_each(?1))
-             RETURNING job_id AS id, queue_name",
-        )
-        .bind::<Text, _>(json_ids(ids)),
-    )
-    .load(conn)?;
+    let moved: Vec<Moved> =
+        Cached(sql_query(DELETE_BLOCKED_TO_RUN).bind::<Text, _>(json_ids(ids))).load(conn)?;
     let moved_ids = json_ids(&moved.iter().map(|m| m.id).collect::<Vec<_>>());
     Cached(
-        sql_query(
-            "UPDATE solidq_jobs SET concurrency_key = NULL, scheduled_at = ?2, updated_at = ?2
-             WHERE id IN (SELECT value FROM json_each(?1))",
-        )
-        .bind::<Text, _>(&moved_ids)
-        .bind::<Timestamp, _>(now),
+        sql_query(UNLIMIT_JOBS)
+            .bind::<Text, _>(&moved_ids)
+            .bind::<Timestamp, _>(now),
     )
     .execute(conn)?;
-    static READY: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        format!(
-            "INSERT INTO solidq_ready_executions ({}) {}",
-            crate::store::fair::READY_COLUMNS,
-            crate::store::fair::ready_rows_sql(
-                "j",
-                "?2",
-                "FROM solidq_jobs j WHERE j.id IN (SELECT value FROM json_each(?1))"
-            )
-        )
-    });
     Cached(
-        sql_query(READY.as_str())
+        sql_query(READY_FROM_JOBS)
             .bind::<Text, _>(&moved_ids)
             .bind::<Timestamp, _>(now),
     )
@@ -129,16 +100,35 @@ pub(super) fn jobs_request_cancel(
     ids: &[i64],
 ) -> QueryResult<Vec<i64>> {
     let rows: Vec<IdRow> = Cached(
-        sql_query(
-            "UPDATE solidq_jobs SET cancel_requested_at = ?2, updated_at = ?2
-             WHERE id IN (SELECT job_id FROM solidq_claimed_executions
-                          WHERE job_id IN (SELECT value FROM json_each(?1)))
-               AND cancel_requested_at IS NULL
-             RETURNING id",
-        )
-        .bind::<Text, _>(json_ids(ids))
-        .bind::<Timestamp, _>(utc_now()),
+        sql_query(REQUEST_CANCEL)
+            .bind::<Text, _>(json_ids(ids))
+            .bind::<Timestamp, _>(utc_now()),
     )
     .load(conn)?;
     Ok(rows.into_iter().map(|r| r.id).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::fair::{READY_COLUMNS, ready_rows_sql};
+
+    fn words(sql: &str) -> String {
+        sql.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// control.sql holds the text store::fair makes for these arguments:
+    /// a change there must be made here too.
+    #[test]
+    fn the_ready_rows_of_blocked_jobs_run_now_are_placed_as_store_fair_places_them() {
+        let fair = format!(
+            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {}",
+            ready_rows_sql(
+                "j",
+                "?2",
+                "FROM solidq_jobs j WHERE j.id IN (SELECT value FROM json_each(?1))"
+            )
+        );
+        assert_eq!(words(READY_FROM_JOBS), words(&fair));
+    }
 }
