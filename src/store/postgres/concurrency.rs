@@ -5,39 +5,22 @@
 use diesel::sql_types::{Array, BigInt, Integer, Text};
 use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
-use super::{APPEND_ERROR, stamped};
+use crate::store::named::named;
 use crate::store::{Cached, Discarded, LimitedJob, micros};
 use crate::types::StoredLimit;
 
-/// The columns of a [`LimitedJob`], from an execution row `x` and its job.
-const LIMITED_COLUMNS: &str =
-    "x.job_id, x.queue_name, x.priority, x.concurrency_key, j.kind, j.options";
-
-fn take_ids_sql() -> String {
-    format!(
-        "WITH x AS (
-             DELETE FROM solidq_scheduled_executions
-             WHERE job_id = ANY ($1) AND concurrency_key IS NOT NULL AND scheduled_at <= LOCALTIMESTAMP
-             RETURNING job_id, queue_name, priority, concurrency_key)
-         SELECT {LIMITED_COLUMNS} FROM x JOIN solidq_jobs j ON j.id = x.job_id
-         ORDER BY x.priority, x.job_id"
-    )
-}
-
-fn take_due_sql() -> String {
-    format!(
-        "WITH due AS (
-             SELECT job_id FROM solidq_scheduled_executions
-             WHERE scheduled_at <= LOCALTIMESTAMP AND concurrency_key IS NOT NULL
-             ORDER BY scheduled_at, priority, job_id
-             LIMIT $1 FOR UPDATE SKIP LOCKED),
-         x AS (
-             DELETE FROM solidq_scheduled_executions WHERE job_id = ANY (ARRAY(SELECT job_id FROM due))
-             RETURNING job_id, queue_name, priority, concurrency_key, scheduled_at)
-         SELECT {LIMITED_COLUMNS} FROM x JOIN solidq_jobs j ON j.id = x.job_id
-         ORDER BY x.scheduled_at, x.priority, x.job_id"
-    )
-}
+const SQL: &str = include_str!("concurrency.sql");
+const LIMITED_DUE: &str = named(SQL, "scheduled_limited_due");
+const TAKE_IDS: &str = named(SQL, "scheduled_take_limited/take_ids");
+const TAKE_DUE: &str = named(SQL, "scheduled_take_limited/take_due");
+const ACQUIRE: &str = named(SQL, "semaphore_acquire");
+const SIGNAL: &str = named(SQL, "semaphore_signal");
+const BLOCKED_INSERT: &str = named(SQL, "blocked_insert");
+const BLOCKED_NEXT: &str = named(SQL, "blocked_next");
+const BLOCKED_DELETE: &str = named(SQL, "blocked_delete");
+const DISCARD: &str = named(SQL, "jobs_discard");
+const DELETE_EXPIRED: &str = named(SQL, "semaphores_delete_expired");
+const EXPIRED_KEYS: &str = named(SQL, "blocked_expired_keys");
 
 #[derive(QueryableByName)]
 struct Due {
@@ -46,11 +29,7 @@ struct Due {
 }
 
 pub(super) fn scheduled_limited_due(conn: &mut PgConnection) -> QueryResult<bool> {
-    let rows: Vec<Due> = Cached(sql_query(
-        "SELECT EXISTS (SELECT 1 FROM solidq_scheduled_executions
-                        WHERE scheduled_at <= LOCALTIMESTAMP AND concurrency_key IS NOT NULL) AS due",
-    ))
-    .load(conn)?;
+    let rows: Vec<Due> = Cached(sql_query(LIMITED_DUE)).load(conn)?;
     Ok(rows.first().is_some_and(|r| r.due))
 }
 
@@ -60,26 +39,10 @@ pub(super) fn scheduled_take_limited(
     batch: usize,
 ) -> QueryResult<Vec<LimitedJob>> {
     match ids {
-        Some(ids) => Cached(sql_query(take_ids_sql()).bind::<Array<BigInt>, _>(ids)).load(conn),
-        None => Cached(sql_query(take_due_sql()).bind::<BigInt, _>(batch as i64)).load(conn),
+        Some(ids) => Cached(sql_query(TAKE_IDS).bind::<Array<BigInt>, _>(ids)).load(conn),
+        None => Cached(sql_query(TAKE_DUE).bind::<BigInt, _>(batch as i64)).load(conn),
     }
 }
-
-/// Creates the semaphore with one slot taken, or takes a free one. When
-/// none is free the `WHERE` fails but the conflicting row is still locked.
-const ACQUIRE: &str = "\
-INSERT INTO solidq_semaphores AS s (key, value, expires_at, created_at, updated_at)
-VALUES ($1, $2 - 1, LOCALTIMESTAMP + $3 * INTERVAL '1 microsecond', LOCALTIMESTAMP, LOCALTIMESTAMP)
-ON CONFLICT (key) DO UPDATE SET value = s.value - 1, expires_at = EXCLUDED.expires_at,
-                                updated_at = EXCLUDED.updated_at
-WHERE s.value > 0
-RETURNING s.value";
-
-const SIGNAL: &str = "\
-UPDATE solidq_semaphores SET value = value + 1,
-       expires_at = LOCALTIMESTAMP + $3 * INTERVAL '1 microsecond', updated_at = LOCALTIMESTAMP
-WHERE key = $1 AND value < $2
-RETURNING value";
 
 #[derive(QueryableByName)]
 struct Value {
@@ -122,12 +85,6 @@ pub(super) fn semaphore_signal(
     semaphore(conn, SIGNAL, key, limit)
 }
 
-const BLOCKED_INSERT: &str = "\
-INSERT INTO solidq_blocked_executions (job_id, queue_name, priority, concurrency_key, expires_at, created_at)
-SELECT id, queue_name, priority, key, LOCALTIMESTAMP + duration_us * INTERVAL '1 microsecond', LOCALTIMESTAMP
-FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::bigint[])
-    AS u(id, queue_name, priority, key, duration_us)";
-
 pub(super) fn blocked_insert(conn: &mut PgConnection, jobs: &[LimitedJob]) -> QueryResult<()> {
     Cached(
         sql_query(BLOCKED_INSERT)
@@ -153,46 +110,21 @@ pub(super) fn blocked_insert(conn: &mut PgConnection, jobs: &[LimitedJob]) -> Qu
     .map(drop)
 }
 
-fn blocked_next_sql() -> String {
-    format!(
-        "SELECT {LIMITED_COLUMNS}
-         FROM solidq_blocked_executions x JOIN solidq_jobs j ON j.id = x.job_id
-         WHERE x.concurrency_key = $1
-         ORDER BY x.priority, x.job_id
-         LIMIT 1 FOR UPDATE OF x SKIP LOCKED"
-    )
-}
-
 pub(super) fn blocked_next(conn: &mut PgConnection, key: &str) -> QueryResult<Option<LimitedJob>> {
     let mut rows: Vec<LimitedJob> =
-        Cached(sql_query(blocked_next_sql()).bind::<Text, _>(key)).load(conn)?;
+        Cached(sql_query(BLOCKED_NEXT).bind::<Text, _>(key)).load(conn)?;
     Ok(rows.pop())
 }
 
 pub(super) fn blocked_delete(conn: &mut PgConnection, job_id: i64) -> QueryResult<()> {
-    Cached(
-        sql_query("DELETE FROM solidq_blocked_executions WHERE job_id = $1")
-            .bind::<BigInt, _>(job_id),
-    )
-    .execute(conn)
-    .map(drop)
-}
-
-fn discard_sql() -> String {
-    format!(
-        "UPDATE solidq_jobs j SET finished_at = LOCALTIMESTAMP,
-                expires_at = LOCALTIMESTAMP + u.keep_us * INTERVAL '1 microsecond',
-                errors = {APPEND_ERROR}, updated_at = LOCALTIMESTAMP
-         FROM (SELECT id, {error} AS error, keep_us
-               FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS r(id, error, keep_us)) AS u
-         WHERE j.id = u.id",
-        error = stamped("r.error")
-    )
+    Cached(sql_query(BLOCKED_DELETE).bind::<BigInt, _>(job_id))
+        .execute(conn)
+        .map(drop)
 }
 
 pub(super) fn jobs_discard(conn: &mut PgConnection, rows: &[Discarded]) -> QueryResult<()> {
     Cached(
-        sql_query(discard_sql())
+        sql_query(DISCARD)
             .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
             .bind::<Array<Text>, _>(rows.iter().map(|r| r.error.as_str()).collect::<Vec<_>>())
             .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.keep)).collect::<Vec<_>>()),
@@ -208,10 +140,7 @@ struct KeyRow {
 }
 
 pub(super) fn semaphores_delete_expired(conn: &mut PgConnection) -> QueryResult<Vec<String>> {
-    let rows: Vec<KeyRow> = Cached(sql_query(
-        "DELETE FROM solidq_semaphores WHERE expires_at < LOCALTIMESTAMP RETURNING key",
-    ))
-    .load(conn)?;
+    let rows: Vec<KeyRow> = Cached(sql_query(DELETE_EXPIRED)).load(conn)?;
     Ok(rows.into_iter().map(|r| r.key).collect())
 }
 
@@ -219,13 +148,7 @@ pub(super) fn blocked_expired_keys(
     conn: &mut PgConnection,
     limit: usize,
 ) -> QueryResult<Vec<String>> {
-    let rows: Vec<KeyRow> = Cached(
-        sql_query(
-            "SELECT DISTINCT concurrency_key AS key FROM solidq_blocked_executions
-             WHERE expires_at < LOCALTIMESTAMP ORDER BY key LIMIT $1",
-        )
-        .bind::<BigInt, _>(limit as i64),
-    )
-    .load(conn)?;
+    let rows: Vec<KeyRow> =
+        Cached(sql_query(EXPIRED_KEYS).bind::<BigInt, _>(limit as i64)).load(conn)?;
     Ok(rows.into_iter().map(|r| r.key).collect())
 }
