@@ -12,12 +12,13 @@
 
 use std::collections::HashMap;
 
-use diesel::sql_types::{BigInt, Integer, Text};
+use chrono::NaiveDateTime;
+use diesel::sql_types::{BigInt, Integer, Text, Timestamp};
 use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
 use super::{Scalar, json_ids, json_strings};
 use crate::store::named::named;
-use crate::store::{Cached, Discarded, LimitedJob, micros};
+use crate::store::{Cached, Discarded, LimitedJob, LimitsDriver, micros};
 use crate::types::StoredLimit;
 
 const SQL: &str = include_str!("concurrency.sql");
@@ -93,146 +94,8 @@ fn with_job_facts(
         .collect())
 }
 
-/// A plain read (`EXISTS` read as a number, not a boolean): an idle
-/// dispatcher opens no transaction.
-pub(super) fn scheduled_limited_due(conn: &mut MysqlConnection) -> QueryResult<bool> {
-    let row: Scalar = Cached(sql_query(LIMITED_DUE)).get_result(conn)?;
-    Ok(row.v != 0)
-}
-
-/// Locks the rows (`ids`: waiting for other holders, in id order, as
-/// PostgreSQL's `DELETE` waits; due ones: skipping those others hold),
-/// deletes them, then reads their jobs. Inside a transaction.
-pub(super) fn scheduled_take_limited(
-    conn: &mut MysqlConnection,
-    ids: Option<&[i64]>,
-    batch: usize,
-) -> QueryResult<Vec<LimitedJob>> {
-    let mut locked: Vec<Execution> = match ids {
-        Some(ids) => Cached(sql_query(LOCK_IDS).bind::<Text, _>(json_ids(ids))).load(conn)?,
-        None => Cached(sql_query(LOCK_DUE).bind::<BigInt, _>(batch as i64)).load(conn)?,
-    };
-    if locked.is_empty() {
-        return Ok(Vec::new());
-    }
-    if ids.is_some() {
-        // Locked in id order; handed back in priority order.
-        locked.sort_by_key(|x| (x.priority, x.job_id));
-    }
-    let locked_ids: Vec<i64> = locked.iter().map(|x| x.job_id).collect();
-    Cached(sql_query(DELETE_SCHEDULED).bind::<Text, _>(json_ids(&locked_ids))).execute(conn)?;
-    with_job_facts(conn, TAKEN_FACTS, locked)
-}
-
 fn slots(limit: &StoredLimit) -> i32 {
     i32::try_from(limit.limit).unwrap_or(i32::MAX)
-}
-
-/// Two statements (`semaphore_acquire/ensure` and `/take` in
-/// `concurrency.sql`): an upsert that creates the row with every slot free
-/// or locks it as it is, then an update that takes a slot. The update's
-/// count is of rows matched (`CLIENT_FOUND_ROWS`): 1 when a slot was taken.
-pub(super) fn semaphore_acquire(
-    conn: &mut MysqlConnection,
-    key: &str,
-    limit: &StoredLimit,
-) -> QueryResult<bool> {
-    let duration = micros(limit.duration());
-    Cached(
-        sql_query(ENSURE)
-            .bind::<Text, _>(key)
-            .bind::<Integer, _>(slots(limit))
-            .bind::<BigInt, _>(duration),
-    )
-    .execute(conn)?;
-    let taken = Cached(
-        sql_query(TAKE)
-            .bind::<BigInt, _>(duration)
-            .bind::<Text, _>(key),
-    )
-    .execute(conn)?;
-    log::trace!("semaphore {key:?}: slot taken: {}", taken > 0);
-    Ok(taken > 0)
-}
-
-/// One update; its count is of rows matched (`CLIENT_FOUND_ROWS`), so a
-/// semaphore below its limit counts 1 whatever changed.
-pub(super) fn semaphore_signal(
-    conn: &mut MysqlConnection,
-    key: &str,
-    limit: &StoredLimit,
-) -> QueryResult<bool> {
-    let given = Cached(
-        sql_query(SIGNAL)
-            .bind::<BigInt, _>(micros(limit.duration()))
-            .bind::<Text, _>(key)
-            .bind::<Integer, _>(slots(limit)),
-    )
-    .execute(conn)?;
-    log::trace!("semaphore {key:?}: slot given back: {}", given > 0);
-    Ok(given > 0)
-}
-
-/// One statement: the jobs travel as one JSON array of `[id, queue,
-/// priority, key, duration in microseconds]` through `JSON_TABLE`; each row
-/// expires its limit's duration from the database's now.
-pub(super) fn blocked_insert(conn: &mut MysqlConnection, jobs: &[LimitedJob]) -> QueryResult<()> {
-    if jobs.is_empty() {
-        return Ok(());
-    }
-    let rows: Vec<(i64, &str, i32, &str, i64)> = jobs
-        .iter()
-        .map(|j| {
-            (
-                j.job_id,
-                j.queue_name.as_str(),
-                j.priority,
-                j.concurrency_key.as_str(),
-                micros(j.slot().limit.duration()),
-            )
-        })
-        .collect();
-    Cached(
-        sql_query(BLOCKED_INSERT)
-            .bind::<Text, _>(serde_json::to_string(&rows).expect("rows serialize")),
-    )
-    .execute(conn)
-    .map(drop)
-}
-
-/// The next blocked row of `key`, locked (`SKIP LOCKED`, as PostgreSQL's
-/// `FOR UPDATE OF x SKIP LOCKED`: only the blocked row), then its job read.
-pub(super) fn blocked_next(
-    conn: &mut MysqlConnection,
-    key: &str,
-) -> QueryResult<Option<LimitedJob>> {
-    let locked: Vec<Execution> = Cached(sql_query(BLOCKED_NEXT).bind::<Text, _>(key)).load(conn)?;
-    Ok(with_job_facts(conn, NEXT_FACTS, locked)?.pop())
-}
-
-pub(super) fn blocked_delete(conn: &mut MysqlConnection, job_id: i64) -> QueryResult<()> {
-    Cached(sql_query(BLOCKED_DELETE).bind::<BigInt, _>(job_id))
-        .execute(conn)
-        .map(drop)
-}
-
-/// One update per job, in id order (rows locked in key order cannot
-/// deadlock with another writer doing the same). The error's `at` is the
-/// host's clock (PostgreSQL restamps it; MySQL stores it as given).
-pub(super) fn jobs_discard(conn: &mut MysqlConnection, rows: &[Discarded]) -> QueryResult<()> {
-    let mut rows: Vec<&Discarded> = rows.iter().collect();
-    rows.sort_by_key(|r| r.id);
-    for row in rows {
-        Cached(
-            sql_query(DISCARD)
-                .bind::<BigInt, _>(micros(row.keep))
-                .bind::<Text, _>(&row.error)
-                .bind::<Text, _>(&row.error)
-                .bind::<BigInt, _>(row.id),
-        )
-        .execute(conn)?;
-    }
-    Ok(())
 }
 
 #[derive(QueryableByName)]
@@ -241,24 +104,147 @@ struct KeyRow {
     key: String,
 }
 
-/// Locks the expired semaphores (waiting for a holder, as PostgreSQL's
-/// `DELETE` waits, then seeing its committed expiry), in key order, then
-/// deletes them.
-pub(super) fn semaphores_delete_expired(conn: &mut MysqlConnection) -> QueryResult<Vec<String>> {
-    let rows: Vec<KeyRow> = Cached(sql_query(LOCK_EXPIRED)).load(conn)?;
-    let keys: Vec<String> = rows.into_iter().map(|r| r.key).collect();
-    if !keys.is_empty() {
-        Cached(sql_query(DELETE_SEMAPHORES).bind::<Text, _>(json_strings(&keys))).execute(conn)?;
+impl LimitsDriver for MysqlConnection {
+    fn rate_keys_lock(&mut self, keys: &[String]) -> QueryResult<Vec<(String, NaiveDateTime)>> {
+        for chunk in crate::store::rates::rate_key_rows(keys).chunks(500) {
+            diesel::insert_or_ignore_into(crate::store::schema::solidq_rate_limits::table)
+                .values(chunk)
+                .execute(self)?;
+        }
+        diesel::QueryDsl::for_update(crate::store::rates::rate_keys_query(keys)).load(self)
     }
-    Ok(keys)
-}
 
-/// A plain read.
-pub(super) fn blocked_expired_keys(
-    conn: &mut MysqlConnection,
-    limit: usize,
-) -> QueryResult<Vec<String>> {
-    let rows: Vec<KeyRow> =
-        Cached(sql_query(EXPIRED_KEYS).bind::<BigInt, _>(limit as i64)).load(conn)?;
-    Ok(rows.into_iter().map(|r| r.key).collect())
+    fn rate_clock(&mut self) -> QueryResult<NaiveDateTime> {
+        diesel::select(diesel::dsl::sql::<Timestamp>("UTC_TIMESTAMP(6)")).get_result(self)
+    }
+
+    fn scheduled_take_limited(
+        &mut self,
+        ids: Option<&[i64]>,
+        batch: usize,
+    ) -> QueryResult<Vec<LimitedJob>> {
+        let mut locked: Vec<Execution> = match ids {
+            Some(ids) => Cached(sql_query(LOCK_IDS).bind::<Text, _>(json_ids(ids))).load(self)?,
+            None => Cached(sql_query(LOCK_DUE).bind::<BigInt, _>(batch as i64)).load(self)?,
+        };
+        if locked.is_empty() {
+            return Ok(Vec::new());
+        }
+        if ids.is_some() {
+            // Locked in id order; handed back in priority order.
+            locked.sort_by_key(|x| (x.priority, x.job_id));
+        }
+        let locked_ids: Vec<i64> = locked.iter().map(|x| x.job_id).collect();
+        Cached(sql_query(DELETE_SCHEDULED).bind::<Text, _>(json_ids(&locked_ids))).execute(self)?;
+        with_job_facts(self, TAKEN_FACTS, locked)
+    }
+
+    fn scheduled_limited_due(&mut self) -> QueryResult<bool> {
+        let row: Scalar = Cached(sql_query(LIMITED_DUE)).get_result(self)?;
+        Ok(row.v != 0)
+    }
+
+    fn semaphore_acquire(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
+        let duration = micros(limit.duration());
+        Cached(
+            sql_query(ENSURE)
+                .bind::<Text, _>(key)
+                .bind::<Integer, _>(slots(limit))
+                .bind::<BigInt, _>(duration),
+        )
+        .execute(self)?;
+        let taken = Cached(
+            sql_query(TAKE)
+                .bind::<BigInt, _>(duration)
+                .bind::<Text, _>(key),
+        )
+        .execute(self)?;
+        log::trace!("semaphore {key:?}: slot taken: {}", taken > 0);
+        Ok(taken > 0)
+    }
+
+    fn semaphore_signal(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
+        let given = Cached(
+            sql_query(SIGNAL)
+                .bind::<BigInt, _>(micros(limit.duration()))
+                .bind::<Text, _>(key)
+                .bind::<Integer, _>(slots(limit)),
+        )
+        .execute(self)?;
+        log::trace!("semaphore {key:?}: slot given back: {}", given > 0);
+        Ok(given > 0)
+    }
+
+    fn ready_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
+        let ids: Vec<i64> = jobs.iter().map(|j| j.job_id).collect();
+        crate::store::fair::insert_ready_by_id(self, &ids)
+    }
+
+    fn blocked_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<(i64, &str, i32, &str, i64)> = jobs
+            .iter()
+            .map(|j| {
+                (
+                    j.job_id,
+                    j.queue_name.as_str(),
+                    j.priority,
+                    j.concurrency_key.as_str(),
+                    micros(j.slot().limit.duration()),
+                )
+            })
+            .collect();
+        Cached(
+            sql_query(BLOCKED_INSERT)
+                .bind::<Text, _>(serde_json::to_string(&rows).expect("rows serialize")),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
+    fn blocked_next(&mut self, key: &str) -> QueryResult<Option<LimitedJob>> {
+        let locked: Vec<Execution> =
+            Cached(sql_query(BLOCKED_NEXT).bind::<Text, _>(key)).load(self)?;
+        Ok(with_job_facts(self, NEXT_FACTS, locked)?.pop())
+    }
+
+    fn blocked_delete(&mut self, job_id: i64) -> QueryResult<()> {
+        Cached(sql_query(BLOCKED_DELETE).bind::<BigInt, _>(job_id))
+            .execute(self)
+            .map(drop)
+    }
+
+    fn jobs_discard(&mut self, rows: &[Discarded]) -> QueryResult<()> {
+        let mut rows: Vec<&Discarded> = rows.iter().collect();
+        rows.sort_by_key(|r| r.id);
+        for row in rows {
+            Cached(
+                sql_query(DISCARD)
+                    .bind::<BigInt, _>(micros(row.keep))
+                    .bind::<Text, _>(&row.error)
+                    .bind::<Text, _>(&row.error)
+                    .bind::<BigInt, _>(row.id),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn semaphores_delete_expired(&mut self) -> QueryResult<Vec<String>> {
+        let rows: Vec<KeyRow> = Cached(sql_query(LOCK_EXPIRED)).load(self)?;
+        let keys: Vec<String> = rows.into_iter().map(|r| r.key).collect();
+        if !keys.is_empty() {
+            Cached(sql_query(DELETE_SEMAPHORES).bind::<Text, _>(json_strings(&keys)))
+                .execute(self)?;
+        }
+        Ok(keys)
+    }
+
+    fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>> {
+        let rows: Vec<KeyRow> =
+            Cached(sql_query(EXPIRED_KEYS).bind::<BigInt, _>(limit as i64)).load(self)?;
+        Ok(rows.into_iter().map(|r| r.key).collect())
+    }
 }

@@ -2,11 +2,12 @@
 //! row lock serializes every acquire and release of one key), blocked
 //! executions taken with `SKIP LOCKED`.
 
-use diesel::sql_types::{Array, BigInt, Integer, Text};
+use chrono::NaiveDateTime;
+use diesel::sql_types::{Array, BigInt, Integer, Text, Timestamp};
 use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
 use crate::store::named::named;
-use crate::store::{Cached, Discarded, LimitedJob, micros};
+use crate::store::{Cached, Discarded, LimitedJob, LimitsDriver, micros};
 use crate::types::StoredLimit;
 
 const SQL: &str = include_str!("concurrency.sql");
@@ -26,22 +27,6 @@ const EXPIRED_KEYS: &str = named(SQL, "blocked_expired_keys");
 struct Due {
     #[diesel(sql_type = diesel::sql_types::Bool)]
     due: bool,
-}
-
-pub(super) fn scheduled_limited_due(conn: &mut PgConnection) -> QueryResult<bool> {
-    let rows: Vec<Due> = Cached(sql_query(LIMITED_DUE)).load(conn)?;
-    Ok(rows.first().is_some_and(|r| r.due))
-}
-
-pub(super) fn scheduled_take_limited(
-    conn: &mut PgConnection,
-    ids: Option<&[i64]>,
-    batch: usize,
-) -> QueryResult<Vec<LimitedJob>> {
-    match ids {
-        Some(ids) => Cached(sql_query(TAKE_IDS).bind::<Array<BigInt>, _>(ids)).load(conn),
-        None => Cached(sql_query(TAKE_DUE).bind::<BigInt, _>(batch as i64)).load(conn),
-    }
 }
 
 #[derive(QueryableByName)]
@@ -69,86 +54,116 @@ fn semaphore(
     Ok(!rows.is_empty())
 }
 
-pub(super) fn semaphore_acquire(
-    conn: &mut PgConnection,
-    key: &str,
-    limit: &StoredLimit,
-) -> QueryResult<bool> {
-    semaphore(conn, ACQUIRE, key, limit)
-}
-
-pub(super) fn semaphore_signal(
-    conn: &mut PgConnection,
-    key: &str,
-    limit: &StoredLimit,
-) -> QueryResult<bool> {
-    semaphore(conn, SIGNAL, key, limit)
-}
-
-pub(super) fn blocked_insert(conn: &mut PgConnection, jobs: &[LimitedJob]) -> QueryResult<()> {
-    Cached(
-        sql_query(BLOCKED_INSERT)
-            .bind::<Array<BigInt>, _>(jobs.iter().map(|j| j.job_id).collect::<Vec<_>>())
-            .bind::<Array<Text>, _>(
-                jobs.iter()
-                    .map(|j| j.queue_name.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .bind::<Array<Integer>, _>(jobs.iter().map(|j| j.priority).collect::<Vec<_>>())
-            .bind::<Array<Text>, _>(
-                jobs.iter()
-                    .map(|j| j.concurrency_key.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .bind::<Array<BigInt>, _>(
-                jobs.iter()
-                    .map(|j| micros(j.slot().limit.duration()))
-                    .collect::<Vec<_>>(),
-            ),
-    )
-    .execute(conn)
-    .map(drop)
-}
-
-pub(super) fn blocked_next(conn: &mut PgConnection, key: &str) -> QueryResult<Option<LimitedJob>> {
-    let mut rows: Vec<LimitedJob> =
-        Cached(sql_query(BLOCKED_NEXT).bind::<Text, _>(key)).load(conn)?;
-    Ok(rows.pop())
-}
-
-pub(super) fn blocked_delete(conn: &mut PgConnection, job_id: i64) -> QueryResult<()> {
-    Cached(sql_query(BLOCKED_DELETE).bind::<BigInt, _>(job_id))
-        .execute(conn)
-        .map(drop)
-}
-
-pub(super) fn jobs_discard(conn: &mut PgConnection, rows: &[Discarded]) -> QueryResult<()> {
-    Cached(
-        sql_query(DISCARD)
-            .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
-            .bind::<Array<Text>, _>(rows.iter().map(|r| r.error.as_str()).collect::<Vec<_>>())
-            .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.keep)).collect::<Vec<_>>()),
-    )
-    .execute(conn)
-    .map(drop)
-}
-
 #[derive(QueryableByName)]
 struct KeyRow {
     #[diesel(sql_type = Text)]
     key: String,
 }
 
-pub(super) fn semaphores_delete_expired(conn: &mut PgConnection) -> QueryResult<Vec<String>> {
-    let rows: Vec<KeyRow> = Cached(sql_query(DELETE_EXPIRED)).load(conn)?;
-    Ok(rows.into_iter().map(|r| r.key).collect())
-}
+impl LimitsDriver for PgConnection {
+    fn rate_keys_lock(&mut self, keys: &[String]) -> QueryResult<Vec<(String, NaiveDateTime)>> {
+        for chunk in crate::store::rates::rate_key_rows(keys).chunks(500) {
+            diesel::insert_into(crate::store::schema::solidq_rate_limits::table)
+                .values(chunk)
+                .on_conflict_do_nothing()
+                .execute(self)?;
+        }
+        diesel::QueryDsl::for_update(crate::store::rates::rate_keys_query(keys)).load(self)
+    }
 
-pub(super) fn blocked_expired_keys(
-    conn: &mut PgConnection,
-    limit: usize,
-) -> QueryResult<Vec<String>> {
-    let rows: Vec<KeyRow> =
-        Cached(sql_query(EXPIRED_KEYS).bind::<BigInt, _>(limit as i64)).load(conn)?;
-    Ok(rows.into_iter().map(|r| r.key).collect())
+    fn rate_clock(&mut self) -> QueryResult<NaiveDateTime> {
+        // The statement's time (`LOCALTIMESTAMP` is the transaction's).
+        diesel::select(diesel::dsl::sql::<Timestamp>(
+            "CAST(clock_timestamp() AS timestamp)",
+        ))
+        .get_result(self)
+    }
+
+    fn scheduled_take_limited(
+        &mut self,
+        ids: Option<&[i64]>,
+        batch: usize,
+    ) -> QueryResult<Vec<LimitedJob>> {
+        match ids {
+            Some(ids) => Cached(sql_query(TAKE_IDS).bind::<Array<BigInt>, _>(ids)).load(self),
+            None => Cached(sql_query(TAKE_DUE).bind::<BigInt, _>(batch as i64)).load(self),
+        }
+    }
+
+    fn scheduled_limited_due(&mut self) -> QueryResult<bool> {
+        let rows: Vec<Due> = Cached(sql_query(LIMITED_DUE)).load(self)?;
+        Ok(rows.first().is_some_and(|r| r.due))
+    }
+
+    fn semaphore_acquire(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
+        semaphore(self, ACQUIRE, key, limit)
+    }
+
+    fn semaphore_signal(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
+        semaphore(self, SIGNAL, key, limit)
+    }
+
+    fn ready_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
+        let ids: Vec<i64> = jobs.iter().map(|j| j.job_id).collect();
+        crate::store::fair::insert_ready_by_id(self, &ids)
+    }
+
+    fn blocked_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
+        Cached(
+            sql_query(BLOCKED_INSERT)
+                .bind::<Array<BigInt>, _>(jobs.iter().map(|j| j.job_id).collect::<Vec<_>>())
+                .bind::<Array<Text>, _>(
+                    jobs.iter()
+                        .map(|j| j.queue_name.as_str())
+                        .collect::<Vec<_>>(),
+                )
+                .bind::<Array<Integer>, _>(jobs.iter().map(|j| j.priority).collect::<Vec<_>>())
+                .bind::<Array<Text>, _>(
+                    jobs.iter()
+                        .map(|j| j.concurrency_key.as_str())
+                        .collect::<Vec<_>>(),
+                )
+                .bind::<Array<BigInt>, _>(
+                    jobs.iter()
+                        .map(|j| micros(j.slot().limit.duration()))
+                        .collect::<Vec<_>>(),
+                ),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
+    fn blocked_next(&mut self, key: &str) -> QueryResult<Option<LimitedJob>> {
+        let mut rows: Vec<LimitedJob> =
+            Cached(sql_query(BLOCKED_NEXT).bind::<Text, _>(key)).load(self)?;
+        Ok(rows.pop())
+    }
+
+    fn blocked_delete(&mut self, job_id: i64) -> QueryResult<()> {
+        Cached(sql_query(BLOCKED_DELETE).bind::<BigInt, _>(job_id))
+            .execute(self)
+            .map(drop)
+    }
+
+    fn jobs_discard(&mut self, rows: &[Discarded]) -> QueryResult<()> {
+        Cached(
+            sql_query(DISCARD)
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
+                .bind::<Array<Text>, _>(rows.iter().map(|r| r.error.as_str()).collect::<Vec<_>>())
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.keep)).collect::<Vec<_>>()),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
+    fn semaphores_delete_expired(&mut self) -> QueryResult<Vec<String>> {
+        let rows: Vec<KeyRow> = Cached(sql_query(DELETE_EXPIRED)).load(self)?;
+        Ok(rows.into_iter().map(|r| r.key).collect())
+    }
+
+    fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>> {
+        let rows: Vec<KeyRow> =
+            Cached(sql_query(EXPIRED_KEYS).bind::<BigInt, _>(limit as i64)).load(self)?;
+        Ok(rows.into_iter().map(|r| r.key).collect())
+    }
 }

@@ -27,13 +27,11 @@ pub(in crate::store) use explain::explain;
 pub(in crate::store) use statement::enqueue_statement;
 
 use super::{
-    AdminDriver, AttemptStarted, Cached, ClaimLimits, ClaimQuery, ClaimedJob, ClaimsDriver,
-    Discarded, Driver, Failed, JobsDriver, LimitedJob, LimitsDriver, NewJob, NewProcess,
-    ProcessRow, ProcessesDriver, Progress, RecurringDriver, RecurringTaskRow, Released,
-    ReleasedJob, Retried, Snoozed, Succeeded, micros,
+    AdminDriver, AttemptStarted, Cached, ClaimLimits, ClaimQuery, ClaimedJob, ClaimsDriver, Driver,
+    Failed, JobsDriver, NewJob, NewProcess, ProcessRow, ProcessesDriver, Progress, RecurringDriver,
+    RecurringTaskRow, Released, ReleasedJob, Retried, Snoozed, Succeeded, micros,
 };
 use crate::store::fair::{READY_COLUMNS, ready_rows_sql, ready_values_of};
-use crate::types::StoredLimit;
 
 #[derive(QueryableByName)]
 struct IdRow {
@@ -555,75 +553,6 @@ impl Driver for PgConnection {
         body: &mut dyn FnMut(&mut dyn Driver) -> QueryResult<()>,
     ) -> QueryResult<()> {
         Connection::transaction(self, |c| body(c))
-    }
-}
-
-impl LimitsDriver for PgConnection {
-    fn rate_keys_lock(&mut self, keys: &[String]) -> QueryResult<Vec<(String, NaiveDateTime)>> {
-        for chunk in crate::store::rates::rate_key_rows(keys).chunks(500) {
-            diesel::insert_into(crate::store::schema::solidq_rate_limits::table)
-                .values(chunk)
-                .on_conflict_do_nothing()
-                .execute(self)?;
-        }
-        diesel::QueryDsl::for_update(crate::store::rates::rate_keys_query(keys)).load(self)
-    }
-
-    fn rate_clock(&mut self) -> QueryResult<NaiveDateTime> {
-        // The statement's time (`LOCALTIMESTAMP` is the transaction's).
-        diesel::select(diesel::dsl::sql::<Timestamp>(
-            "CAST(clock_timestamp() AS timestamp)",
-        ))
-        .get_result(self)
-    }
-
-    fn scheduled_take_limited(
-        &mut self,
-        ids: Option<&[i64]>,
-        batch: usize,
-    ) -> QueryResult<Vec<LimitedJob>> {
-        concurrency::scheduled_take_limited(self, ids, batch)
-    }
-
-    fn scheduled_limited_due(&mut self) -> QueryResult<bool> {
-        concurrency::scheduled_limited_due(self)
-    }
-
-    fn semaphore_acquire(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
-        concurrency::semaphore_acquire(self, key, limit)
-    }
-
-    fn semaphore_signal(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
-        concurrency::semaphore_signal(self, key, limit)
-    }
-
-    fn ready_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
-        let ids: Vec<i64> = jobs.iter().map(|j| j.job_id).collect();
-        crate::store::fair::insert_ready_by_id(self, &ids)
-    }
-
-    fn blocked_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
-        concurrency::blocked_insert(self, jobs)
-    }
-
-    fn blocked_next(&mut self, key: &str) -> QueryResult<Option<LimitedJob>> {
-        concurrency::blocked_next(self, key)
-    }
-
-    fn blocked_delete(&mut self, job_id: i64) -> QueryResult<()> {
-        concurrency::blocked_delete(self, job_id)
-    }
-
-    fn jobs_discard(&mut self, rows: &[Discarded]) -> QueryResult<()> {
-        concurrency::jobs_discard(self, rows)
-    }
-
-    fn semaphores_delete_expired(&mut self) -> QueryResult<Vec<String>> {
-        concurrency::semaphores_delete_expired(self)
-    }
-
-    fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>> {
-        concurrency::blocked_expired_keys(self, limit)
     }
 }
 

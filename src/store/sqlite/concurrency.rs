@@ -2,12 +2,13 @@
 //! lock (`BEGIN IMMEDIATE`), so acquiring and giving back slots need no
 //! row locks: one writer at a time is the serialization.
 
+use chrono::NaiveDateTime;
 use diesel::sql_types::{BigInt, Integer, Text, Timestamp};
 use diesel::{QueryResult, QueryableByName, RunQueryDsl, SqliteConnection, sql_query};
 
 use super::{json_ids, plus};
 use crate::store::named::named;
-use crate::store::{Cached, Discarded, LimitedJob, utc_now};
+use crate::store::{Cached, Discarded, LimitedJob, LimitsDriver, utc_now};
 use crate::types::StoredLimit;
 
 const SQL: &str = include_str!("concurrency.sql");
@@ -28,42 +29,6 @@ const EXPIRED_KEYS: &str = named(SQL, "blocked_expired_keys");
 struct Due {
     #[diesel(sql_type = diesel::sql_types::Bool)]
     due: bool,
-}
-
-pub(super) fn scheduled_limited_due(conn: &mut SqliteConnection) -> QueryResult<bool> {
-    let rows: Vec<Due> =
-        Cached(sql_query(LIMITED_DUE).bind::<Timestamp, _>(utc_now())).load(conn)?;
-    Ok(rows.first().is_some_and(|r| r.due))
-}
-
-pub(super) fn scheduled_take_limited(
-    conn: &mut SqliteConnection,
-    ids: Option<&[i64]>,
-    batch: usize,
-) -> QueryResult<Vec<LimitedJob>> {
-    let now = utc_now();
-    let jobs: Vec<LimitedJob> = match ids {
-        Some(ids) => Cached(
-            sql_query(FIND_IDS)
-                .bind::<Text, _>(json_ids(ids))
-                .bind::<Timestamp, _>(now),
-        )
-        .load(conn)?,
-        None => Cached(
-            sql_query(FIND_DUE)
-                .bind::<Timestamp, _>(now)
-                .bind::<BigInt, _>(batch as i64),
-        )
-        .load(conn)?,
-    };
-    if !jobs.is_empty() {
-        Cached(
-            sql_query(DELETE_SCHEDULED)
-                .bind::<Text, _>(json_ids(&jobs.iter().map(|j| j.job_id).collect::<Vec<_>>())),
-        )
-        .execute(conn)?;
-    }
-    Ok(jobs)
 }
 
 #[derive(QueryableByName)]
@@ -93,90 +58,134 @@ fn semaphore(
     Ok(!rows.is_empty())
 }
 
-pub(super) fn semaphore_acquire(
-    conn: &mut SqliteConnection,
-    key: &str,
-    limit: &StoredLimit,
-) -> QueryResult<bool> {
-    semaphore(conn, ACQUIRE, key, limit)
-}
-
-pub(super) fn semaphore_signal(
-    conn: &mut SqliteConnection,
-    key: &str,
-    limit: &StoredLimit,
-) -> QueryResult<bool> {
-    semaphore(conn, SIGNAL, key, limit)
-}
-
-pub(super) fn blocked_insert(conn: &mut SqliteConnection, jobs: &[LimitedJob]) -> QueryResult<()> {
-    let now = utc_now();
-    for job in jobs {
-        Cached(
-            sql_query(BLOCKED_INSERT)
-                .bind::<BigInt, _>(job.job_id)
-                .bind::<Text, _>(&job.queue_name)
-                .bind::<Integer, _>(job.priority)
-                .bind::<Text, _>(&job.concurrency_key)
-                .bind::<Timestamp, _>(plus(now, job.slot().limit.duration()))
-                .bind::<Timestamp, _>(now),
-        )
-        .execute(conn)?;
-    }
-    Ok(())
-}
-
-pub(super) fn blocked_next(
-    conn: &mut SqliteConnection,
-    key: &str,
-) -> QueryResult<Option<LimitedJob>> {
-    let mut rows: Vec<LimitedJob> =
-        Cached(sql_query(BLOCKED_NEXT).bind::<Text, _>(key)).load(conn)?;
-    Ok(rows.pop())
-}
-
-pub(super) fn blocked_delete(conn: &mut SqliteConnection, job_id: i64) -> QueryResult<()> {
-    Cached(sql_query(BLOCKED_DELETE).bind::<BigInt, _>(job_id))
-        .execute(conn)
-        .map(drop)
-}
-
-pub(super) fn jobs_discard(conn: &mut SqliteConnection, rows: &[Discarded]) -> QueryResult<()> {
-    let now = utc_now();
-    for row in rows {
-        Cached(
-            sql_query(DISCARD)
-                .bind::<Text, _>(&row.error)
-                .bind::<Timestamp, _>(now)
-                .bind::<Timestamp, _>(plus(now, row.keep))
-                .bind::<BigInt, _>(row.id),
-        )
-        .execute(conn)?;
-    }
-    Ok(())
-}
-
 #[derive(QueryableByName)]
 struct KeyRow {
     #[diesel(sql_type = Text)]
     key: String,
 }
 
-pub(super) fn semaphores_delete_expired(conn: &mut SqliteConnection) -> QueryResult<Vec<String>> {
-    let rows: Vec<KeyRow> =
-        Cached(sql_query(DELETE_EXPIRED).bind::<Timestamp, _>(utc_now())).load(conn)?;
-    Ok(rows.into_iter().map(|r| r.key).collect())
-}
+impl LimitsDriver for SqliteConnection {
+    fn rate_keys_lock(&mut self, keys: &[String]) -> QueryResult<Vec<(String, NaiveDateTime)>> {
+        // The write lock is held already (BEGIN IMMEDIATE): reading the
+        // rows is enough.
+        for chunk in crate::store::rates::rate_key_rows(keys).chunks(500) {
+            diesel::insert_or_ignore_into(crate::store::schema::solidq_rate_limits::table)
+                .values(chunk)
+                .execute(self)?;
+        }
+        crate::store::rates::rate_keys_query(keys).load(self)
+    }
 
-pub(super) fn blocked_expired_keys(
-    conn: &mut SqliteConnection,
-    limit: usize,
-) -> QueryResult<Vec<String>> {
-    let rows: Vec<KeyRow> = Cached(
-        sql_query(EXPIRED_KEYS)
-            .bind::<Timestamp, _>(utc_now())
-            .bind::<BigInt, _>(limit as i64),
-    )
-    .load(conn)?;
-    Ok(rows.into_iter().map(|r| r.key).collect())
+    fn rate_clock(&mut self) -> QueryResult<NaiveDateTime> {
+        Ok(utc_now())
+    }
+
+    fn scheduled_take_limited(
+        &mut self,
+        ids: Option<&[i64]>,
+        batch: usize,
+    ) -> QueryResult<Vec<LimitedJob>> {
+        let now = utc_now();
+        let jobs: Vec<LimitedJob> = match ids {
+            Some(ids) => Cached(
+                sql_query(FIND_IDS)
+                    .bind::<Text, _>(json_ids(ids))
+                    .bind::<Timestamp, _>(now),
+            )
+            .load(self)?,
+            None => Cached(
+                sql_query(FIND_DUE)
+                    .bind::<Timestamp, _>(now)
+                    .bind::<BigInt, _>(batch as i64),
+            )
+            .load(self)?,
+        };
+        if !jobs.is_empty() {
+            Cached(
+                sql_query(DELETE_SCHEDULED)
+                    .bind::<Text, _>(json_ids(&jobs.iter().map(|j| j.job_id).collect::<Vec<_>>())),
+            )
+            .execute(self)?;
+        }
+        Ok(jobs)
+    }
+
+    fn scheduled_limited_due(&mut self) -> QueryResult<bool> {
+        let rows: Vec<Due> =
+            Cached(sql_query(LIMITED_DUE).bind::<Timestamp, _>(utc_now())).load(self)?;
+        Ok(rows.first().is_some_and(|r| r.due))
+    }
+
+    fn semaphore_acquire(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
+        semaphore(self, ACQUIRE, key, limit)
+    }
+
+    fn semaphore_signal(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
+        semaphore(self, SIGNAL, key, limit)
+    }
+
+    fn ready_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
+        let ids: Vec<i64> = jobs.iter().map(|j| j.job_id).collect();
+        crate::store::fair::insert_ready_by_id(self, &ids)
+    }
+
+    fn blocked_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
+        let now = utc_now();
+        for job in jobs {
+            Cached(
+                sql_query(BLOCKED_INSERT)
+                    .bind::<BigInt, _>(job.job_id)
+                    .bind::<Text, _>(&job.queue_name)
+                    .bind::<Integer, _>(job.priority)
+                    .bind::<Text, _>(&job.concurrency_key)
+                    .bind::<Timestamp, _>(plus(now, job.slot().limit.duration()))
+                    .bind::<Timestamp, _>(now),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn blocked_next(&mut self, key: &str) -> QueryResult<Option<LimitedJob>> {
+        let mut rows: Vec<LimitedJob> =
+            Cached(sql_query(BLOCKED_NEXT).bind::<Text, _>(key)).load(self)?;
+        Ok(rows.pop())
+    }
+
+    fn blocked_delete(&mut self, job_id: i64) -> QueryResult<()> {
+        Cached(sql_query(BLOCKED_DELETE).bind::<BigInt, _>(job_id))
+            .execute(self)
+            .map(drop)
+    }
+
+    fn jobs_discard(&mut self, rows: &[Discarded]) -> QueryResult<()> {
+        let now = utc_now();
+        for row in rows {
+            Cached(
+                sql_query(DISCARD)
+                    .bind::<Text, _>(&row.error)
+                    .bind::<Timestamp, _>(now)
+                    .bind::<Timestamp, _>(plus(now, row.keep))
+                    .bind::<BigInt, _>(row.id),
+            )
+            .execute(self)?;
+        }
+        Ok(())
+    }
+
+    fn semaphores_delete_expired(&mut self) -> QueryResult<Vec<String>> {
+        let rows: Vec<KeyRow> =
+            Cached(sql_query(DELETE_EXPIRED).bind::<Timestamp, _>(utc_now())).load(self)?;
+        Ok(rows.into_iter().map(|r| r.key).collect())
+    }
+
+    fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>> {
+        let rows: Vec<KeyRow> = Cached(
+            sql_query(EXPIRED_KEYS)
+                .bind::<Timestamp, _>(utc_now())
+                .bind::<BigInt, _>(limit as i64),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().map(|r| r.key).collect())
+    }
 }

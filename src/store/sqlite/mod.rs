@@ -37,12 +37,10 @@ pub(in crate::store) use explain::explain;
 pub(in crate::store) use statement::enqueue_statements;
 
 use super::{
-    AdminDriver, AttemptStarted, Cached, ClaimLimits, ClaimQuery, ClaimedJob, ClaimsDriver,
-    Discarded, Driver, Failed, JobsDriver, LimitedJob, LimitsDriver, NewJob, NewProcess,
-    ProcessRow, ProcessesDriver, Progress, RecurringDriver, RecurringTaskRow, Released,
-    ReleasedJob, Retried, Snoozed, Succeeded, utc_now,
+    AdminDriver, AttemptStarted, Cached, ClaimLimits, ClaimQuery, ClaimedJob, ClaimsDriver, Driver,
+    Failed, JobsDriver, NewJob, NewProcess, ProcessRow, ProcessesDriver, Progress, RecurringDriver,
+    RecurringTaskRow, Released, ReleasedJob, Retried, Snoozed, Succeeded, utc_now,
 };
-use crate::types::StoredLimit;
 
 #[derive(QueryableByName)]
 struct IdRow {
@@ -374,72 +372,6 @@ impl Driver for SqliteConnection {
         // Inside the caller's transaction this is a savepoint, so a failure
         // undoes our part only.
         write_tx(self, |c| body(c))
-    }
-}
-
-impl LimitsDriver for SqliteConnection {
-    fn rate_keys_lock(&mut self, keys: &[String]) -> QueryResult<Vec<(String, NaiveDateTime)>> {
-        // The write lock is held already (BEGIN IMMEDIATE): reading the
-        // rows is enough.
-        for chunk in crate::store::rates::rate_key_rows(keys).chunks(500) {
-            diesel::insert_or_ignore_into(crate::store::schema::solidq_rate_limits::table)
-                .values(chunk)
-                .execute(self)?;
-        }
-        crate::store::rates::rate_keys_query(keys).load(self)
-    }
-
-    fn rate_clock(&mut self) -> QueryResult<NaiveDateTime> {
-        Ok(utc_now())
-    }
-
-    fn scheduled_take_limited(
-        &mut self,
-        ids: Option<&[i64]>,
-        batch: usize,
-    ) -> QueryResult<Vec<LimitedJob>> {
-        concurrency::scheduled_take_limited(self, ids, batch)
-    }
-
-    fn scheduled_limited_due(&mut self) -> QueryResult<bool> {
-        concurrency::scheduled_limited_due(self)
-    }
-
-    fn semaphore_acquire(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
-        concurrency::semaphore_acquire(self, key, limit)
-    }
-
-    fn semaphore_signal(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
-        concurrency::semaphore_signal(self, key, limit)
-    }
-
-    fn ready_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
-        let ids: Vec<i64> = jobs.iter().map(|j| j.job_id).collect();
-        crate::store::fair::insert_ready_by_id(self, &ids)
-    }
-
-    fn blocked_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
-        concurrency::blocked_insert(self, jobs)
-    }
-
-    fn blocked_next(&mut self, key: &str) -> QueryResult<Option<LimitedJob>> {
-        concurrency::blocked_next(self, key)
-    }
-
-    fn blocked_delete(&mut self, job_id: i64) -> QueryResult<()> {
-        concurrency::blocked_delete(self, job_id)
-    }
-
-    fn jobs_discard(&mut self, rows: &[Discarded]) -> QueryResult<()> {
-        concurrency::jobs_discard(self, rows)
-    }
-
-    fn semaphores_delete_expired(&mut self) -> QueryResult<Vec<String>> {
-        concurrency::semaphores_delete_expired(self)
-    }
-
-    fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>> {
-        concurrency::blocked_expired_keys(self, limit)
     }
 }
 
