@@ -12,7 +12,7 @@ use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl, sql_que
 
 use super::json_strings;
 use crate::store::named::named;
-use crate::store::{Cached, RecurringTaskRow, micros};
+use crate::store::{Cached, RecurringDriver, RecurringTaskRow, micros};
 
 const SQL: &str = include_str!("recurring.sql");
 const UPSERT_TASK: &str = named(SQL, "upsert_task");
@@ -21,79 +21,76 @@ const INSERT_GUARD: &str = named(SQL, "insert_guard");
 const GUARD_CREATED: &str = named(SQL, "insert_guard/created_at");
 const DELETE_OLD_GUARDS: &str = named(SQL, "delete_old_guards");
 
-/// One upsert per task, in key order (the caller's transaction locks the
-/// rows in the order every syncing scheduler does), then one delete of
-/// the others. Inside a transaction.
-pub(super) fn tasks_sync(
-    conn: &mut MysqlConnection,
-    tasks: &[RecurringTaskRow],
-) -> QueryResult<()> {
-    let mut sorted: Vec<&RecurringTaskRow> = tasks.iter().collect();
-    sorted.sort_by(|a, b| a.key.cmp(&b.key));
-    for task in sorted {
-        Cached(
-            sql_query(UPSERT_TASK)
-                .bind::<Text, _>(&task.key)
-                .bind::<Text, _>(&task.schedule)
-                .bind::<Text, _>(&task.timezone)
-                .bind::<Text, _>(&task.kind)
-                .bind::<Text, _>(&task.arguments)
-                .bind::<Nullable<Text>, _>(task.queue_name.as_deref())
-                .bind::<Nullable<Integer>, _>(task.priority)
-                .bind::<Nullable<Text>, _>(task.description.as_deref()),
-        )
-        .execute(conn)?;
-    }
-    let keys: Vec<String> = tasks.iter().map(|t| t.key.clone()).collect();
-    Cached(sql_query(DELETE_OTHER_TASKS).bind::<Text, _>(json_strings(&keys)))
-        .execute(conn)
-        .map(drop)
-}
-
 #[derive(QueryableByName)]
 struct Inserted {
     #[diesel(sql_type = Timestamp)]
     created_at: NaiveDateTime,
 }
 
-/// The guard's insert (a taken tick is `None`), then its `created_at`.
-pub(super) fn execution_insert(
-    conn: &mut MysqlConnection,
-    task_key: &str,
-    run_at: NaiveDateTime,
-    job_id: i64,
-) -> QueryResult<Option<NaiveDateTime>> {
-    let inserted = Cached(
-        sql_query(INSERT_GUARD)
-            .bind::<Text, _>(task_key)
-            .bind::<Timestamp, _>(run_at)
-            .bind::<BigInt, _>(job_id),
-    )
-    .execute(conn);
-    match inserted {
-        Ok(0) => return Ok(None),
-        Ok(_) => {}
-        Err(DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => return Ok(None),
-        Err(error) => return Err(error),
+impl RecurringDriver for MysqlConnection {
+    fn recurring_tasks_sync(&mut self, tasks: &[RecurringTaskRow]) -> QueryResult<()> {
+        let mut sorted: Vec<&RecurringTaskRow> = tasks.iter().collect();
+        sorted.sort_by(|a, b| a.key.cmp(&b.key));
+        for task in sorted {
+            Cached(
+                sql_query(UPSERT_TASK)
+                    .bind::<Text, _>(&task.key)
+                    .bind::<Text, _>(&task.schedule)
+                    .bind::<Text, _>(&task.timezone)
+                    .bind::<Text, _>(&task.kind)
+                    .bind::<Text, _>(&task.arguments)
+                    .bind::<Nullable<Text>, _>(task.queue_name.as_deref())
+                    .bind::<Nullable<Integer>, _>(task.priority)
+                    .bind::<Nullable<Text>, _>(task.description.as_deref()),
+            )
+            .execute(self)?;
+        }
+        let keys: Vec<String> = tasks.iter().map(|t| t.key.clone()).collect();
+        Cached(sql_query(DELETE_OTHER_TASKS).bind::<Text, _>(json_strings(&keys)))
+            .execute(self)
+            .map(drop)
     }
-    let rows: Vec<Inserted> = Cached(
-        sql_query(GUARD_CREATED)
-            .bind::<Text, _>(task_key)
-            .bind::<Timestamp, _>(run_at),
-    )
-    .load(conn)?;
-    Ok(rows.into_iter().next().map(|r| r.created_at))
-}
 
-pub(super) fn executions_delete_old(
-    conn: &mut MysqlConnection,
-    older_than: Duration,
-    limit: usize,
-) -> QueryResult<usize> {
-    Cached(
-        sql_query(DELETE_OLD_GUARDS)
-            .bind::<BigInt, _>(micros(older_than))
-            .bind::<BigInt, _>(limit as i64),
-    )
-    .execute(conn)
+    fn recurring_execution_insert(
+        &mut self,
+        task_key: &str,
+        run_at: NaiveDateTime,
+        job_id: i64,
+    ) -> QueryResult<Option<NaiveDateTime>> {
+        let inserted = Cached(
+            sql_query(INSERT_GUARD)
+                .bind::<Text, _>(task_key)
+                .bind::<Timestamp, _>(run_at)
+                .bind::<BigInt, _>(job_id),
+        )
+        .execute(self);
+        match inserted {
+            Ok(0) => return Ok(None),
+            Ok(_) => {}
+            Err(DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => {
+                return Ok(None);
+            }
+            Err(error) => return Err(error),
+        }
+        let rows: Vec<Inserted> = Cached(
+            sql_query(GUARD_CREATED)
+                .bind::<Text, _>(task_key)
+                .bind::<Timestamp, _>(run_at),
+        )
+        .load(self)?;
+        Ok(rows.into_iter().next().map(|r| r.created_at))
+    }
+
+    fn recurring_executions_delete_old(
+        &mut self,
+        older_than: Duration,
+        limit: usize,
+    ) -> QueryResult<usize> {
+        Cached(
+            sql_query(DELETE_OLD_GUARDS)
+                .bind::<BigInt, _>(micros(older_than))
+                .bind::<BigInt, _>(limit as i64),
+        )
+        .execute(self)
+    }
 }

@@ -28,8 +28,8 @@ pub(in crate::store) use statement::enqueue_statement;
 
 use super::{
     AdminDriver, AttemptStarted, Cached, ClaimLimits, ClaimQuery, ClaimedJob, ClaimsDriver, Driver,
-    Failed, JobsDriver, NewJob, NewProcess, ProcessRow, ProcessesDriver, Progress, RecurringDriver,
-    RecurringTaskRow, Released, ReleasedJob, Retried, Snoozed, Succeeded, micros,
+    Failed, JobsDriver, NewJob, NewProcess, ProcessRow, ProcessesDriver, Progress, Released,
+    ReleasedJob, Retried, Snoozed, Succeeded, micros,
 };
 use crate::store::fair::{READY_COLUMNS, ready_rows_sql, ready_values_of};
 
@@ -553,29 +553,6 @@ impl Driver for PgConnection {
         body: &mut dyn FnMut(&mut dyn Driver) -> QueryResult<()>,
     ) -> QueryResult<()> {
         Connection::transaction(self, |c| body(c))
-    }
-}
-
-impl RecurringDriver for PgConnection {
-    fn recurring_tasks_sync(&mut self, tasks: &[RecurringTaskRow]) -> QueryResult<()> {
-        recurring::tasks_sync(self, tasks)
-    }
-
-    fn recurring_execution_insert(
-        &mut self,
-        task_key: &str,
-        run_at: NaiveDateTime,
-        job_id: i64,
-    ) -> QueryResult<Option<NaiveDateTime>> {
-        recurring::execution_insert(self, task_key, run_at, job_id)
-    }
-
-    fn recurring_executions_delete_old(
-        &mut self,
-        older_than: Duration,
-        limit: usize,
-    ) -> QueryResult<usize> {
-        recurring::executions_delete_old(self, older_than, limit)
     }
 }
 

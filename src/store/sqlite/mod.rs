@@ -38,8 +38,8 @@ pub(in crate::store) use statement::enqueue_statements;
 
 use super::{
     AdminDriver, AttemptStarted, Cached, ClaimLimits, ClaimQuery, ClaimedJob, ClaimsDriver, Driver,
-    Failed, JobsDriver, NewJob, NewProcess, ProcessRow, ProcessesDriver, Progress, RecurringDriver,
-    RecurringTaskRow, Released, ReleasedJob, Retried, Snoozed, Succeeded, utc_now,
+    Failed, JobsDriver, NewJob, NewProcess, ProcessRow, ProcessesDriver, Progress, Released,
+    ReleasedJob, Retried, Snoozed, Succeeded, utc_now,
 };
 
 #[derive(QueryableByName)]
@@ -372,29 +372,6 @@ impl Driver for SqliteConnection {
         // Inside the caller's transaction this is a savepoint, so a failure
         // undoes our part only.
         write_tx(self, |c| body(c))
-    }
-}
-
-impl RecurringDriver for SqliteConnection {
-    fn recurring_tasks_sync(&mut self, tasks: &[RecurringTaskRow]) -> QueryResult<()> {
-        recurring::tasks_sync(self, tasks)
-    }
-
-    fn recurring_execution_insert(
-        &mut self,
-        task_key: &str,
-        run_at: NaiveDateTime,
-        job_id: i64,
-    ) -> QueryResult<Option<NaiveDateTime>> {
-        recurring::execution_insert(self, task_key, run_at, job_id)
-    }
-
-    fn recurring_executions_delete_old(
-        &mut self,
-        older_than: Duration,
-        limit: usize,
-    ) -> QueryResult<usize> {
-        recurring::executions_delete_old(self, older_than, limit)
     }
 }
 
