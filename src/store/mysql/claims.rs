@@ -1,8 +1,29 @@
 //! MySQL's claims area: claiming ready jobs, dispatching due ones, the fence
-//! that keeps a claim its process's, and releasing claims.
+//! that keeps a claim its process's, and releasing claims. Its statements
+//! are in `claims.sql`, but the claim's: its candidates are composed from
+//! the worker's queue list (`ClaimQuery`), and its other statements are
+//! `mod.rs`'s.
 
 // The backend's statements, row types and helpers, which its areas share.
 use super::*;
+use crate::store::named::named;
+
+const SQL: &str = include_str!("claims.sql");
+const MARK_STARTED: &str = named(SQL, "claimed_mark_started");
+const FIND_DUE: &str = named(SQL, "scheduled_dispatch/find_due");
+const LOCK_DUE: &str = named(SQL, "scheduled_dispatch/lock_due");
+const MOVE_DUE: &str = named(SQL, "scheduled_dispatch/ready");
+const DELETE_SCHEDULED: &str = named(SQL, "scheduled_dispatch/delete");
+const CLAIMS_HELD: &str = named(SQL, "claimed_held");
+const CLAIMS_HELD_LOCKED: &str = named(SQL, "claimed_delete_fenced/lock");
+const DELETE_CLAIMS_FENCED: &str = named(SQL, "claimed_delete_fenced/delete");
+const CLAIMS_OF_PROCESS_LOCKED: &str = named(SQL, "claimed_delete_by_process/lock");
+const DELETE_CLAIMS_OF_PROCESS: &str = named(SQL, "claimed_delete_by_process/delete");
+const ORPHANS_LOCKED: &str = named(SQL, "claimed_delete_orphans/lock");
+const ORPHANED_CLAIMS: &str = named(SQL, "claimed_delete_orphans/jobs");
+const DELETE_ORPHANED_CLAIMS: &str = named(SQL, "claimed_delete_orphans/delete");
+const SUCCEED_GROUP: &str = named(SQL, "jobs_succeed_fenced/group");
+const SUCCEED_WITH_RESULT: &str = named(SQL, "jobs_succeed_fenced/with_result");
 
 impl ClaimsDriver for MysqlConnection {
     fn ready_claim(
@@ -77,16 +98,13 @@ impl ClaimsDriver for MysqlConnection {
         }
         write_tx(self, |c| {
             // Several dispatchers take disjoint batches.
-            let due: Vec<DueRow> = Cached(
-                sql_query(format!("{FIND_DUE} FOR UPDATE SKIP LOCKED"))
-                    .bind::<BigInt, _>(batch as i64),
-            )
-            .load(c)?;
+            let due: Vec<DueRow> =
+                Cached(sql_query(LOCK_DUE).bind::<BigInt, _>(batch as i64)).load(c)?;
             if due.is_empty() {
                 return Ok(Vec::new());
             }
             let ids = json_ids(&due.iter().map(|d| d.job_id).collect::<Vec<_>>());
-            Cached(sql_query(MOVE_DUE.as_str()).bind::<Text, _>(&ids)).execute(c)?;
+            Cached(sql_query(MOVE_DUE).bind::<Text, _>(&ids)).execute(c)?;
             Cached(sql_query(DELETE_SCHEDULED).bind::<Text, _>(&ids)).execute(c)?;
             Ok(due.into_iter().map(|d| d.queue_name).collect())
         })
@@ -112,7 +130,8 @@ impl ClaimsDriver for MysqlConnection {
             .load(c)?;
             let held: Vec<i64> = rows.into_iter().map(|r| r.id).collect();
             if !held.is_empty() {
-                Cached(sql_query(DELETE_CLAIMS).bind::<Text, _>(json_ids(&held))).execute(c)?;
+                Cached(sql_query(DELETE_CLAIMS_FENCED).bind::<Text, _>(json_ids(&held)))
+                    .execute(c)?;
             }
             Ok(held)
         })
@@ -120,16 +139,12 @@ impl ClaimsDriver for MysqlConnection {
 
     fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>> {
         write_tx(self, |c| {
-            let jobs: Vec<ReleasedJob> = Cached(
-                sql_query(format!(
-                    "{CLAIMED_JOB_FACTS} WHERE c.process_id = ? ORDER BY j.id FOR UPDATE"
-                ))
-                .bind::<BigInt, _>(process_id),
-            )
-            .load(c)?;
+            let jobs: Vec<ReleasedJob> =
+                Cached(sql_query(CLAIMS_OF_PROCESS_LOCKED).bind::<BigInt, _>(process_id))
+                    .load(c)?;
             if !jobs.is_empty() {
                 let ids = json_ids(&jobs.iter().map(|j| j.id).collect::<Vec<_>>());
-                Cached(sql_query(DELETE_CLAIMS).bind::<Text, _>(ids)).execute(c)?;
+                Cached(sql_query(DELETE_CLAIMS_OF_PROCESS).bind::<Text, _>(ids)).execute(c)?;
             }
             Ok(jobs)
         })
@@ -137,31 +152,15 @@ impl ClaimsDriver for MysqlConnection {
 
     fn claimed_delete_orphans(&mut self, limit: usize) -> QueryResult<Vec<ReleasedJob>> {
         write_tx(self, |c| {
-            let orphans: Vec<IdRow> = Cached(
-                sql_query(
-                    "SELECT c.job_id AS id FROM solidq_claimed_executions c
-                     WHERE NOT EXISTS (SELECT 1 FROM solidq_processes p WHERE p.id = c.process_id)
-                     ORDER BY c.job_id LIMIT ? FOR UPDATE SKIP LOCKED",
-                )
-                .bind::<BigInt, _>(limit as i64),
-            )
-            .load(c)?;
+            let orphans: Vec<IdRow> =
+                Cached(sql_query(ORPHANS_LOCKED).bind::<BigInt, _>(limit as i64)).load(c)?;
             if orphans.is_empty() {
                 return Ok(Vec::new());
             }
             let ids = json_ids(&orphans.iter().map(|o| o.id).collect::<Vec<_>>());
-            let jobs: Vec<ReleasedJob> = Cached(
-                sql_query(format!(
-                    "SELECT j.id, c.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count,
-                            j.max_stalled_count, j.concurrency_key, j.options,
-                            c.started_at IS NOT NULL AS started
-                     FROM {IDS} STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value
-                     STRAIGHT_JOIN solidq_jobs j ON j.id = c.job_id ORDER BY j.id"
-                ))
-                .bind::<Text, _>(&ids),
-            )
-            .load(c)?;
-            Cached(sql_query(DELETE_CLAIMS).bind::<Text, _>(&ids)).execute(c)?;
+            let jobs: Vec<ReleasedJob> =
+                Cached(sql_query(ORPHANED_CLAIMS).bind::<Text, _>(&ids)).load(c)?;
+            Cached(sql_query(DELETE_ORPHANED_CLAIMS).bind::<Text, _>(&ids)).execute(c)?;
             Ok(jobs)
         })
     }
@@ -217,20 +216,50 @@ impl ClaimsDriver for MysqlConnection {
             }
             for row in with_result.iter().filter(|r| held.contains(&r.id)) {
                 Cached(
-                    sql_query(
-                        "UPDATE solidq_jobs SET finished_at = UTC_TIMESTAMP(6),
-                                expires_at = (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND), result = ?,
-                                started_at = (UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND),
-                                attempts = attempts + 1, updated_at = UTC_TIMESTAMP(6) WHERE id = ?",
-                    )
-                    .bind::<BigInt, _>(micros(row.keep))
-                    .bind::<Nullable<Text>, _>(row.result.as_deref())
-                    .bind::<BigInt, _>(micros(row.started_ago))
-                    .bind::<BigInt, _>(row.id),
+                    sql_query(SUCCEED_WITH_RESULT)
+                        .bind::<BigInt, _>(micros(row.keep))
+                        .bind::<Nullable<Text>, _>(row.result.as_deref())
+                        .bind::<BigInt, _>(micros(row.started_ago))
+                        .bind::<BigInt, _>(row.id),
                 )
                 .execute(c)?;
             }
             Ok(fenced)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::fair::{READY_COLUMNS, ready_rows_sql};
+    use crate::store::mysql::IDS;
+
+    fn words(sql: &str) -> String {
+        sql.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// claims.sql holds the text store::fair makes for these arguments:
+    /// a change there must be made here too.
+    #[test]
+    fn the_ready_rows_of_dispatched_jobs_are_placed_as_store_fair_places_them() {
+        let fair = format!(
+            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {}",
+            ready_rows_sql(
+                "j",
+                "UTC_TIMESTAMP(6)",
+                &format!("FROM {IDS} STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value")
+            )
+        );
+        assert_eq!(words(MOVE_DUE), words(&fair));
+    }
+
+    /// The locked look for due jobs is the plain one, locked.
+    #[test]
+    fn dispatch_locks_the_due_jobs_it_finds() {
+        assert_eq!(
+            words(LOCK_DUE),
+            words(&format!("{FIND_DUE} FOR UPDATE SKIP LOCKED"))
+        );
     }
 }

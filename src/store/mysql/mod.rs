@@ -61,17 +61,6 @@ pub(super) const STRINGS: &str =
 /// The database's clock, in UTC with microseconds.
 pub(super) const NOW: &str = "UTC_TIMESTAMP(6)";
 
-/// `NOW` plus `?` microseconds.
-pub(super) const NOW_PLUS: &str = "(UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)";
-
-/// `NOW` minus `?` microseconds.
-pub(super) const NOW_MINUS: &str = "(UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND)";
-
-/// Appends one error object (`?`) to the job's `errors` JSON array by text,
-/// without parsing what is there (see PostgreSQL's). Binds the error twice.
-pub(super) const APPEND_ERROR: &str = "CASE WHEN errors IS NULL OR errors = '[]' \
-     THEN CONCAT('[', ?, ']') ELSE CONCAT(LEFT(errors, CHAR_LENGTH(errors) - 1), ',', ?, ']') END";
-
 /// The server's `max_allowed_packet` (the largest statement it takes),
 /// `None` if it cannot be read.
 pub(in crate::store) fn max_allowed_packet(conn: &mut MysqlConnection) -> Option<usize> {
@@ -89,6 +78,11 @@ pub(super) fn json_ids(ids: &[i64]) -> String {
 pub(super) fn json_strings(values: &[String]) -> String {
     serde_json::to_string(values).expect("strings serialize")
 }
+
+/// The statements of queue pauses (`pauses.sql`).
+const PAUSES: &str = include_str!("pauses.sql");
+const PAUSE_INSERT: &str = crate::store::named::named(PAUSES, "pause_insert");
+const PAUSE_DELETE: &str = crate::store::named::named(PAUSES, "pause_delete");
 
 #[derive(QueryableByName)]
 pub(super) struct IdRow {
@@ -181,11 +175,6 @@ INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled
 SELECT id, queue_name, priority, scheduled_at, UTC_TIMESTAMP(6), concurrency_key FROM solidq_jobs
 WHERE id = ? AND NOT EXISTS (SELECT 1 FROM solidq_ready_executions WHERE job_id = ?)";
 
-const FIND_DUE: &str = "\
-SELECT job_id, queue_name FROM solidq_scheduled_executions
-WHERE scheduled_at <= UTC_TIMESTAMP(6) AND concurrency_key IS NULL
-ORDER BY scheduled_at, priority, job_id LIMIT ?";
-
 /// The ready rows of the jobs of a JSON array of ids, placed by
 /// `store::fair`: due jobs, and ready jobs with a fairness key.
 static MOVE_DUE: LazyLock<String> = LazyLock::new(|| {
@@ -200,10 +189,6 @@ static MOVE_DUE: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-const DELETE_SCHEDULED: &str = "\
-DELETE x FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
-STRAIGHT_JOIN solidq_scheduled_executions x ON x.job_id = ids.value";
-
 /// The claimed jobs read back after the claim's commit, with their claim:
 /// `due_at` as on the other backends, the claim's own times.
 const SELECT_CLAIMED_JOBS: &str = "\
@@ -216,12 +201,6 @@ FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
 STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
 STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = j.id
 WHERE c.process_id = ?";
-
-const MARK_STARTED: &str = "\
-UPDATE JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
-STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value
-SET c.started_at = UTC_TIMESTAMP(6)
-WHERE c.process_id = ? AND c.started_at IS NULL";
 
 const DELETE_READY_CLAIMED: &str = "\
 DELETE r FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
@@ -241,55 +220,6 @@ FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids";
 /// it meanwhile, so a claim and the prune of its process cannot interleave
 /// into an orphaned claim.
 const PROCESS_ALIVE: &str = "SELECT COUNT(*) AS v FROM (SELECT id FROM solidq_processes WHERE id = ? LOCK IN SHARE MODE) AS p";
-
-const CLAIMS_HELD: &str = "\
-SELECT c.job_id AS id FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
-STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value
-WHERE c.process_id = ?";
-
-/// The fence's read: the claims this process holds among the ids, locked.
-const CLAIMS_HELD_LOCKED: &str = "\
-SELECT c.job_id AS id FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
-STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value
-WHERE c.process_id = ?
-ORDER BY c.job_id FOR UPDATE";
-
-const DELETE_CLAIMS: &str = "\
-DELETE c FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
-STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value";
-
-/// Finishes a group of jobs without results and with the same retention
-/// (`?2` microseconds).
-/// `?` is a JSON array of `[id, microseconds since the attempt started]`.
-const SUCCEED_GROUP: &str = "\
-UPDATE JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$[0]', ago_us BIGINT PATH '$[1]')) AS ids
-STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
-SET j.finished_at = UTC_TIMESTAMP(6), j.expires_at = (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND),
-    j.started_at = (UTC_TIMESTAMP(6) - INTERVAL ids.ago_us MICROSECOND),
-    j.attempts = j.attempts + 1, j.updated_at = UTC_TIMESTAMP(6)";
-
-/// When attempts started, and the attempt counted where asked: `?` is a
-/// JSON array of `[id, microseconds since it started, 0 or 1]`.
-const ATTEMPT_STARTED: &str = "\
-UPDATE JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$[0]', ago_us BIGINT PATH '$[1]',
-                                     count INT PATH '$[2]')) AS ids
-STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
-SET j.started_at = (UTC_TIMESTAMP(6) - INTERVAL ids.ago_us MICROSECOND),
-    j.attempts = j.attempts + ids.count";
-
-const HEARTBEAT: &str =
-    "UPDATE solidq_processes SET last_heartbeat_at = UTC_TIMESTAMP(6) WHERE id = ?";
-
-const FIND_BY_UNIQUE_KEYS: &str = "\
-SELECT unique_key, id FROM solidq_jobs
-WHERE unique_key IN (SELECT value FROM JSON_TABLE(?, '$[*]' COLUMNS (value VARCHAR(255) PATH '$')) AS k)";
-
-const CLAIMED_JOB_FACTS: &str = "\
-SELECT j.id, c.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count,
-       j.concurrency_key, j.options, c.started_at IS NOT NULL AS started
-FROM solidq_claimed_executions c JOIN solidq_jobs j ON j.id = c.job_id";
-
-const PROCESS_COLUMNS: &str = "id, kind, name, pid, hostname, supervisor_id, last_heartbeat_at";
 
 fn insert_jobs(conn: &mut MysqlConnection, jobs: &[NewJob]) -> QueryResult<Vec<Option<i64>>> {
     let mut ids = Vec::with_capacity(jobs.len());
@@ -434,25 +364,17 @@ impl AdminDriver for MysqlConnection {
         let changed = if paused {
             // A taken key fails this statement only (not the transaction):
             // the queue was paused already.
-            Cached(
-                sql_query(
-                    "INSERT INTO solidq_pauses (queue_name, created_at) VALUES (?, UTC_TIMESTAMP(6))",
-                )
-                .bind::<Text, _>(queue),
-            )
-            .execute(self)
-            .or_else(|e| match e {
-                diesel::result::Error::DatabaseError(
-                    diesel::result::DatabaseErrorKind::UniqueViolation,
-                    _,
-                ) => Ok(0),
-                e => Err(e),
-            })?
+            Cached(sql_query(PAUSE_INSERT).bind::<Text, _>(queue))
+                .execute(self)
+                .or_else(|e| match e {
+                    diesel::result::Error::DatabaseError(
+                        diesel::result::DatabaseErrorKind::UniqueViolation,
+                        _,
+                    ) => Ok(0),
+                    e => Err(e),
+                })?
         } else {
-            Cached(
-                sql_query("DELETE FROM solidq_pauses WHERE queue_name = ?").bind::<Text, _>(queue),
-            )
-            .execute(self)?
+            Cached(sql_query(PAUSE_DELETE).bind::<Text, _>(queue)).execute(self)?
         };
         Ok(changed > 0)
     }

@@ -3,22 +3,27 @@
 
 // The backend's statements, row types and helpers, which its areas share.
 use super::*;
+use crate::store::named::named;
+
+const SQL: &str = include_str!("processes.sql");
+const PROCESS_INSERT: &str = named(SQL, "process_insert");
+const PROCESS_HEARTBEAT: &str = named(SQL, "process_heartbeat");
+const PROCESS_DELETE: &str = named(SQL, "process_delete");
+const PROCESS_FIND_EXPIRED: &str = named(SQL, "process_find_expired");
+const PROCESS_FIND_BY_PID: &str = named(SQL, "process_find_by_pid");
+const PROCESS_LOCK: &str = named(SQL, "process_lock");
 
 impl ProcessesDriver for MysqlConnection {
     fn process_insert(&mut self, p: &NewProcess) -> QueryResult<i64> {
         write_tx(self, |c| {
             Cached(
-                sql_query(
-                    "INSERT INTO solidq_processes (kind, name, pid, hostname, supervisor_id, metadata,
-                                                   last_heartbeat_at, created_at)
-                     VALUES (?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))",
-                )
-                .bind::<Text, _>(&p.kind)
-                .bind::<Text, _>(&p.name)
-                .bind::<Integer, _>(p.pid)
-                .bind::<Text, _>(&p.hostname)
-                .bind::<Nullable<BigInt>, _>(p.supervisor_id)
-                .bind::<Text, _>(&p.metadata),
+                sql_query(PROCESS_INSERT)
+                    .bind::<Text, _>(&p.kind)
+                    .bind::<Text, _>(&p.name)
+                    .bind::<Integer, _>(p.pid)
+                    .bind::<Text, _>(&p.hostname)
+                    .bind::<Nullable<BigInt>, _>(p.supervisor_id)
+                    .bind::<Text, _>(&p.metadata),
             )
             .execute(c)?;
             let row: IdRow = Cached(sql_query(LAST_ID)).get_result(c)?;
@@ -28,14 +33,12 @@ impl ProcessesDriver for MysqlConnection {
 
     fn process_heartbeat(&mut self, id: i64) -> QueryResult<bool> {
         // Rows found, not changed (diesel connects with CLIENT_FOUND_ROWS).
-        let n = Cached(sql_query(HEARTBEAT).bind::<BigInt, _>(id)).execute(self)?;
+        let n = Cached(sql_query(PROCESS_HEARTBEAT).bind::<BigInt, _>(id)).execute(self)?;
         Ok(n > 0)
     }
 
     fn process_delete(&mut self, id: i64) -> QueryResult<bool> {
-        let n =
-            Cached(sql_query("DELETE FROM solidq_processes WHERE id = ?").bind::<BigInt, _>(id))
-                .execute(self)?;
+        let n = Cached(sql_query(PROCESS_DELETE).bind::<BigInt, _>(id)).execute(self)?;
         Ok(n > 0)
     }
 
@@ -46,13 +49,10 @@ impl ProcessesDriver for MysqlConnection {
         limit: usize,
     ) -> QueryResult<Vec<ProcessRow>> {
         Cached(
-            sql_query(format!(
-                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
-                 WHERE last_heartbeat_at < {NOW_MINUS} AND id <> ? ORDER BY last_heartbeat_at LIMIT ?"
-            ))
-            .bind::<BigInt, _>(micros(threshold))
-            .bind::<BigInt, _>(exclude)
-            .bind::<BigInt, _>(limit as i64),
+            sql_query(PROCESS_FIND_EXPIRED)
+                .bind::<BigInt, _>(micros(threshold))
+                .bind::<BigInt, _>(exclude)
+                .bind::<BigInt, _>(limit as i64),
         )
         .load(self)
     }
@@ -64,13 +64,10 @@ impl ProcessesDriver for MysqlConnection {
         supervisor_id: i64,
     ) -> QueryResult<Vec<ProcessRow>> {
         Cached(
-            sql_query(format!(
-                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
-                 WHERE hostname = ? AND pid = ? AND supervisor_id = ? ORDER BY id"
-            ))
-            .bind::<Text, _>(hostname)
-            .bind::<Integer, _>(pid)
-            .bind::<BigInt, _>(supervisor_id),
+            sql_query(PROCESS_FIND_BY_PID)
+                .bind::<Text, _>(hostname)
+                .bind::<Integer, _>(pid)
+                .bind::<BigInt, _>(supervisor_id),
         )
         .load(self)
     }
@@ -81,14 +78,10 @@ impl ProcessesDriver for MysqlConnection {
         dead_for: Option<Duration>,
     ) -> QueryResult<Option<ProcessRow>> {
         let rows: Vec<ProcessRow> = Cached(
-            sql_query(format!(
-                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
-                 WHERE id = ? AND (? < 0 OR last_heartbeat_at < {NOW_MINUS})
-                 FOR UPDATE SKIP LOCKED"
-            ))
-            .bind::<BigInt, _>(id)
-            .bind::<BigInt, _>(dead_for.map_or(-1, micros))
-            .bind::<BigInt, _>(dead_for.map_or(0, micros)),
+            sql_query(PROCESS_LOCK)
+                .bind::<BigInt, _>(id)
+                .bind::<BigInt, _>(dead_for.map_or(-1, micros))
+                .bind::<BigInt, _>(dead_for.map_or(0, micros)),
         )
         .load(self)?;
         Ok(rows.into_iter().next())

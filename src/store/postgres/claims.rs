@@ -1,8 +1,20 @@
 //! PostgreSQL's claims area: claiming ready jobs, dispatching due ones, the fence
-//! that keeps a claim its process's, and releasing claims.
+//! that keeps a claim its process's, and releasing claims. Its statements
+//! are in `claims.sql`, but the claim's, composed from the worker's queue
+//! list (`mod.rs`'s `claim_sql`).
 
 // The backend's statements, row types and helpers, which its areas share.
 use super::*;
+use crate::store::named::named;
+
+const SQL: &str = include_str!("claims.sql");
+pub(super) const DISPATCH_SCHEDULED: &str = named(SQL, "scheduled_dispatch");
+const CLAIMS_HELD: &str = named(SQL, "claimed_held");
+pub(super) const DELETE_CLAIMS_FENCED: &str = named(SQL, "claimed_delete_fenced");
+const MARK_STARTED: &str = named(SQL, "claimed_mark_started");
+const DELETE_CLAIMS_OF_PROCESS: &str = named(SQL, "claimed_delete_by_process");
+const DELETE_ORPHANED_CLAIMS: &str = named(SQL, "claimed_delete_orphans");
+pub(super) const SUCCEED_FENCED: &str = named(SQL, "jobs_succeed_fenced");
 
 impl ClaimsDriver for PgConnection {
     fn ready_claim(
@@ -26,8 +38,7 @@ impl ClaimsDriver for PgConnection {
 
     fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>> {
         let rows: Vec<QueueRow> =
-            Cached(sql_query(DISPATCH_SCHEDULED.as_str()).bind::<BigInt, _>(batch as i64))
-                .load(self)?;
+            Cached(sql_query(DISPATCH_SCHEDULED).bind::<BigInt, _>(batch as i64)).load(self)?;
         Ok(rows.into_iter().map(|r| r.queue_name).collect())
     }
 
@@ -95,5 +106,30 @@ impl ClaimsDriver for PgConnection {
         )
         .load(self)?;
         Ok(written.into_iter().map(|r| r.id).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::fair::{READY_COLUMNS, ready_rows_sql};
+
+    fn words(sql: &str) -> String {
+        sql.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// claims.sql holds the text store::fair makes for these arguments:
+    /// a change there must be made here too.
+    #[test]
+    fn the_ready_rows_of_dispatched_jobs_are_placed_as_store_fair_places_them() {
+        let fair = format!(
+            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {} RETURNING queue_name",
+            ready_rows_sql(
+                "j",
+                "LOCALTIMESTAMP",
+                "FROM solidq_jobs j WHERE j.id = ANY (ARRAY(SELECT job_id FROM moved))"
+            )
+        );
+        assert!(words(DISPATCH_SCHEDULED).contains(&words(&fair)));
     }
 }

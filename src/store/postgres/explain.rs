@@ -1,5 +1,8 @@
 //! EXPLAIN of the hot statements, for `tests/it/plans.rs` and `docs/query-plans.md`.
 
+use super::claims::{DELETE_CLAIMS_FENCED, DISPATCH_SCHEDULED, SUCCEED_FENCED};
+use super::jobs::{JOBS_DELETE_EXPIRED, JOBS_FIND_BY_UNIQUE_KEYS};
+use super::processes::PROCESS_HEARTBEAT;
 use super::*;
 
 #[derive(QueryableByName)]
@@ -66,7 +69,7 @@ pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(Str
             claim(vec![Exact("critical".into()), Prefix("mail".into()), All]),
             CLAIM_ARGS,
         ),
-        ("dispatch due jobs", DISPATCH_SCHEDULED.to_string(), "(500)"),
+        ("dispatch due jobs", DISPATCH_SCHEDULED.into(), "(500)"),
         (
             "finish (fence and succeed)",
             SUCCEED_FENCED.into(),
@@ -77,11 +80,11 @@ pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(Str
             DELETE_CLAIMS_FENCED.into(),
             "(1, ARRAY[1, 2]::bigint[])",
         ),
-        ("heartbeat", HEARTBEAT.into(), "(1)"),
-        ("clean finished jobs", CLEAN_EXPIRED.into(), "(1000)"),
+        ("heartbeat", PROCESS_HEARTBEAT.into(), "(1)"),
+        ("clean finished jobs", JOBS_DELETE_EXPIRED.into(), "(1000)"),
         (
             "find unique keys",
-            FIND_BY_UNIQUE_KEYS.into(),
+            JOBS_FIND_BY_UNIQUE_KEYS.into(),
             "(ARRAY['order-42'])",
         ),
     ];

@@ -3,6 +3,21 @@
 
 // The backend's statements, row types and helpers, which its areas share.
 use super::*;
+use crate::store::named::named;
+
+const SQL: &str = include_str!("jobs.sql");
+pub(super) const JOBS_FIND_BY_UNIQUE_KEYS: &str = named(SQL, "jobs_find_by_unique_keys");
+const JOBS_ATTEMPT_STARTED: &str = named(SQL, "jobs_attempt_started");
+const JOBS_DELETE: &str = named(SQL, "jobs_delete");
+const JOBS_RETRY: &str = named(SQL, "jobs_retry");
+const JOBS_FAIL: &str = named(SQL, "jobs_fail");
+const JOBS_SET_PROGRESS: &str = named(SQL, "jobs_set_progress");
+const JOBS_SNOOZE: &str = named(SQL, "jobs_snooze");
+const JOBS_RELEASE: &str = named(SQL, "jobs_release");
+const FAILED_RETRY: &str = named(SQL, "failed_retry");
+const FAILED_DISCARD: &str = named(SQL, "failed_discard");
+pub(super) const JOBS_DELETE_EXPIRED: &str = named(SQL, "jobs_delete_expired");
+const JOBS_DELETE_FINISHED_BEFORE: &str = named(SQL, "jobs_delete_finished_before");
 
 impl JobsDriver for PgConnection {
     fn jobs_insert(&mut self, jobs: &[NewJob], notify: bool) -> QueryResult<Vec<Option<i64>>> {
@@ -85,6 +100,9 @@ impl JobsDriver for PgConnection {
     }
 
     fn notify_ready(&mut self, queues: &[String]) -> QueryResult<()> {
+        // Left here, not in jobs.sql: the other backends have no statement
+        // for it (their workers watch a change counter or run a change
+        // check), and every backend's jobs.sql defines the same operations.
         Cached(
             sql_query(
                 "SELECT count(pg_notify('solidq', current_schema() || ':' || q)) AS moved
@@ -98,19 +116,19 @@ impl JobsDriver for PgConnection {
 
     fn jobs_find_by_unique_keys(&mut self, keys: &[String]) -> QueryResult<Vec<(String, i64)>> {
         let rows: Vec<KeyRow> =
-            Cached(sql_query(FIND_BY_UNIQUE_KEYS).bind::<Array<Text>, _>(keys)).load(self)?;
+            Cached(sql_query(JOBS_FIND_BY_UNIQUE_KEYS).bind::<Array<Text>, _>(keys)).load(self)?;
         Ok(rows.into_iter().map(|r| (r.unique_key, r.id)).collect())
     }
 
     fn jobs_delete(&mut self, ids: &[i64]) -> QueryResult<()> {
-        Cached(sql_query(DELETE_JOBS).bind::<Array<BigInt>, _>(ids))
+        Cached(sql_query(JOBS_DELETE).bind::<Array<BigInt>, _>(ids))
             .execute(self)
             .map(drop)
     }
 
     fn jobs_retry(&mut self, rows: &[Retried]) -> QueryResult<()> {
         Cached(
-            sql_query(retry_sql())
+            sql_query(JOBS_RETRY)
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
                 .bind::<Array<Text>, _>(rows.iter().map(|r| r.error.as_str()).collect::<Vec<_>>())
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.delay)).collect::<Vec<_>>()),
@@ -121,7 +139,7 @@ impl JobsDriver for PgConnection {
 
     fn jobs_fail(&mut self, rows: &[Failed]) -> QueryResult<()> {
         Cached(
-            sql_query(fail_sql())
+            sql_query(JOBS_FAIL)
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
                 .bind::<Array<Text>, _>(rows.iter().map(|r| r.error.as_str()).collect::<Vec<_>>())
                 .bind::<Array<Integer>, _>(
@@ -141,7 +159,7 @@ impl JobsDriver for PgConnection {
 
     fn jobs_attempt_started(&mut self, rows: &[AttemptStarted]) -> QueryResult<()> {
         Cached(
-            sql_query(ATTEMPT_STARTED)
+            sql_query(JOBS_ATTEMPT_STARTED)
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.ago)).collect::<Vec<_>>())
                 .bind::<Array<Integer>, _>(
@@ -154,25 +172,17 @@ impl JobsDriver for PgConnection {
 
     fn jobs_set_progress(&mut self, rows: &[Progress]) -> QueryResult<()> {
         Cached(
-            sql_query(
-                "UPDATE solidq_jobs j SET progress = coalesce(u.progress, j.progress),
-                                          checkpoint = coalesce(u.checkpoint, j.checkpoint)
-                 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[])
-                      AS u(id, process_id, progress, checkpoint)
-                 WHERE j.id = u.id AND EXISTS (
-                     SELECT 1 FROM solidq_claimed_executions c
-                     WHERE c.job_id = u.id AND c.process_id = u.process_id)",
-            )
-            .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.job_id).collect::<Vec<_>>())
-            .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.process_id).collect::<Vec<_>>())
-            .bind::<Array<Nullable<Text>>, _>(
-                rows.iter().map(|r| r.json.as_deref()).collect::<Vec<_>>(),
-            )
-            .bind::<Array<Nullable<Text>>, _>(
-                rows.iter()
-                    .map(|r| r.checkpoint.as_deref())
-                    .collect::<Vec<_>>(),
-            ),
+            sql_query(JOBS_SET_PROGRESS)
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.job_id).collect::<Vec<_>>())
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.process_id).collect::<Vec<_>>())
+                .bind::<Array<Nullable<Text>>, _>(
+                    rows.iter().map(|r| r.json.as_deref()).collect::<Vec<_>>(),
+                )
+                .bind::<Array<Nullable<Text>>, _>(
+                    rows.iter()
+                        .map(|r| r.checkpoint.as_deref())
+                        .collect::<Vec<_>>(),
+                ),
         )
         .execute(self)
         .map(drop)
@@ -180,7 +190,7 @@ impl JobsDriver for PgConnection {
 
     fn jobs_snooze(&mut self, rows: &[Snoozed]) -> QueryResult<()> {
         Cached(
-            sql_query(SNOOZE.as_str())
+            sql_query(JOBS_SNOOZE)
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.delay)).collect::<Vec<_>>()),
         )
@@ -190,7 +200,7 @@ impl JobsDriver for PgConnection {
 
     fn jobs_release(&mut self, rows: &[Released]) -> QueryResult<()> {
         Cached(
-            sql_query(release_sql())
+            sql_query(JOBS_RELEASE)
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
                 .bind::<Array<Integer>, _>(
                     rows.iter()
@@ -206,20 +216,13 @@ impl JobsDriver for PgConnection {
     }
 
     fn failed_retry(&mut self, ids: &[i64]) -> QueryResult<usize> {
-        let row: MovedRow = Cached(sql_query(RETRY_FAILED.as_str()).bind::<Array<BigInt>, _>(ids))
-            .get_result(self)?;
+        let row: MovedRow =
+            Cached(sql_query(FAILED_RETRY).bind::<Array<BigInt>, _>(ids)).get_result(self)?;
         Ok(row.moved as usize)
     }
 
     fn failed_discard(&mut self, ids: &[i64]) -> QueryResult<usize> {
-        Cached(
-            sql_query(
-                "DELETE FROM solidq_jobs WHERE id IN
-                 (SELECT job_id FROM solidq_failed_executions WHERE job_id = ANY($1))",
-            )
-            .bind::<Array<BigInt>, _>(ids),
-        )
-        .execute(self)
+        Cached(sql_query(FAILED_DISCARD).bind::<Array<BigInt>, _>(ids)).execute(self)
     }
 
     fn jobs_delete_finished(
@@ -229,14 +232,13 @@ impl JobsDriver for PgConnection {
     ) -> QueryResult<usize> {
         match older_than {
             // The partial index on expires_at serves this one.
-            None => Cached(sql_query(CLEAN_EXPIRED).bind::<BigInt, _>(limit as i64)).execute(self),
+            None => {
+                Cached(sql_query(JOBS_DELETE_EXPIRED).bind::<BigInt, _>(limit as i64)).execute(self)
+            }
             Some(age) => Cached(
-                sql_query(
-                    "DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM solidq_jobs
-                     WHERE finished_at < LOCALTIMESTAMP - $1 * INTERVAL '1 microsecond' LIMIT $2)",
-                )
-                .bind::<BigInt, _>(micros(age))
-                .bind::<BigInt, _>(limit as i64),
+                sql_query(JOBS_DELETE_FINISHED_BEFORE)
+                    .bind::<BigInt, _>(micros(age))
+                    .bind::<BigInt, _>(limit as i64),
             )
             .execute(self),
         }
@@ -256,5 +258,30 @@ impl JobsDriver for PgConnection {
 
     fn jobs_request_cancel(&mut self, ids: &[i64]) -> QueryResult<Vec<i64>> {
         control::jobs_request_cancel(self, ids)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::fair::{READY_COLUMNS, ready_rows_sql};
+
+    fn words(sql: &str) -> String {
+        sql.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// jobs.sql holds the text store::fair makes for these arguments: a
+    /// change there must be made here too.
+    #[test]
+    fn the_ready_rows_of_snoozes_releases_and_retries_are_placed_as_store_fair_places_them() {
+        let ready = |from: &str| {
+            words(&format!(
+                "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {} RETURNING queue_name",
+                ready_rows_sql("upd", "LOCALTIMESTAMP", from)
+            ))
+        };
+        assert!(words(JOBS_SNOOZE).contains(&ready("FROM upd WHERE now")));
+        assert!(words(JOBS_RELEASE).contains(&ready("FROM upd")));
+        assert!(words(FAILED_RETRY).contains(&ready("FROM upd WHERE concurrency_key IS NULL")));
     }
 }

@@ -8,7 +8,6 @@ use diesel::connection::SimpleConnection;
 use diesel::sql_types::{Array, BigInt, Integer, Nullable, Text, Timestamp};
 use diesel::{Connection, PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
-use std::sync::LazyLock;
 use std::time::Duration;
 
 mod audit;
@@ -31,7 +30,12 @@ use super::{
     Failed, JobsDriver, NewJob, NewProcess, ProcessRow, ProcessesDriver, Progress, Released,
     ReleasedJob, Retried, Snoozed, Succeeded, micros,
 };
-use crate::store::fair::{READY_COLUMNS, ready_rows_sql, ready_values_of};
+use crate::store::fair::{ready_rows_sql, ready_values_of};
+
+/// The statements of queue pauses (`pauses.sql`).
+const PAUSES: &str = include_str!("pauses.sql");
+const PAUSE_INSERT: &str = crate::store::named::named(PAUSES, "pause_insert");
+const PAUSE_DELETE: &str = crate::store::named::named(PAUSES, "pause_delete");
 
 #[derive(QueryableByName)]
 struct IdRow {
@@ -218,68 +222,6 @@ impl InsertShape {
     }
 }
 
-static DISPATCH_SCHEDULED: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "\
-WITH due AS (
-    SELECT job_id FROM solidq_scheduled_executions
-    WHERE scheduled_at <= LOCALTIMESTAMP AND concurrency_key IS NULL
-    ORDER BY scheduled_at, priority, job_id
-    LIMIT $1 FOR UPDATE SKIP LOCKED
-), moved AS (
-    -- An array lookup, not a join: see the claim statement.
-    DELETE FROM solidq_scheduled_executions WHERE job_id = ANY (ARRAY(SELECT job_id FROM due))
-    RETURNING job_id, queue_name, priority
-), ready AS (
-    INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {rows}
-    RETURNING queue_name
-), notified AS (
-    SELECT count(pg_notify('solidq', current_schema() || ':' || q.queue_name)) AS n
-    FROM (SELECT DISTINCT queue_name FROM ready) q
-)
-SELECT queue_name, (SELECT n FROM notified) AS notified FROM ready",
-        rows = ready_rows_sql(
-            "j",
-            "LOCALTIMESTAMP",
-            "FROM solidq_jobs j WHERE j.id = ANY (ARRAY(SELECT job_id FROM moved))"
-        )
-    )
-});
-
-/// Records that claimed jobs held ahead have started.
-const MARK_STARTED: &str = "\
-UPDATE solidq_claimed_executions SET started_at = LOCALTIMESTAMP
-WHERE job_id = ANY($2) AND process_id = $1 AND started_at IS NULL";
-
-const CLAIMS_HELD: &str = "\
-SELECT job_id AS id FROM solidq_claimed_executions WHERE process_id = $1 AND job_id = ANY($2)";
-
-const DELETE_CLAIMS_FENCED: &str = "\
-DELETE FROM solidq_claimed_executions WHERE process_id = $1 AND job_id = ANY($2) RETURNING job_id AS id";
-
-const DELETE_CLAIMS_OF_PROCESS: &str = "\
-WITH gone AS (DELETE FROM solidq_claimed_executions WHERE process_id = $1
-              RETURNING job_id, process_id, started_at)
-SELECT j.id, gone.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count,
-       j.concurrency_key, j.options, gone.started_at IS NOT NULL AS started
-FROM solidq_jobs j JOIN gone ON gone.job_id = j.id ORDER BY j.id";
-
-/// Claims whose process row is gone. The claim statement locks its process
-/// row (`FOR KEY SHARE`), so a claim and the prune of its process cannot
-/// interleave into an orphan; these come from rows deleted by hand.
-const DELETE_ORPHANED_CLAIMS: &str = "\
-WITH orphans AS (
-    SELECT c.job_id FROM solidq_claimed_executions c
-    WHERE NOT EXISTS (SELECT 1 FROM solidq_processes p WHERE p.id = c.process_id)
-    ORDER BY c.job_id LIMIT $1 FOR UPDATE OF c SKIP LOCKED
-), gone AS (
-    DELETE FROM solidq_claimed_executions c USING orphans o WHERE c.job_id = o.job_id
-    RETURNING c.job_id, c.process_id, c.started_at
-)
-SELECT j.id, gone.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count,
-       j.concurrency_key, j.options, gone.started_at IS NOT NULL AS started
-FROM solidq_jobs j JOIN gone ON gone.job_id = j.id ORDER BY j.id";
-
 /// Tables every job passes through: small, with a row inserted and
 /// deleted per job, so dead rows pile up fast.
 const HOT_TABLES: [&str; 5] = [
@@ -289,194 +231,6 @@ const HOT_TABLES: [&str; 5] = [
     "solidq_blocked_executions",
     "solidq_processes",
 ];
-
-/// A heartbeat: the database's clock into the process row.
-const HEARTBEAT: &str =
-    "UPDATE solidq_processes SET last_heartbeat_at = LOCALTIMESTAMP WHERE id = $1";
-
-/// The cleaner: finished jobs past their keep_result (partial index on
-/// expires_at).
-const CLEAN_EXPIRED: &str = "DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM solidq_jobs
-                     WHERE expires_at < LOCALTIMESTAMP ORDER BY expires_at LIMIT $1)";
-
-/// Holders of unique keys.
-const FIND_BY_UNIQUE_KEYS: &str =
-    "SELECT unique_key, id FROM solidq_jobs WHERE unique_key = ANY($1)";
-
-const PROCESS_COLUMNS: &str = "id, kind, name, pid, hostname, supervisor_id, last_heartbeat_at";
-
-/// Fence and finish in one statement: only jobs whose claim by this process
-/// still existed (and was deleted here) are marked finished.
-///
-/// `$2` must be sorted ascending: each job's result (`$3`) and keep (`$4`)
-/// are found by `width_bucket`, a binary search of `$2`. No joins: a join
-/// with `unnest(...)` ran, on the generic plan (which guesses 10 rows for
-/// any array), as a nested loop comparing every claim with every row of the
-/// batch, 65,000 comparisons for 256 jobs, and capped a work-down at 10,000
-/// jobs/s.
-const SUCCEED_FENCED: &str = "\
-WITH started AS (
-    UPDATE solidq_claimed_executions SET started_at = LOCALTIMESTAMP
-    WHERE job_id = ANY ($5) AND process_id = $1 AND started_at IS NULL),
-fenced AS (
-    DELETE FROM solidq_claimed_executions
-    WHERE job_id = ANY ($2) AND process_id = $1
-    RETURNING job_id)
-UPDATE solidq_jobs j SET finished_at = LOCALTIMESTAMP,
-       expires_at = LOCALTIMESTAMP
-           + ($4::bigint[])[width_bucket(j.id, $2::bigint[])] * INTERVAL '1 microsecond',
-       result = ($3::text[])[width_bucket(j.id, $2::bigint[])],
-       started_at = LOCALTIMESTAMP
-           - ($6::bigint[])[width_bucket(j.id, $2::bigint[])] * INTERVAL '1 microsecond',
-       attempts = j.attempts + 1, updated_at = LOCALTIMESTAMP
-WHERE j.id = ANY (ARRAY(SELECT job_id FROM fenced))
-RETURNING j.id";
-
-const DELETE_JOBS: &str = "DELETE FROM solidq_jobs WHERE id = ANY($1)";
-
-/// Appends one error object (`u.error`) to the job's `errors` JSON array
-/// by text, without parsing what is there: a row whose history was edited
-/// into invalid JSON still gets its new error, and nothing stored needs to
-/// be valid `jsonb`.
-pub(super) const APPEND_ERROR: &str = "CASE WHEN j.errors IS NULL OR j.errors = '[]' \
-     THEN '[' || u.error || ']' ELSE left(j.errors, -1) || ',' || u.error || ']' END";
-
-/// The error JSON in column `error` with its `at` set to the database's
-/// clock (the worker's host clock may be off). The JSON was made by
-/// solidq, with NUL characters replaced, so it is valid `jsonb`.
-pub(super) fn stamped(error: &str) -> String {
-    format!(
-        "jsonb_set({error}::jsonb, '{{at}}', \
-         to_jsonb(to_char(LOCALTIMESTAMP, 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')))::text"
-    )
-}
-
-fn retry_sql() -> String {
-    format!(
-        "WITH u AS (SELECT id, {error} AS error, delay_us
-                    FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS r(id, error, delay_us)),
-         upd AS (
-             UPDATE solidq_jobs j SET attempts = j.attempts + 1, errors = {APPEND_ERROR},
-                    scheduled_at = LOCALTIMESTAMP + u.delay_us * INTERVAL '1 microsecond',
-                    updated_at = LOCALTIMESTAMP
-             FROM u WHERE j.id = u.id
-             RETURNING j.id, j.queue_name, j.priority, j.scheduled_at, j.concurrency_key)
-         INSERT INTO solidq_scheduled_executions
-             (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
-         SELECT id, queue_name, priority, scheduled_at, LOCALTIMESTAMP, concurrency_key FROM upd",
-        error = stamped("r.error")
-    )
-}
-
-fn fail_sql() -> String {
-    format!(
-        "WITH u AS (SELECT id, {error} AS error, attempt_inc, stall_inc
-                    FROM unnest($1::bigint[], $2::text[], $3::int[], $4::int[])
-                    AS r(id, error, attempt_inc, stall_inc)),
-         upd AS (
-             UPDATE solidq_jobs j SET attempts = j.attempts + u.attempt_inc,
-                    stalled_count = j.stalled_count + u.stall_inc,
-                    errors = {APPEND_ERROR}, updated_at = LOCALTIMESTAMP
-             FROM u WHERE j.id = u.id RETURNING j.id)
-         INSERT INTO solidq_failed_executions (job_id, error, created_at)
-         SELECT u.id, u.error, LOCALTIMESTAMP FROM u JOIN upd ON upd.id = u.id",
-        error = stamped("r.error")
-    )
-}
-
-/// When attempts started, and the attempt counted where the outcome does
-/// not count it.
-const ATTEMPT_STARTED: &str = "\
-UPDATE solidq_jobs j SET started_at = LOCALTIMESTAMP - u.ago_us * INTERVAL '1 microsecond',
-       attempts = j.attempts + u.count
-FROM unnest($1::bigint[], $2::bigint[], $3::int[]) AS u(id, ago_us, count)
-WHERE j.id = u.id";
-
-/// Jobs handed back without an attempt spent: due again after their delay,
-/// straight to ready (and notified) when it is zero and no concurrency slot
-/// must be taken again.
-static SNOOZE: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "\
-WITH u AS (SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS u(id, delay_us)),
-upd AS (
-    UPDATE solidq_jobs j SET snoozes = j.snoozes + 1,
-           scheduled_at = LOCALTIMESTAMP + u.delay_us * INTERVAL '1 microsecond',
-           updated_at = LOCALTIMESTAMP
-    FROM u WHERE j.id = u.id
-    RETURNING j.id, j.queue_name, j.priority, j.scheduled_at, j.concurrency_key, j.fairness_key,
-              u.delay_us = 0 AND j.concurrency_key IS NULL AS now),
-ready AS (
-    INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {rows} RETURNING queue_name),
-later AS (
-    INSERT INTO solidq_scheduled_executions
-        (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
-    SELECT id, queue_name, priority, scheduled_at, LOCALTIMESTAMP, concurrency_key FROM upd
-    WHERE NOT now RETURNING job_id),
-notified AS (
-    SELECT count(pg_notify('solidq', current_schema() || ':' || q.queue_name)) AS n
-    FROM (SELECT DISTINCT queue_name FROM ready) q)
-SELECT (SELECT count(*) FROM ready) + (SELECT count(*) FROM later) AS moved,
-       (SELECT n FROM notified) AS notified",
-        rows = ready_rows_sql("upd", "LOCALTIMESTAMP", "FROM upd WHERE now")
-    )
-});
-
-fn release_sql() -> String {
-    format!(
-        "\
-WITH u AS (SELECT id, stall_inc, {error} AS error
-           FROM unnest($1::bigint[], $2::int[], $3::text[]) AS r(id, stall_inc, error)),
-upd AS (
-    UPDATE solidq_jobs j SET stalled_count = j.stalled_count + u.stall_inc,
-           errors = CASE WHEN u.error IS NULL THEN j.errors ELSE {APPEND_ERROR} END,
-           updated_at = LOCALTIMESTAMP
-    FROM u WHERE j.id = u.id RETURNING j.id, j.queue_name, j.priority, j.fairness_key),
-ready AS (
-    INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {rows} RETURNING queue_name),
-notified AS (
-    SELECT count(pg_notify('solidq', current_schema() || ':' || q.queue_name)) AS n
-    FROM (SELECT DISTINCT queue_name FROM ready) q)
-SELECT (SELECT count(*) FROM ready) AS moved, (SELECT n FROM notified) AS notified",
-        error = stamped("r.error"),
-        rows = ready_rows_sql("upd", "LOCALTIMESTAMP", "FROM upd")
-    )
-}
-
-/// Failed jobs back to ready: one more attempt if they had none left, and a
-/// fresh stall budget (an operator decided to try again).
-static RETRY_FAILED: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "\
-WITH gone AS (DELETE FROM solidq_failed_executions WHERE job_id = ANY($1) RETURNING job_id),
-upd AS (
-    UPDATE solidq_jobs j SET max_attempts = GREATEST(j.max_attempts, j.attempts + 1), stalled_count = 0,
-           scheduled_at = LOCALTIMESTAMP, updated_at = LOCALTIMESTAMP
-    FROM gone WHERE j.id = gone.job_id
-    RETURNING j.id, j.queue_name, j.priority, j.concurrency_key, j.fairness_key),
-ready AS (
-    INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {rows}
-    RETURNING queue_name),
--- Jobs under a concurrency limit go through the dispatcher, which takes
--- their slot.
-limited AS (
-    INSERT INTO solidq_scheduled_executions
-        (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
-    SELECT id, queue_name, priority, LOCALTIMESTAMP, LOCALTIMESTAMP, concurrency_key FROM upd
-    WHERE concurrency_key IS NOT NULL
-    RETURNING job_id),
-notified AS (
-    SELECT count(pg_notify('solidq', current_schema() || ':' || q.queue_name)) AS n
-    FROM (SELECT DISTINCT queue_name FROM ready) q)
-SELECT (SELECT count(*) FROM ready) + (SELECT count(*) FROM limited) AS moved,
-       (SELECT n FROM notified) AS notified",
-        rows = ready_rows_sql("upd", "LOCALTIMESTAMP", "FROM upd WHERE concurrency_key IS NULL")
-    )
-});
-
-const INSERT_PROCESS: &str = "\
-INSERT INTO solidq_processes (kind, name, pid, hostname, supervisor_id, metadata, last_heartbeat_at, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, LOCALTIMESTAMP, LOCALTIMESTAMP) RETURNING id";
 
 /// The claim statement for a queue list: lock candidates with SKIP LOCKED,
 /// move them from ready to claimed, return the jobs (the caller puts them
@@ -558,17 +312,8 @@ impl Driver for PgConnection {
 
 impl AdminDriver for PgConnection {
     fn pause_set(&mut self, queue: &str, paused: bool) -> QueryResult<bool> {
-        let sql = if paused {
-            "WITH p AS (INSERT INTO solidq_pauses (queue_name, created_at) VALUES ($1, LOCALTIMESTAMP)
-                        ON CONFLICT (queue_name) DO NOTHING RETURNING queue_name)
-             SELECT count(*) AS moved, 0::bigint AS notified FROM p"
-        } else {
-            // Resuming wakes the workers that skipped the queue.
-            "WITH d AS (DELETE FROM solidq_pauses WHERE queue_name = $1 RETURNING queue_name)
-             SELECT count(*) AS moved,
-                    count(pg_notify('solidq', current_schema() || ':' || queue_name)) AS notified
-             FROM d"
-        };
+        // Resuming wakes the workers that skipped the queue.
+        let sql = if paused { PAUSE_INSERT } else { PAUSE_DELETE };
         let row: MovedRow = Cached(sql_query(sql).bind::<Text, _>(queue)).get_result(self)?;
         Ok(row.moved > 0)
     }

@@ -3,11 +3,20 @@
 
 // The backend's statements, row types and helpers, which its areas share.
 use super::*;
+use crate::store::named::named;
+
+const SQL: &str = include_str!("processes.sql");
+const PROCESS_INSERT: &str = named(SQL, "process_insert");
+pub(super) const PROCESS_HEARTBEAT: &str = named(SQL, "process_heartbeat");
+const PROCESS_DELETE: &str = named(SQL, "process_delete");
+const PROCESS_FIND_EXPIRED: &str = named(SQL, "process_find_expired");
+const PROCESS_FIND_BY_PID: &str = named(SQL, "process_find_by_pid");
+const PROCESS_LOCK: &str = named(SQL, "process_lock");
 
 impl ProcessesDriver for PgConnection {
     fn process_insert(&mut self, p: &NewProcess) -> QueryResult<i64> {
         let row: IdRow = Cached(
-            sql_query(INSERT_PROCESS)
+            sql_query(PROCESS_INSERT)
                 .bind::<Text, _>(&p.kind)
                 .bind::<Text, _>(&p.name)
                 .bind::<Integer, _>(p.pid)
@@ -20,14 +29,12 @@ impl ProcessesDriver for PgConnection {
     }
 
     fn process_heartbeat(&mut self, id: i64) -> QueryResult<bool> {
-        let n = Cached(sql_query(HEARTBEAT).bind::<BigInt, _>(id)).execute(self)?;
+        let n = Cached(sql_query(PROCESS_HEARTBEAT).bind::<BigInt, _>(id)).execute(self)?;
         Ok(n > 0)
     }
 
     fn process_delete(&mut self, id: i64) -> QueryResult<bool> {
-        let n =
-            Cached(sql_query("DELETE FROM solidq_processes WHERE id = $1").bind::<BigInt, _>(id))
-                .execute(self)?;
+        let n = Cached(sql_query(PROCESS_DELETE).bind::<BigInt, _>(id)).execute(self)?;
         Ok(n > 0)
     }
 
@@ -38,14 +45,10 @@ impl ProcessesDriver for PgConnection {
         limit: usize,
     ) -> QueryResult<Vec<ProcessRow>> {
         Cached(
-            sql_query(format!(
-                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
-                 WHERE last_heartbeat_at < LOCALTIMESTAMP - $1 * INTERVAL '1 microsecond' AND id <> $2
-                 ORDER BY last_heartbeat_at LIMIT $3"
-            ))
-            .bind::<BigInt, _>(micros(threshold))
-            .bind::<BigInt, _>(exclude)
-            .bind::<BigInt, _>(limit as i64),
+            sql_query(PROCESS_FIND_EXPIRED)
+                .bind::<BigInt, _>(micros(threshold))
+                .bind::<BigInt, _>(exclude)
+                .bind::<BigInt, _>(limit as i64),
         )
         .load(self)
     }
@@ -57,13 +60,10 @@ impl ProcessesDriver for PgConnection {
         supervisor_id: i64,
     ) -> QueryResult<Vec<ProcessRow>> {
         Cached(
-            sql_query(format!(
-                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
-                 WHERE hostname = $1 AND pid = $2 AND supervisor_id = $3 ORDER BY id"
-            ))
-            .bind::<Text, _>(hostname)
-            .bind::<Integer, _>(pid)
-            .bind::<BigInt, _>(supervisor_id),
+            sql_query(PROCESS_FIND_BY_PID)
+                .bind::<Text, _>(hostname)
+                .bind::<Integer, _>(pid)
+                .bind::<BigInt, _>(supervisor_id),
         )
         .load(self)
     }
@@ -74,13 +74,9 @@ impl ProcessesDriver for PgConnection {
         dead_for: Option<Duration>,
     ) -> QueryResult<Option<ProcessRow>> {
         let rows: Vec<ProcessRow> = Cached(
-            sql_query(format!(
-                "SELECT {PROCESS_COLUMNS} FROM solidq_processes
-                 WHERE id = $1 AND ($2 < 0 OR last_heartbeat_at < LOCALTIMESTAMP - $2 * INTERVAL '1 microsecond')
-                 FOR UPDATE SKIP LOCKED"
-            ))
-            .bind::<BigInt, _>(id)
-            .bind::<BigInt, _>(dead_for.map_or(-1, micros)),
+            sql_query(PROCESS_LOCK)
+                .bind::<BigInt, _>(id)
+                .bind::<BigInt, _>(dead_for.map_or(-1, micros)),
         )
         .load(self)?;
         Ok(rows.into_iter().next())

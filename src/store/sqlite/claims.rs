@@ -1,8 +1,26 @@
 //! SQLite's claims area: claiming ready jobs, dispatching due ones, the fence
-//! that keeps a claim its process's, and releasing claims.
+//! that keeps a claim its process's, and releasing claims. Its statements
+//! are in `claims.sql`, but the claim's: its candidates are composed from
+//! the worker's queue list (`ClaimQuery`), and its other statements are
+//! `mod.rs`'s, which `explain.rs` reads too.
 
 // The backend's statements, row types and helpers, which its areas share.
 use super::*;
+use crate::store::named::named;
+
+const SQL: &str = include_str!("claims.sql");
+const MARK_STARTED: &str = named(SQL, "claimed_mark_started");
+pub(super) const FIND_DUE: &str = named(SQL, "scheduled_dispatch/find_due");
+const MOVE_DUE: &str = named(SQL, "scheduled_dispatch/ready");
+const DELETE_SCHEDULED: &str = named(SQL, "scheduled_dispatch/delete");
+const CLAIMS_HELD: &str = named(SQL, "claimed_held");
+pub(super) const DELETE_CLAIMS_FENCED: &str = named(SQL, "claimed_delete_fenced");
+const CLAIMS_OF_PROCESS: &str = named(SQL, "claimed_delete_by_process/jobs");
+const DELETE_CLAIMS_OF_PROCESS: &str = named(SQL, "claimed_delete_by_process/delete");
+const ORPHANED_CLAIMS: &str = named(SQL, "claimed_delete_orphans/jobs");
+const DELETE_ORPHANED_CLAIMS: &str = named(SQL, "claimed_delete_orphans/delete");
+pub(super) const SUCCEED_GROUP: &str = named(SQL, "jobs_succeed_fenced/group");
+const SUCCEED_WITH_RESULT: &str = named(SQL, "jobs_succeed_fenced/with_result");
 
 impl ClaimsDriver for SqliteConnection {
     fn ready_claim(
@@ -108,7 +126,7 @@ impl ClaimsDriver for SqliteConnection {
             }
             let ids = json_ids(&due.iter().map(|d| d.job_id).collect::<Vec<_>>());
             Cached(
-                sql_query(MOVE_DUE.as_str())
+                sql_query(MOVE_DUE)
                     .bind::<Text, _>(&ids)
                     .bind::<Timestamp, _>(utc_now()),
             )
@@ -139,40 +157,18 @@ impl ClaimsDriver for SqliteConnection {
     }
 
     fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>> {
-        let jobs: Vec<ReleasedJob> = Cached(
-            sql_query(format!(
-                "{CLAIMED_JOB_FACTS} WHERE c.process_id = ?1 ORDER BY j.id"
-            ))
-            .bind::<BigInt, _>(process_id),
-        )
-        .load(self)?;
-        Cached(
-            sql_query("DELETE FROM solidq_claimed_executions WHERE process_id = ?1")
-                .bind::<BigInt, _>(process_id),
-        )
-        .execute(self)?;
+        let jobs: Vec<ReleasedJob> =
+            Cached(sql_query(CLAIMS_OF_PROCESS).bind::<BigInt, _>(process_id)).load(self)?;
+        Cached(sql_query(DELETE_CLAIMS_OF_PROCESS).bind::<BigInt, _>(process_id)).execute(self)?;
         Ok(jobs)
     }
 
     fn claimed_delete_orphans(&mut self, limit: usize) -> QueryResult<Vec<ReleasedJob>> {
-        let jobs: Vec<ReleasedJob> = Cached(
-            sql_query(format!(
-                "{CLAIMED_JOB_FACTS} WHERE NOT EXISTS
-                     (SELECT 1 FROM solidq_processes p WHERE p.id = c.process_id)
-                 ORDER BY j.id LIMIT ?1"
-            ))
-            .bind::<BigInt, _>(limit as i64),
-        )
-        .load(self)?;
+        let jobs: Vec<ReleasedJob> =
+            Cached(sql_query(ORPHANED_CLAIMS).bind::<BigInt, _>(limit as i64)).load(self)?;
         if !jobs.is_empty() {
             let ids = json_ids(&jobs.iter().map(|j| j.id).collect::<Vec<_>>());
-            Cached(
-                sql_query(
-                    "DELETE FROM solidq_claimed_executions WHERE job_id IN (SELECT value FROM json_each(?1))",
-                )
-                .bind::<Text, _>(ids),
-            )
-            .execute(self)?;
+            Cached(sql_query(DELETE_ORPHANED_CLAIMS).bind::<Text, _>(ids)).execute(self)?;
         }
         Ok(jobs)
     }
@@ -224,20 +220,41 @@ impl ClaimsDriver for SqliteConnection {
             }
             for row in with_result.iter().filter(|r| held.contains(&r.id)) {
                 Cached(
-                    sql_query(
-                        "UPDATE solidq_jobs SET finished_at = ?1, expires_at = ?2, result = ?3,
-                                attempts = attempts + 1, updated_at = ?1, started_at = ?5
-                         WHERE id = ?4",
-                    )
-                    .bind::<Timestamp, _>(now)
-                    .bind::<Timestamp, _>(plus(now, row.keep))
-                    .bind::<Nullable<Text>, _>(row.result.as_deref())
-                    .bind::<BigInt, _>(row.id)
-                    .bind::<Timestamp, _>(minus(now, row.started_ago)),
+                    sql_query(SUCCEED_WITH_RESULT)
+                        .bind::<Timestamp, _>(now)
+                        .bind::<Timestamp, _>(plus(now, row.keep))
+                        .bind::<Nullable<Text>, _>(row.result.as_deref())
+                        .bind::<BigInt, _>(row.id)
+                        .bind::<Timestamp, _>(minus(now, row.started_ago)),
                 )
                 .execute(c)?;
             }
             Ok(fenced)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::fair::{READY_COLUMNS, ready_rows_sql};
+
+    fn words(sql: &str) -> String {
+        sql.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// claims.sql holds the text store::fair makes for these arguments:
+    /// a change there must be made here too.
+    #[test]
+    fn the_ready_rows_of_dispatched_jobs_are_placed_as_store_fair_places_them() {
+        let fair = format!(
+            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {}",
+            ready_rows_sql(
+                "j",
+                "?2",
+                "FROM solidq_jobs j WHERE j.id IN (SELECT value FROM json_each(?1))"
+            )
+        );
+        assert_eq!(words(MOVE_DUE), words(&fair));
     }
 }

@@ -1,5 +1,8 @@
 //! EXPLAIN of the hot statements, for `tests/it/plans.rs` and `docs/query-plans.md`.
 
+use super::claims::{DELETE_CLAIMS_FENCED, FIND_DUE, SUCCEED_GROUP};
+use super::jobs::{JOBS_DELETE_EXPIRED, JOBS_FIND_BY_UNIQUE_KEYS};
+use super::processes::PROCESS_HEARTBEAT;
 use super::*;
 
 #[derive(QueryableByName)]
@@ -38,9 +41,9 @@ pub(in crate::store) fn explain(conn: &mut SqliteConnection) -> QueryResult<Vec<
         ("dispatch: move them", MOVE_DUE.to_string()),
         ("finish: fence", DELETE_CLAIMS_FENCED.into()),
         ("finish: succeed", SUCCEED_GROUP.into()),
-        ("heartbeat", HEARTBEAT.into()),
-        ("clean finished jobs", CLEAN_EXPIRED.into()),
-        ("find unique keys", FIND_BY_UNIQUE_KEYS.into()),
+        ("heartbeat", PROCESS_HEARTBEAT.into()),
+        ("clean finished jobs", JOBS_DELETE_EXPIRED.into()),
+        ("find unique keys", JOBS_FIND_BY_UNIQUE_KEYS.into()),
     ];
     statements
         .into_iter()

@@ -3,6 +3,30 @@
 
 // The backend's statements, row types and helpers, which its areas share.
 use super::*;
+use crate::store::named::named;
+
+const SQL: &str = include_str!("jobs.sql");
+pub(super) const JOBS_FIND_BY_UNIQUE_KEYS: &str = named(SQL, "jobs_find_by_unique_keys");
+const JOBS_ATTEMPT_STARTED: &str = named(SQL, "jobs_attempt_started");
+const JOBS_DELETE: &str = named(SQL, "jobs_delete");
+const JOBS_RETRY_UPDATE: &str = named(SQL, "jobs_retry/update");
+const JOBS_RETRY_SCHEDULE: &str = named(SQL, "jobs_retry/schedule");
+const JOBS_FAIL_UPDATE: &str = named(SQL, "jobs_fail/update");
+const JOBS_FAIL_RECORD: &str = named(SQL, "jobs_fail/record");
+const JOBS_SET_PROGRESS: &str = named(SQL, "jobs_set_progress");
+const JOBS_SNOOZE_UPDATE: &str = named(SQL, "jobs_snooze/update");
+const JOBS_SNOOZE_READY: &str = named(SQL, "jobs_snooze/ready");
+const JOBS_SNOOZE_SCHEDULE: &str = named(SQL, "jobs_snooze/schedule");
+const JOBS_RELEASE_UPDATE: &str = named(SQL, "jobs_release/update");
+const JOBS_RELEASE_APPEND_ERROR: &str = named(SQL, "jobs_release/append_error");
+const JOBS_RELEASE_READY: &str = named(SQL, "jobs_release/ready");
+const FAILED_RETRY_DELETE: &str = named(SQL, "failed_retry/delete");
+const FAILED_RETRY_UPDATE: &str = named(SQL, "failed_retry/update");
+const FAILED_RETRY_READY: &str = named(SQL, "failed_retry/ready");
+const FAILED_RETRY_SCHEDULE_LIMITED: &str = named(SQL, "failed_retry/schedule_limited");
+const FAILED_DISCARD: &str = named(SQL, "failed_discard");
+pub(super) const JOBS_DELETE_EXPIRED: &str = named(SQL, "jobs_delete_expired");
+const JOBS_DELETE_FINISHED_BEFORE: &str = named(SQL, "jobs_delete_finished_before");
 
 impl JobsDriver for SqliteConnection {
     fn jobs_insert(&mut self, jobs: &[NewJob], _notify: bool) -> QueryResult<Vec<Option<i64>>> {
@@ -17,7 +41,7 @@ impl JobsDriver for SqliteConnection {
     fn jobs_find_by_unique_keys(&mut self, keys: &[String]) -> QueryResult<Vec<(String, i64)>> {
         let keys = serde_json::to_string(keys).expect("strings serialize");
         let rows: Vec<KeyRow> =
-            Cached(sql_query(FIND_BY_UNIQUE_KEYS).bind::<Text, _>(keys)).load(self)?;
+            Cached(sql_query(JOBS_FIND_BY_UNIQUE_KEYS).bind::<Text, _>(keys)).load(self)?;
         Ok(rows.into_iter().map(|r| (r.unique_key, r.id)).collect())
     }
 
@@ -25,12 +49,10 @@ impl JobsDriver for SqliteConnection {
         let now = utc_now();
         for row in rows {
             Cached(
-                sql_query(
-                    "UPDATE solidq_jobs SET started_at = ?1, attempts = attempts + ?2 WHERE id = ?3",
-                )
-                .bind::<Timestamp, _>(minus(now, row.ago))
-                .bind::<Integer, _>(i32::from(row.count))
-                .bind::<BigInt, _>(row.id),
+                sql_query(JOBS_ATTEMPT_STARTED)
+                    .bind::<Timestamp, _>(minus(now, row.ago))
+                    .bind::<Integer, _>(i32::from(row.count))
+                    .bind::<BigInt, _>(row.id),
             )
             .execute(self)?;
         }
@@ -38,12 +60,9 @@ impl JobsDriver for SqliteConnection {
     }
 
     fn jobs_delete(&mut self, ids: &[i64]) -> QueryResult<()> {
-        Cached(
-            sql_query("DELETE FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1))")
-                .bind::<Text, _>(json_ids(ids)),
-        )
-        .execute(self)
-        .map(drop)
+        Cached(sql_query(JOBS_DELETE).bind::<Text, _>(json_ids(ids)))
+            .execute(self)
+            .map(drop)
     }
 
     fn jobs_retry(&mut self, rows: &[Retried]) -> QueryResult<()> {
@@ -51,25 +70,17 @@ impl JobsDriver for SqliteConnection {
         for row in rows {
             let retry_at = plus(now, row.delay);
             Cached(
-                sql_query(format!(
-                    "UPDATE solidq_jobs SET attempts = attempts + 1, errors = {APPEND_ERROR},
-                            scheduled_at = ?2, updated_at = ?3 WHERE id = ?4"
-                ))
-                .bind::<Text, _>(&row.error)
-                .bind::<Timestamp, _>(retry_at)
-                .bind::<Timestamp, _>(now)
-                .bind::<BigInt, _>(row.id),
+                sql_query(JOBS_RETRY_UPDATE)
+                    .bind::<Text, _>(&row.error)
+                    .bind::<Timestamp, _>(retry_at)
+                    .bind::<Timestamp, _>(now)
+                    .bind::<BigInt, _>(row.id),
             )
             .execute(self)?;
             Cached(
-                sql_query(
-                    "INSERT INTO solidq_scheduled_executions
-                         (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
-                     SELECT id, queue_name, priority, scheduled_at, ?2, concurrency_key
-                     FROM solidq_jobs WHERE id = ?1",
-                )
-                .bind::<BigInt, _>(row.id)
-                .bind::<Timestamp, _>(now),
+                sql_query(JOBS_RETRY_SCHEDULE)
+                    .bind::<BigInt, _>(row.id)
+                    .bind::<Timestamp, _>(now),
             )
             .execute(self)?;
         }
@@ -80,27 +91,22 @@ impl JobsDriver for SqliteConnection {
         let now = utc_now();
         for row in rows {
             let updated = Cached(
-                sql_query(format!(
-                    "UPDATE solidq_jobs SET attempts = attempts + ?2, stalled_count = stalled_count + ?3,
-                            errors = {APPEND_ERROR}, updated_at = ?4 WHERE id = ?5"
-                ))
-                .bind::<Text, _>(&row.error)
-                .bind::<Integer, _>(i32::from(row.ends_attempt))
-                .bind::<Integer, _>(i32::from(row.stalled))
-                .bind::<Timestamp, _>(now)
-                .bind::<BigInt, _>(row.id),
+                sql_query(JOBS_FAIL_UPDATE)
+                    .bind::<Text, _>(&row.error)
+                    .bind::<Integer, _>(i32::from(row.ends_attempt))
+                    .bind::<Integer, _>(i32::from(row.stalled))
+                    .bind::<Timestamp, _>(now)
+                    .bind::<BigInt, _>(row.id),
             )
             .execute(self)?;
             if updated == 0 {
                 continue;
             }
             Cached(
-                sql_query(
-                    "INSERT INTO solidq_failed_executions (job_id, error, created_at) VALUES (?1, ?2, ?3)",
-                )
-                .bind::<BigInt, _>(row.id)
-                .bind::<Text, _>(&row.error)
-                .bind::<Timestamp, _>(now),
+                sql_query(JOBS_FAIL_RECORD)
+                    .bind::<BigInt, _>(row.id)
+                    .bind::<Text, _>(&row.error)
+                    .bind::<Timestamp, _>(now),
             )
             .execute(self)?;
         }
@@ -110,17 +116,11 @@ impl JobsDriver for SqliteConnection {
     fn jobs_set_progress(&mut self, rows: &[Progress]) -> QueryResult<()> {
         for row in rows {
             Cached(
-                sql_query(
-                    "UPDATE solidq_jobs SET progress = coalesce(?1, progress),
-                                            checkpoint = coalesce(?4, checkpoint)
-                     WHERE id = ?2 AND EXISTS (
-                         SELECT 1 FROM solidq_claimed_executions
-                         WHERE job_id = ?2 AND process_id = ?3)",
-                )
-                .bind::<Nullable<Text>, _>(&row.json)
-                .bind::<BigInt, _>(row.job_id)
-                .bind::<BigInt, _>(row.process_id)
-                .bind::<Nullable<Text>, _>(&row.checkpoint),
+                sql_query(JOBS_SET_PROGRESS)
+                    .bind::<Nullable<Text>, _>(&row.json)
+                    .bind::<BigInt, _>(row.job_id)
+                    .bind::<BigInt, _>(row.process_id)
+                    .bind::<Nullable<Text>, _>(&row.checkpoint),
             )
             .execute(self)?;
         }
@@ -131,40 +131,25 @@ impl JobsDriver for SqliteConnection {
         let now = utc_now();
         for row in rows {
             Cached(
-                sql_query(
-                    "UPDATE solidq_jobs SET snoozes = snoozes + 1, scheduled_at = ?1, updated_at = ?2
-                     WHERE id = ?3",
-                )
-                .bind::<Timestamp, _>(plus(now, row.delay))
-                .bind::<Timestamp, _>(now)
-                .bind::<BigInt, _>(row.id),
+                sql_query(JOBS_SNOOZE_UPDATE)
+                    .bind::<Timestamp, _>(plus(now, row.delay))
+                    .bind::<Timestamp, _>(now)
+                    .bind::<BigInt, _>(row.id),
             )
             .execute(self)?;
             // Due now and free of a concurrency slot: ready at once.
-            static READY: LazyLock<String> = LazyLock::new(|| {
-                format!(
-                    "INSERT INTO solidq_ready_executions ({READY_COLUMNS})
-                     SELECT {} FROM solidq_jobs WHERE id = ?1 AND ?3 AND concurrency_key IS NULL",
-                    ready_values_of("solidq_jobs", "?2")
-                )
-            });
             Cached(
-                sql_query(READY.as_str())
+                sql_query(JOBS_SNOOZE_READY)
                     .bind::<BigInt, _>(row.id)
                     .bind::<Timestamp, _>(now)
                     .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
             )
             .execute(self)?;
             Cached(
-                sql_query(
-                    "INSERT INTO solidq_scheduled_executions
-                         (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
-                     SELECT id, queue_name, priority, scheduled_at, ?2, concurrency_key
-                     FROM solidq_jobs WHERE id = ?1 AND NOT (?3 AND concurrency_key IS NULL)",
-                )
-                .bind::<BigInt, _>(row.id)
-                .bind::<Timestamp, _>(now)
-                .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
+                sql_query(JOBS_SNOOZE_SCHEDULE)
+                    .bind::<BigInt, _>(row.id)
+                    .bind::<Timestamp, _>(now)
+                    .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
             )
             .execute(self)?;
         }
@@ -175,33 +160,22 @@ impl JobsDriver for SqliteConnection {
         let now = utc_now();
         for row in rows {
             Cached(
-                sql_query(
-                    "UPDATE solidq_jobs SET stalled_count = stalled_count + ?1, updated_at = ?2 WHERE id = ?3",
-                )
-                .bind::<Integer, _>(i32::from(row.stalled))
-                .bind::<Timestamp, _>(now)
-                .bind::<BigInt, _>(row.id),
+                sql_query(JOBS_RELEASE_UPDATE)
+                    .bind::<Integer, _>(i32::from(row.stalled))
+                    .bind::<Timestamp, _>(now)
+                    .bind::<BigInt, _>(row.id),
             )
             .execute(self)?;
             if let Some(error) = &row.error {
                 Cached(
-                    sql_query(format!(
-                        "UPDATE solidq_jobs SET errors = {APPEND_ERROR} WHERE id = ?2"
-                    ))
-                    .bind::<Text, _>(error)
-                    .bind::<BigInt, _>(row.id),
+                    sql_query(JOBS_RELEASE_APPEND_ERROR)
+                        .bind::<Text, _>(error)
+                        .bind::<BigInt, _>(row.id),
                 )
                 .execute(self)?;
             }
-            static READY: LazyLock<String> = LazyLock::new(|| {
-                format!(
-                    "INSERT INTO solidq_ready_executions ({READY_COLUMNS})
-                     SELECT {} FROM solidq_jobs WHERE id = ?1",
-                    ready_values_of("solidq_jobs", "?2")
-                )
-            });
             Cached(
-                sql_query(READY.as_str())
+                sql_query(JOBS_RELEASE_READY)
                     .bind::<BigInt, _>(row.id)
                     .bind::<Timestamp, _>(now),
             )
@@ -214,41 +188,20 @@ impl JobsDriver for SqliteConnection {
         let ids = json_ids(ids);
         write_tx(self, |c| {
             let now = utc_now();
-            let gone: Vec<IdRow> = Cached(
-                sql_query(
-                    "DELETE FROM solidq_failed_executions WHERE job_id IN (SELECT value FROM json_each(?1))
-                     RETURNING job_id AS id",
-                )
-                .bind::<Text, _>(&ids),
-            )
-            .load(c)?;
+            let gone: Vec<IdRow> =
+                Cached(sql_query(FAILED_RETRY_DELETE).bind::<Text, _>(&ids)).load(c)?;
             if gone.is_empty() {
                 return Ok(0);
             }
             let gone = json_ids(&gone.iter().map(|r| r.id).collect::<Vec<_>>());
             Cached(
-                sql_query(
-                    "UPDATE solidq_jobs SET max_attempts = max(max_attempts, attempts + 1), stalled_count = 0,
-                            scheduled_at = ?2, updated_at = ?2
-                     WHERE id IN (SELECT value FROM json_each(?1))",
-                )
-                .bind::<Text, _>(&gone)
-                .bind::<Timestamp, _>(now),
+                sql_query(FAILED_RETRY_UPDATE)
+                    .bind::<Text, _>(&gone)
+                    .bind::<Timestamp, _>(now),
             )
             .execute(c)?;
-            static READY: LazyLock<String> = LazyLock::new(|| {
-                format!(
-                    "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {}",
-                    ready_rows_sql(
-                        "j",
-                        "?2",
-                        "FROM solidq_jobs j
-                         WHERE j.id IN (SELECT value FROM json_each(?1)) AND j.concurrency_key IS NULL"
-                    )
-                )
-            });
             let ready = Cached(
-                sql_query(READY.as_str())
+                sql_query(FAILED_RETRY_READY)
                     .bind::<Text, _>(&gone)
                     .bind::<Timestamp, _>(now),
             )
@@ -256,14 +209,9 @@ impl JobsDriver for SqliteConnection {
             // Jobs under a concurrency limit go through the dispatcher,
             // which takes their slot.
             let limited = Cached(
-                sql_query(
-                    "INSERT INTO solidq_scheduled_executions
-                         (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
-                     SELECT id, queue_name, priority, ?2, ?2, concurrency_key FROM solidq_jobs
-                     WHERE id IN (SELECT value FROM json_each(?1)) AND concurrency_key IS NOT NULL",
-                )
-                .bind::<Text, _>(&gone)
-                .bind::<Timestamp, _>(now),
+                sql_query(FAILED_RETRY_SCHEDULE_LIMITED)
+                    .bind::<Text, _>(&gone)
+                    .bind::<Timestamp, _>(now),
             )
             .execute(c)?;
             Ok(ready + limited)
@@ -271,14 +219,7 @@ impl JobsDriver for SqliteConnection {
     }
 
     fn failed_discard(&mut self, ids: &[i64]) -> QueryResult<usize> {
-        Cached(
-            sql_query(
-                "DELETE FROM solidq_jobs WHERE id IN (SELECT job_id FROM solidq_failed_executions
-                 WHERE job_id IN (SELECT value FROM json_each(?1)))",
-            )
-            .bind::<Text, _>(json_ids(ids)),
-        )
-        .execute(self)
+        Cached(sql_query(FAILED_DISCARD).bind::<Text, _>(json_ids(ids))).execute(self)
     }
 
     fn jobs_delete_finished(
@@ -289,18 +230,15 @@ impl JobsDriver for SqliteConnection {
         let now = utc_now();
         match older_than {
             None => Cached(
-                sql_query(CLEAN_EXPIRED)
+                sql_query(JOBS_DELETE_EXPIRED)
                     .bind::<Timestamp, _>(now)
                     .bind::<BigInt, _>(limit as i64),
             )
             .execute(self),
             Some(age) => Cached(
-                sql_query(
-                    "DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM solidq_jobs
-                     WHERE finished_at < ?1 LIMIT ?2)",
-                )
-                .bind::<Timestamp, _>(minus(now, age))
-                .bind::<BigInt, _>(limit as i64),
+                sql_query(JOBS_DELETE_FINISHED_BEFORE)
+                    .bind::<Timestamp, _>(minus(now, age))
+                    .bind::<BigInt, _>(limit as i64),
             )
             .execute(self),
         }
@@ -320,5 +258,43 @@ impl JobsDriver for SqliteConnection {
 
     fn jobs_request_cancel(&mut self, ids: &[i64]) -> QueryResult<Vec<i64>> {
         control::jobs_request_cancel(self, ids)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::fair::{READY_COLUMNS, ready_rows_sql, ready_values_of};
+
+    fn words(sql: &str) -> String {
+        sql.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// jobs.sql holds the text store::fair makes for these arguments: a
+    /// change there must be made here too.
+    #[test]
+    fn the_ready_rows_of_snoozes_releases_and_retries_are_placed_as_store_fair_places_them() {
+        let snoozed = format!(
+            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) SELECT {} \
+             FROM solidq_jobs WHERE id = ?1 AND ?3 AND concurrency_key IS NULL",
+            ready_values_of("solidq_jobs", "?2")
+        );
+        assert_eq!(words(JOBS_SNOOZE_READY), words(&snoozed));
+        let released = format!(
+            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) SELECT {} \
+             FROM solidq_jobs WHERE id = ?1",
+            ready_values_of("solidq_jobs", "?2")
+        );
+        assert_eq!(words(JOBS_RELEASE_READY), words(&released));
+        let retried = format!(
+            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {}",
+            ready_rows_sql(
+                "j",
+                "?2",
+                "FROM solidq_jobs j \
+                 WHERE j.id IN (SELECT value FROM json_each(?1)) AND j.concurrency_key IS NULL"
+            )
+        );
+        assert_eq!(words(FAILED_RETRY_READY), words(&retried));
     }
 }

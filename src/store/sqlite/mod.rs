@@ -19,7 +19,7 @@ use diesel::{Connection, QueryResult, QueryableByName, RunQueryDsl, SqliteConnec
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use crate::store::fair::{READY_COLUMNS, ready_rows_sql, ready_values_of};
+use crate::store::fair::{READY_COLUMNS, ready_rows_sql};
 
 mod audit;
 mod claims;
@@ -41,6 +41,11 @@ use super::{
     Failed, JobsDriver, NewJob, NewProcess, ProcessRow, ProcessesDriver, Progress, Released,
     ReleasedJob, Retried, Snoozed, Succeeded, utc_now,
 };
+
+/// The statements of queue pauses (`pauses.sql`).
+const PAUSES: &str = include_str!("pauses.sql");
+const PAUSE_INSERT: &str = crate::store::named::named(PAUSES, "pause_insert");
+const PAUSE_DELETE: &str = crate::store::named::named(PAUSES, "pause_delete");
 
 #[derive(QueryableByName)]
 struct IdRow {
@@ -99,10 +104,6 @@ INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled
                                          concurrency_key)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 
-const FIND_DUE: &str = "\
-SELECT job_id, queue_name FROM solidq_scheduled_executions
-WHERE scheduled_at <= ?1 AND concurrency_key IS NULL ORDER BY scheduled_at, priority, job_id LIMIT ?2";
-
 /// The ready rows of the jobs `?1` (a JSON array of ids) at `?2`, placed
 /// by `store::fair`: due jobs, and ready jobs with a fairness key.
 pub(super) static MOVE_DUE: LazyLock<String> = LazyLock::new(|| {
@@ -116,9 +117,6 @@ pub(super) static MOVE_DUE: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-const DELETE_SCHEDULED: &str = "\
-DELETE FROM solidq_scheduled_executions WHERE job_id IN (SELECT value FROM json_each(?1))";
-
 /// `due_at` is when the job last became due: its `scheduled_at` (enqueue,
 /// run time, retry time), or its `updated_at` when that is later (a release
 /// after a stall touches only `updated_at`). `?2` is the claim's time, `?3`
@@ -129,11 +127,6 @@ SELECT id, queue_name, kind, arguments, concurrency_key, priority, options, deli
        max(scheduled_at, updated_at) AS due_at, ?2 AS claimed_at, 0 AS ord, 0 AS position,
        id IN (SELECT value FROM json_each(?3)) AS started
 FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1))";
-
-/// Records that claimed jobs held ahead have started.
-const MARK_STARTED: &str = "\
-UPDATE solidq_claimed_executions SET started_at = ?3
-WHERE job_id IN (SELECT value FROM json_each(?2)) AND process_id = ?1 AND started_at IS NULL";
 
 /// A claim takes its jobs out of ready…
 const DELETE_READY_CLAIMED: &str =
@@ -148,23 +141,9 @@ const INSERT_CLAIMED: &str =
 /// Whether the claiming process still has its row.
 const PROCESS_ALIVE: &str = "SELECT count(*) AS v FROM solidq_processes WHERE id = ?1";
 
-/// The fence: claims held by this process are deleted and reported.
-const CLAIMS_HELD: &str = "SELECT job_id AS id FROM solidq_claimed_executions
-                 WHERE process_id = ?1 AND job_id IN (SELECT value FROM json_each(?2))";
-
-const DELETE_CLAIMS_FENCED: &str = "DELETE FROM solidq_claimed_executions
-                 WHERE process_id = ?1 AND job_id IN (SELECT value FROM json_each(?2))
-                 RETURNING job_id AS id";
-
-/// Finishes a group of jobs without results and with the same retention:
-/// `?1` is a JSON array of `[id, started_at]` (see [`attempt_starts`]).
-const SUCCEED_GROUP: &str =
-    "UPDATE solidq_jobs SET finished_at = ?2, expires_at = ?3, attempts = attempts + 1,
-                            updated_at = ?2, started_at = u.value ->> 1
-     FROM json_each(?1) AS u WHERE solidq_jobs.id = u.value ->> 0";
-
 /// `[id, started_at]` pairs as a JSON array, the times as diesel writes
-/// SQLite timestamps (`%F %T%.f`), for [`SUCCEED_GROUP`].
+/// SQLite timestamps (`%F %T%.f`), for `jobs_succeed_fenced/group`
+/// (claims.sql).
 fn attempt_starts(rows: &[(i64, NaiveDateTime)]) -> String {
     serde_json::Value::Array(
         rows.iter()
@@ -174,35 +153,11 @@ fn attempt_starts(rows: &[(i64, NaiveDateTime)]) -> String {
     .to_string()
 }
 
-/// A heartbeat.
-const HEARTBEAT: &str = "UPDATE solidq_processes SET last_heartbeat_at = ?1 WHERE id = ?2";
-
-/// The cleaner: finished jobs past their keep_result (partial index on
-/// expires_at).
-const CLEAN_EXPIRED: &str = "DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM solidq_jobs
-                     WHERE expires_at < ?1 ORDER BY expires_at LIMIT ?2)";
-
-/// Holders of unique keys.
-const FIND_BY_UNIQUE_KEYS: &str =
-    "SELECT unique_key, id FROM solidq_jobs WHERE unique_key IN (SELECT value FROM json_each(?1))";
-
-const CLAIMED_JOB_FACTS: &str = "\
-SELECT j.id, c.process_id, j.kind, j.queue_name, j.delivery, j.stalled_count, j.max_stalled_count,
-       j.concurrency_key, j.options, c.started_at IS NOT NULL AS started
-FROM solidq_claimed_executions c JOIN solidq_jobs j ON j.id = c.job_id";
-
-const PROCESS_COLUMNS: &str = "id, kind, name, pid, hostname, supervisor_id, last_heartbeat_at";
-
 #[derive(QueryableByName)]
 struct Scalar {
     #[diesel(sql_type = BigInt)]
     v: i64,
 }
-
-/// Appends one error object (`?1`) to the job's `errors` JSON array by
-/// text, without parsing what is there (see PostgreSQL's).
-pub(super) const APPEND_ERROR: &str = "CASE WHEN errors IS NULL OR errors = '[]' \
-     THEN '[' || ?1 || ']' ELSE substr(errors, 1, length(errors) - 1) || ',' || ?1 || ']' END";
 
 pub(super) fn json_ids(ids: &[i64]) -> String {
     serde_json::to_string(ids).expect("integers serialize")
@@ -379,19 +334,13 @@ impl AdminDriver for SqliteConnection {
     fn pause_set(&mut self, queue: &str, paused: bool) -> QueryResult<bool> {
         let changed = if paused {
             Cached(
-                sql_query(
-                    "INSERT INTO solidq_pauses (queue_name, created_at) VALUES (?1, ?2)
-                     ON CONFLICT (queue_name) DO NOTHING",
-                )
-                .bind::<Text, _>(queue)
-                .bind::<Timestamp, _>(utc_now()),
+                sql_query(PAUSE_INSERT)
+                    .bind::<Text, _>(queue)
+                    .bind::<Timestamp, _>(utc_now()),
             )
             .execute(self)?
         } else {
-            Cached(
-                sql_query("DELETE FROM solidq_pauses WHERE queue_name = ?1").bind::<Text, _>(queue),
-            )
-            .execute(self)?
+            Cached(sql_query(PAUSE_DELETE).bind::<Text, _>(queue)).execute(self)?
         };
         Ok(changed > 0)
     }
