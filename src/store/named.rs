@@ -9,8 +9,11 @@
 //!
 //! A name that the file does not hold fails the build (the lookup runs in
 //! a constant). The text of a statement is everything from the line after
-//! its name to the next name (or the end of the file), without the lines
-//! that are only comments and without trailing blank space or `;`.
+//! its name to the next name (or the end of the file), without the
+//! comment-only lines before and after it and without trailing blank space
+//! or `;`. A comment line inside a statement stays in its text (it is a
+//! comment to the database too); the statements test compares texts
+//! without any.
 //! `tests/it/statements.rs` checks that every backend defines the same
 //! names in the same files and that each statement prepares on a migrated
 //! database of its backend.

@@ -390,3 +390,219 @@ fn the_library_builds_no_web_server_runtime_or_cli_parser() {
         );
     }
 }
+
+/// The job rules (`src/lifecycle/`) decide over the driver's areas: they
+/// hold no statement, name no table of the schema and no backend.
+#[test]
+fn no_rule_module_holds_sql_or_names_a_backend() {
+    let src = crate::common::repo_root().join("src");
+    let mut files = Vec::new();
+    rust_files(&src.join("lifecycle"), &mut files);
+    assert!(!files.is_empty(), "read src/lifecycle");
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read");
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            for banned in [
+                "sql_query",
+                "schema::",
+                "diesel::prelude",
+                "diesel::dsl",
+                "SqliteConnection",
+                "PgConnection",
+                "MysqlConnection",
+                "store::sqlite",
+                "store::postgres",
+                "store::mysql",
+            ] {
+                if code.contains(banned) {
+                    found.push(format!("{}:{}: {banned}", file.display(), n + 1));
+                }
+            }
+        }
+        let literals = sql_literals(&text);
+        if literals > 0 {
+            found.push(format!("{}: {literals} SQL text(s)", file.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "rules holding SQL or a backend: {found:#?}"
+    );
+}
+
+/// The `.rs` files of `src` that still hold SQL text, and how many
+/// statements (or fragments) each; everything else is in the backends'
+/// `.sql` files (`store::named`). What is left is composed at run time:
+///
+/// * the enqueue insert, one text per shape of the jobs enqueued
+///   (`statement.rs`, `insert_jobs` in each backend's `mod.rs`);
+/// * the claim, composed from a worker's list of queues (`params.rs`'s
+///   `ClaimQuery`, the candidates of each backend's `mod.rs`), and the
+///   steps of a claim that go with it;
+/// * the fair-share placement's fragments (`fair.rs`), which the named
+///   statements hold written out (each with a test comparing the two);
+/// * what names tables or statistics chosen at run time (health's and
+///   the tables' upkeep, `tables_tend`; the listener's and the lookup's
+///   table names; statistics with their integer type per backend);
+/// * MySQL's EXPLAIN copies with literals in place of parameters, and
+///   PostgreSQL's `notify_ready` (no other backend has a statement for it).
+///
+/// A file may only go down: when one does, lower its figure here (and drop
+/// it at zero).
+const SQL_IN_RUST: &[(&str, usize)] = &[
+    ("store/fair.rs", 3),
+    ("store/info.rs", 1),
+    ("store/listener.rs", 1),
+    ("store/mysql/explain.rs", 8),
+    ("store/mysql/mod.rs", 11),
+    ("store/mysql/statement.rs", 3),
+    ("store/params.rs", 1),
+    ("store/postgres/jobs.rs", 1),
+    ("store/postgres/mod.rs", 12),
+    ("store/sqlite/health.rs", 2),
+    ("store/sqlite/mod.rs", 13),
+    ("store/sqlite/statement.rs", 2),
+    ("store/stats.rs", 1),
+];
+
+/// SQL stays in the store's `.sql` files: no `.rs` file outside `store`
+/// holds a statement, and those inside hold no more than
+/// [`SQL_IN_RUST`] says (the statements composed at run time, and what is
+/// still to move).
+#[test]
+fn sql_lives_in_the_stores_sql_files() {
+    let src = crate::common::repo_root().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for file in &files {
+        let relative = file
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        // The driver's conformance suite is a test: its SQL reads rows back.
+        if relative == "store/conformance.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).expect("read");
+        // A file's own unit tests may read rows back with SQL.
+        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+        let code = code.split("#[cfg(all(test").next().unwrap_or("");
+        let n = sql_literals(code);
+        if n > 0 {
+            counts.push((relative, n));
+        }
+    }
+    counts.sort();
+    let expected: Vec<(String, usize)> = SQL_IN_RUST
+        .iter()
+        .map(|(file, n)| (file.to_string(), *n))
+        .collect();
+    assert!(
+        counts.iter().all(|(file, _)| file.starts_with("store/")),
+        "SQL outside the store: {counts:#?}"
+    );
+    assert_eq!(
+        counts, expected,
+        "SQL text in .rs files (file, statements) differs from SQL_IN_RUST: \
+         move new statements to a .sql file, or lower the figures of files that lost some"
+    );
+}
+
+#[test]
+fn the_sql_counter_sees_statements_and_not_words() {
+    assert_eq!(sql_literals(r#"let q = "SELECT id FROM solidq_jobs";"#), 1);
+    assert_eq!(
+        sql_literals("let q = r\"DELETE FROM solidq_jobs\";\nlet w = \"selected\";"),
+        1
+    );
+    assert_eq!(sql_literals("// \"UPDATE solidq_jobs SET a = 1\""), 0);
+    assert_eq!(sql_literals(r#"let s = "a \" SELECT x FROM y";"#), 1);
+}
+
+/// The string literals of `code` (comments left out) that hold an SQL
+/// statement or a fragment of one.
+fn sql_literals(code: &str) -> usize {
+    let mut n = 0;
+    for literal in string_literals(code) {
+        let upper = literal.to_uppercase();
+        let words: Vec<&str> = upper
+            .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .filter(|w| !w.is_empty())
+            .collect();
+        let has = |pair: &[&str]| words.windows(pair.len()).any(|w| w == pair);
+        let statement = (literal.contains("SELECT") && has(&["FROM"]))
+            || literal.contains("INSERT INTO")
+            || literal.contains("DELETE FROM")
+            || (literal.contains("UPDATE") && literal.contains(" SET "))
+            || literal.contains("CREATE TABLE")
+            || literal.contains("ALTER TABLE");
+        if statement {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// The contents of the string literals of `code`, outside `//` comments:
+/// `"…"` with escapes, and raw `r"…"`, `r#"…"#`.
+fn string_literals(code: &str) -> Vec<String> {
+    let bytes = code.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'\'' => {
+                // A char literal ('"', '\'') or a lifetime: skip what
+                // could hide a quote.
+                if bytes.get(i + 2) == Some(&b'\'') {
+                    i += 3;
+                } else if bytes.get(i + 1) == Some(&b'\\') && bytes.get(i + 3) == Some(&b'\'') {
+                    i += 4;
+                } else {
+                    i += 1;
+                }
+            }
+            b'r' if matches!(bytes.get(i + 1), Some(b'"') | Some(b'#'))
+                && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_')) =>
+            {
+                let mut j = i + 1;
+                let mut hashes = 0;
+                while bytes.get(j) == Some(&b'#') {
+                    hashes += 1;
+                    j += 1;
+                }
+                if bytes.get(j) != Some(&b'"') {
+                    i += 1;
+                    continue;
+                }
+                let close = format!("\"{}", "#".repeat(hashes));
+                let start = j + 1;
+                let end = code[start..].find(&close).map_or(code.len(), |e| start + e);
+                out.push(code[start..end].to_string());
+                i = end + close.len();
+            }
+            b'"' => {
+                let mut j = i + 1;
+                while j < bytes.len() && bytes[j] != b'"' {
+                    if bytes[j] == b'\\' {
+                        j += 1;
+                    }
+                    j += 1;
+                }
+                out.push(code[(i + 1).min(code.len())..j.min(code.len())].to_string());
+                i = j + 1;
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
