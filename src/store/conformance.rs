@@ -245,8 +245,11 @@ conformance!(
     a_semaphore_gives_its_limit_and_takes_back_what_was_given,
     rate_starts_are_counted_pruned_and_forgotten,
     a_dependant_waits_and_its_edges_resolve_once,
-    escaped_nul_and_text_beyond_ascii_read_back_as_written;
+    escaped_nul_and_text_beyond_ascii_read_back_as_written,
+    blocked_jobs_wait_in_priority_order_and_are_taken_once;
     alone: a_claim_is_its_processs_alone_and_finishes_once,
+    claims_taken_ahead_are_not_started_until_marked,
+    a_lost_claim_finishes_nothing,
     a_failed_job_is_retried_once,
     a_delayed_job_is_made_due_and_dispatched_once,
     a_gone_processs_claim_is_an_orphan_released_once,
@@ -922,4 +925,133 @@ fn escaped_nul_and_text_beyond_ascii_read_back_as_written(d: &mut dyn Driver) {
         d.jobs_options(&[id]).unwrap(),
         vec![(id, options.to_string())]
     );
+}
+
+fn blocked_jobs_wait_in_priority_order_and_are_taken_once(d: &mut dyn Driver) {
+    let key = "conformance-limit";
+    let limited = |priority| NewJob {
+        priority,
+        concurrency_key: Some(key.into()),
+        ..job(None)
+    };
+    let ids: Vec<i64> = d
+        .jobs_insert(&[limited(5), limited(1), limited(5)], false)
+        .unwrap()
+        .into_iter()
+        .map(|id| id.expect("an id"))
+        .collect();
+    // Jobs under a limit wait in scheduled for their caller to place them.
+    let mut taken = d.scheduled_take_limited(Some(&ids), 10).unwrap();
+    taken.sort_by_key(|j| j.job_id);
+    assert_eq!(
+        taken.iter().map(|j| j.job_id).collect::<Vec<_>>(),
+        ids,
+        "every limited job, due now"
+    );
+    assert!(
+        d.scheduled_take_limited(Some(&ids), 10).unwrap().is_empty(),
+        "taken once"
+    );
+    d.blocked_insert(&taken).unwrap();
+    let next = |d: &mut dyn Driver| d.blocked_next(key).unwrap().map(|j| j.job_id);
+    assert_eq!(next(d), Some(ids[1]), "priority first");
+    d.blocked_delete(ids[1]).unwrap();
+    assert_eq!(next(d), Some(ids[0]), "then the older");
+    d.blocked_delete(ids[0]).unwrap();
+    assert_eq!(next(d), Some(ids[2]));
+    d.blocked_delete(ids[2]).unwrap();
+    assert_eq!(next(d), None);
+    assert!(d.blocked_next("no-such-key").unwrap().is_none());
+    assert!(
+        d.blocked_expired_keys(10).unwrap().is_empty(),
+        "none expired: they expire a limit's duration from now"
+    );
+}
+
+fn claims_taken_ahead_are_not_started_until_marked(d: &mut dyn Driver) {
+    let p = process(d, "conformance-ahead");
+    let once = NewJob {
+        delivery: Delivery::AtMostOnce,
+        ..job(None)
+    };
+    let ids: Vec<i64> = d
+        .jobs_insert(&[job(None), job(None), once, job(None)], false)
+        .unwrap()
+        .into_iter()
+        .map(|id| id.expect("an id"))
+        .collect();
+    let query = ClaimQuery::new(vec![QueuePattern::Exact("conformance".into())]);
+    let limits = ClaimLimits {
+        immediate: 1,
+        ahead: 3,
+        fast_kinds: vec!["conformance_job".into()],
+    };
+    let claimed: Vec<(i64, bool)> = d
+        .ready_claim(&query, p, &limits)
+        .unwrap()
+        .iter()
+        .map(|j| (j.id, j.started))
+        .collect();
+    assert_eq!(
+        claimed,
+        [(ids[0], true), (ids[1], false), (ids[3], false)],
+        "one started, the rest ahead but never an at-most-once job"
+    );
+    assert_eq!(
+        d.claimed_held(p, &[ids[0], ids[1], ids[2], ids[3], MISSING[0]])
+            .unwrap()
+            .len(),
+        3
+    );
+    d.transaction(&mut |d| d.claimed_mark_started(p, &[ids[1]]))
+        .unwrap();
+    let mut released: Vec<(i64, bool)> = d
+        .claimed_delete_by_process(p)
+        .unwrap()
+        .iter()
+        .map(|r| (r.id, r.started))
+        .collect();
+    released.sort();
+    assert_eq!(
+        released,
+        [(ids[0], true), (ids[1], true), (ids[3], false)],
+        "marked started once it ran; the one held ahead never started"
+    );
+}
+
+fn a_lost_claim_finishes_nothing(d: &mut dyn Driver) {
+    let p = process(d, "conformance-lost");
+    let [Some(id)] = d.jobs_insert(&[job(None)], false).unwrap()[..] else {
+        panic!("a job")
+    };
+    assert_eq!(claim_ids(d, p, 1), [id]);
+    // Pruned: its row and its claims gone, the job back in ready.
+    assert!(d.process_delete(p).unwrap());
+    assert_eq!(d.claimed_delete_orphans(10).unwrap().len(), 1);
+    d.transaction(&mut |d| {
+        d.jobs_release(&[Released {
+            id,
+            stalled: true,
+            error: None,
+        }])
+    })
+    .unwrap();
+    let success = Succeeded {
+        id,
+        result: None,
+        keep: Duration::from_secs(60),
+        started_ago: Duration::ZERO,
+    };
+    assert!(
+        d.jobs_succeed_fenced(p, &[success], &[])
+            .unwrap()
+            .is_empty(),
+        "the fence: a claim that is gone finishes nothing"
+    );
+    assert!(
+        d.claimed_delete_fenced(p, &[id]).unwrap().is_empty(),
+        "nor releases anything"
+    );
+    let q = process(d, "conformance-after");
+    assert_eq!(claim_ids(d, q, 5), [id], "still ready, for another");
 }
