@@ -736,13 +736,38 @@ env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
     std::thread::sleep(Duration::from_secs(2));
     stop.store(true, Ordering::SeqCst);
     let ids = produced.join().expect("producer");
-    wait_for("every acknowledged job to succeed", WAIT, || {
-        ids.iter().all(|&id| {
-            queue
-                .job(id)
-                .is_ok_and(|j| j.status == JobStatus::Succeeded)
-        })
-    });
+    let deadline = Instant::now() + WAIT;
+    while !ids.iter().all(|&id| {
+        queue
+            .job(id)
+            .is_ok_and(|j| j.status == JobStatus::Succeeded)
+    }) {
+        if Instant::now() >= deadline {
+            // Say which jobs and how they stand, and what the fleet said.
+            let left: Vec<String> = ids
+                .iter()
+                .filter_map(|&id| match queue.job(id) {
+                    Ok(j) if j.status == JobStatus::Succeeded => None,
+                    Ok(j) => Some(format!(
+                        "{id}: {:?}, {} attempts, stalled {}, due {}, process {:?}, last error {:?}",
+                        j.status,
+                        j.attempts,
+                        j.stalled_count,
+                        j.scheduled_at,
+                        j.process_id,
+                        j.errors.last().map(|e| &e.message)
+                    )),
+                    Err(e) => Some(format!("{id}: {e}")),
+                })
+                .take(5)
+                .collect();
+            panic!(
+                "timed out after {WAIT:?} waiting for every acknowledged job to succeed: {left:#?}\nthe supervisor said: {}",
+                supervisor.logs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let mut starts: HashMap<i64, usize> = HashMap::new();
     for (id, _) in file_ledger_starts(&ledger) {
         *starts.entry(id).or_default() += 1;
