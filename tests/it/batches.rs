@@ -92,21 +92,33 @@ fn wait_finished(queue: &Queue, batch: i64) -> solidq::BatchInfo {
 }
 
 /// Every member of `batch` had ended (finished, or failed for good) when
-/// its `which` callback was enqueued.
+/// its `which` callback started. (Not "was enqueued": the times a job's
+/// end and a callback's creation are stamped with are their
+/// transactions' starts, and a member ended by a transaction that began
+/// after the callback's, but committed before the callback's transaction
+/// counted it, would look later than the callback without being so. The
+/// callback starts only after the transaction that enqueued it
+/// committed.)
 fn assert_after_last_member(db: &TestDb, which: &str, batch: i64) {
+    let started = db.scalar(&format!(
+        "SELECT count(c.started_at) AS v FROM solidq_jobs c
+         WHERE c.kind = 'echo' AND c.arguments LIKE '%\"batch\":{batch},%'
+           AND c.arguments LIKE '%\"callback\":\"{which}\"%'"
+    ));
+    assert_eq!(started, 1, "the {which} callback of batch {batch} ran once");
     let late = db.scalar(&format!(
         "SELECT count(*) AS v FROM solidq_jobs m
          LEFT JOIN solidq_failed_executions f ON f.job_id = m.id
          WHERE m.batch_id = {batch}
            AND (coalesce(m.finished_at, f.created_at) IS NULL
                 OR coalesce(m.finished_at, f.created_at) > (
-                   SELECT min(c.created_at) FROM solidq_jobs c
+                   SELECT min(c.started_at) FROM solidq_jobs c
                    WHERE c.kind = 'echo' AND c.arguments LIKE '%\"batch\":{batch},%'
                      AND c.arguments LIKE '%\"callback\":\"{which}\"%'))"
     ));
     assert_eq!(
         late, 0,
-        "members of batch {batch} ended after its {which} callback was enqueued"
+        "members of batch {batch} ended after its {which} callback started"
     );
 }
 
