@@ -32,6 +32,10 @@ pub(crate) trait Driver:
     + DependenciesDriver
     + RecurringDriver
     + AdminDriver
+    + ControlDriver
+    + AuditDriver
+    + StatsDriver
+    + HealthDriver
 {
     /// Runs `body` in a write transaction: `BEGIN IMMEDIATE` on SQLite,
     /// `BEGIN` on PostgreSQL, a savepoint when one is already open.
@@ -99,7 +103,11 @@ pub(crate) trait JobsDriver {
     /// Operation: deletes those of these jobs that are failed; returns how
     /// many.
     fn failed_discard(&mut self, ids: &[i64]) -> QueryResult<usize>;
+}
 
+/// An operator's actions on jobs that wait or run (each backend's
+/// `control.rs`).
+pub(crate) trait ControlDriver {
     /// Takes jobs out of ready, scheduled and blocked; returns each with
     /// what giving up its concurrency slot needs.
     fn pending_remove(&mut self, ids: &[i64]) -> QueryResult<Vec<RemovedPending>>;
@@ -417,8 +425,7 @@ pub(crate) trait RecurringDriver {
     ) -> QueryResult<usize>;
 }
 
-/// What operators and maintenance read and tend: pauses, the clock,
-/// tables, the audit log, statistics, health.
+/// What operators read and set directly: pauses and the database's clock.
 pub(crate) trait AdminDriver {
     /// Operation: pauses (or resumes) a queue; returns whether that
     /// changed anything.
@@ -426,15 +433,17 @@ pub(crate) trait AdminDriver {
 
     /// The database's clock (the host's for SQLite).
     fn db_now(&mut self) -> QueryResult<NaiveDateTime>;
+}
 
-    /// Operation: vacuums and analyzes solidq's tables where their
-    /// statistics say it is due; returns what it did ("VACUUM table").
-    fn tables_tend(&mut self) -> QueryResult<Vec<String>>;
-
+/// The audit log (each backend's `audit.rs`).
+pub(crate) trait AuditDriver {
     /// Stores an audit entry, timed by the backend's clock; returns it as
     /// stored. One statement.
     fn audit_insert(&mut self, entry: &NewAudit<'_>) -> QueryResult<AuditRow>;
+}
 
+/// Job statistics per minute (each backend's `stats.rs`).
+pub(crate) trait StatsDriver {
     /// Adds each row's counts to its row of the job statistics, creating
     /// it when missing; the rows' keys are distinct. Atomic on its own
     /// (one statement on PostgreSQL, a write transaction or savepoint on
@@ -445,9 +454,17 @@ pub(crate) trait AdminDriver {
     /// `older_than` to the totals rows ([`TOTALS_BUCKET`]) and deletes
     /// them, atomically; returns how many rows it folded.
     fn job_stats_fold(&mut self, older_than: Duration) -> QueryResult<usize>;
+}
 
+/// solidq's tables as a whole: their health and their upkeep (each
+/// backend's `health.rs`).
+pub(crate) trait HealthDriver {
     /// solidq's tables with their rows and sizes, and the backend's own
     /// facts, each read at a cost that does not grow with the tables
     /// (SQLite's table sizes excepted, up to a file size).
     fn database_health(&mut self) -> QueryResult<HealthFacts>;
+
+    /// Operation: vacuums and analyzes solidq's tables where their
+    /// statistics say it is due; returns what it did ("VACUUM table").
+    fn tables_tend(&mut self) -> QueryResult<Vec<String>>;
 }

@@ -246,13 +246,18 @@ conformance!(
     rate_starts_are_counted_pruned_and_forgotten,
     a_dependant_waits_and_its_edges_resolve_once,
     escaped_nul_and_text_beyond_ascii_read_back_as_written,
-    blocked_jobs_wait_in_priority_order_and_are_taken_once;
+    blocked_jobs_wait_in_priority_order_and_are_taken_once,
+    a_queue_is_paused_once_and_resumed_once;
     alone: a_claim_is_its_processs_alone_and_finishes_once,
     claims_taken_ahead_are_not_started_until_marked,
     a_lost_claim_finishes_nothing,
     a_failed_job_is_retried_once,
     a_delayed_job_is_made_due_and_dispatched_once,
     a_gone_processs_claim_is_an_orphan_released_once,
+    a_silent_process_is_found_by_its_silence_and_locked,
+    finished_jobs_are_deleted_when_their_keep_ends_or_by_age,
+    an_expired_semaphore_is_deleted_and_a_live_one_kept,
+    tending_the_tables_twice_does_nothing_the_second_time,
 );
 
 /// Never an id of a row of a fresh database.
@@ -443,6 +448,11 @@ fn a_batch_counts_closes_and_finishes_once(d: &mut dyn Driver) {
         .unwrap();
     let row = d.batch_get(id).unwrap().expect("the batch");
     assert_eq!((row.total, row.pending, row.closed_at), (0, 0, None));
+    let callbacks = r#"{"success":{"kind":"done","arguments":"Zoë"}}"#;
+    d.batch_set_callbacks(id, callbacks).unwrap();
+    assert_eq!(d.batch_get(id).unwrap().unwrap().callbacks, callbacks);
+    d.batch_set_callbacks(MISSING[0], callbacks).unwrap();
+    assert!(d.batch_get(MISSING[0]).unwrap().is_none(), "no batch made");
     let delta = BatchDelta {
         total: 2,
         pending: 2,
@@ -941,6 +951,7 @@ fn blocked_jobs_wait_in_priority_order_and_are_taken_once(d: &mut dyn Driver) {
         .map(|id| id.expect("an id"))
         .collect();
     // Jobs under a limit wait in scheduled for their caller to place them.
+    assert!(d.scheduled_limited_due().unwrap(), "limited jobs are due");
     let mut taken = d.scheduled_take_limited(Some(&ids), 10).unwrap();
     taken.sort_by_key(|j| j.job_id);
     assert_eq!(
@@ -952,6 +963,7 @@ fn blocked_jobs_wait_in_priority_order_and_are_taken_once(d: &mut dyn Driver) {
         d.scheduled_take_limited(Some(&ids), 10).unwrap().is_empty(),
         "taken once"
     );
+    assert!(!d.scheduled_limited_due().unwrap(), "none left due");
     d.blocked_insert(&taken).unwrap();
     let next = |d: &mut dyn Driver| d.blocked_next(key).unwrap().map(|j| j.job_id);
     assert_eq!(next(d), Some(ids[1]), "priority first");
@@ -1054,4 +1066,197 @@ fn a_lost_claim_finishes_nothing(d: &mut dyn Driver) {
     );
     let q = process(d, "conformance-after");
     assert_eq!(claim_ids(d, q, 5), [id], "still ready, for another");
+}
+
+fn a_queue_is_paused_once_and_resumed_once(d: &mut dyn Driver) {
+    assert!(d.pause_set("conformance-日本", true).unwrap(), "paused");
+    assert!(
+        !d.pause_set("conformance-日本", true).unwrap(),
+        "paused once"
+    );
+    assert!(!d.pause_set("another", false).unwrap(), "never paused");
+    assert!(d.pause_set("conformance-日本", false).unwrap(), "resumed");
+    assert!(
+        !d.pause_set("conformance-日本", false).unwrap(),
+        "resumed once"
+    );
+}
+
+/// Lets the clock move on past `d`: what was written before is older
+/// than this by at least `d` on every backend's clock.
+fn let_time_pass(d: Duration) {
+    std::thread::sleep(d + Duration::from_millis(5));
+}
+
+fn a_silent_process_is_found_by_its_silence_and_locked(d: &mut dyn Driver) {
+    let supervisor = process(d, "conformance-supervisor");
+    let worker = d
+        .process_insert(&NewProcess {
+            kind: "worker".into(),
+            name: "conformance-worker".into(),
+            pid: 4712,
+            hostname: "host-ü".into(),
+            supervisor_id: Some(supervisor),
+            metadata: "{}".into(),
+        })
+        .unwrap();
+    let found: Vec<i64> = d
+        .process_find_by_pid("host-ü", 4712, supervisor)
+        .unwrap()
+        .iter()
+        .map(|p| p.id)
+        .collect();
+    assert_eq!(found, [worker]);
+    assert!(
+        d.process_find_by_pid("host-ü", 4712, MISSING[0])
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        d.process_find_by_pid("host", 4712, supervisor)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        d.process_find_by_pid("host-ü", 4711, supervisor)
+            .unwrap()
+            .is_empty()
+    );
+    let hour = Duration::from_secs(3600);
+    assert!(
+        d.process_find_expired(hour, 0, 10).unwrap().is_empty(),
+        "none silent an hour"
+    );
+    let silence = Duration::from_millis(50);
+    let_time_pass(silence);
+    assert!(d.process_heartbeat(supervisor).unwrap());
+    let silent = |d: &mut dyn Driver, exclude| -> Vec<i64> {
+        d.process_find_expired(silence, exclude, 10)
+            .unwrap()
+            .iter()
+            .map(|p| p.id)
+            .collect()
+    };
+    assert_eq!(silent(d, 0), [worker], "the supervisor heartbeated");
+    assert!(silent(d, worker).is_empty(), "excluded");
+    d.transaction(&mut |d| {
+        assert!(
+            d.process_lock(worker, Some(hour))?.is_none(),
+            "heard within the hour"
+        );
+        assert!(
+            d.process_lock(MISSING[0], None)?.is_none(),
+            "no such process"
+        );
+        let locked = d
+            .process_lock(worker, Some(silence))?
+            .expect("silent long enough");
+        assert_eq!(
+            (locked.id, locked.supervisor_id, locked.pid),
+            (worker, Some(supervisor), 4712)
+        );
+        let locked = d.process_lock(supervisor, None)?.expect("any age");
+        assert_eq!(locked.id, supervisor);
+        Ok(())
+    })
+    .unwrap();
+}
+
+fn finished_jobs_are_deleted_when_their_keep_ends_or_by_age(d: &mut dyn Driver) {
+    let p = process(d, "conformance-cleaner");
+    let ids: Vec<i64> = d
+        .jobs_insert(&[job(None), job(None)], false)
+        .unwrap()
+        .into_iter()
+        .map(|id| id.expect("an id"))
+        .collect();
+    assert_eq!(claim_ids(d, p, 2), ids);
+    let success = |id, keep| Succeeded {
+        id,
+        result: None,
+        keep,
+        started_ago: Duration::ZERO,
+    };
+    let hour = Duration::from_secs(3600);
+    assert_eq!(
+        d.jobs_succeed_fenced(
+            p,
+            &[success(ids[0], Duration::ZERO), success(ids[1], hour)],
+            &[]
+        )
+        .unwrap()
+        .len(),
+        2
+    );
+    let_time_pass(Duration::from_millis(20));
+    assert_eq!(
+        d.jobs_delete_finished(None, 10).unwrap(),
+        1,
+        "the one kept for no time"
+    );
+    assert_eq!(d.jobs_delete_finished(None, 10).unwrap(), 0, "deleted once");
+    assert_eq!(
+        d.jobs_delete_finished(Some(hour), 10).unwrap(),
+        0,
+        "not an hour old"
+    );
+    assert_eq!(
+        d.jobs_delete_finished(Some(Duration::from_millis(10)), 0)
+            .unwrap(),
+        0,
+        "a limit of none"
+    );
+    assert_eq!(
+        d.jobs_delete_finished(Some(Duration::from_millis(10)), 10)
+            .unwrap(),
+        1,
+        "by age, whatever its keep"
+    );
+    assert!(d.jobs_options(&ids).unwrap().is_empty(), "both gone");
+}
+
+fn an_expired_semaphore_is_deleted_and_a_live_one_kept(d: &mut dyn Driver) {
+    let short = StoredLimit {
+        limit: 1,
+        duration_ms: 10,
+        on_conflict: OnConflict::Block,
+    };
+    let long = StoredLimit {
+        duration_ms: 3_600_000,
+        ..short
+    };
+    assert!(d.semaphore_acquire("conformance-short", &short).unwrap());
+    assert!(d.semaphore_acquire("conformance-long", &long).unwrap());
+    let_time_pass(Duration::from_millis(20));
+    assert_eq!(
+        d.semaphores_delete_expired().unwrap(),
+        ["conformance-short"]
+    );
+    assert!(
+        d.semaphores_delete_expired().unwrap().is_empty(),
+        "deleted once"
+    );
+    assert!(
+        !d.semaphore_acquire("conformance-long", &long).unwrap(),
+        "the live one still holds its slot"
+    );
+    assert!(
+        d.semaphore_acquire("conformance-short", &short).unwrap(),
+        "the expired one's key starts afresh"
+    );
+}
+
+fn tending_the_tables_twice_does_nothing_the_second_time(d: &mut dyn Driver) {
+    let ids = d.jobs_insert(&[job(None), job(None)], false).unwrap();
+    assert_eq!(ids.len(), 2);
+    let first = d.tables_tend().unwrap();
+    assert!(
+        first.iter().all(|done| done.contains("solidq_")),
+        "only solidq's tables: {first:?}"
+    );
+    assert_eq!(
+        d.tables_tend().unwrap(),
+        Vec::<String>::new(),
+        "after {first:?}"
+    );
 }

@@ -64,8 +64,9 @@ use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 
 pub(crate) use admin::{FailedSelection, NameScope, NamesSeen};
 pub(crate) use areas::{
-    AdminDriver, BatchesDriver, ClaimsDriver, DependenciesDriver, Driver, JobsDriver, LimitsDriver,
-    ProcessesDriver, RatesDriver, RecurringDriver,
+    AdminDriver, AuditDriver, BatchesDriver, ClaimsDriver, ControlDriver, DependenciesDriver,
+    Driver, HealthDriver, JobsDriver, LimitsDriver, ProcessesDriver, RatesDriver, RecurringDriver,
+    StatsDriver,
 };
 pub(crate) use audit::{AuditRow, NewAudit};
 use connection::PoolConn;

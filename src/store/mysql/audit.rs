@@ -8,28 +8,28 @@ use diesel::{MysqlConnection, QueryResult, RunQueryDsl, sql_query};
 
 use super::write_tx;
 use crate::store::named::named;
-use crate::store::{AuditRow, Cached, NewAudit};
+use crate::store::{AuditDriver, AuditRow, Cached, NewAudit};
 
 const SQL: &str = include_str!("audit.sql");
 const INSERT: &str = named(SQL, "insert_entry");
 const INSERTED: &str = named(SQL, "insert_entry/inserted");
 
-/// Two statements in a transaction (a savepoint inside the caller's): the
-/// insert, then the row it made.
-pub(super) fn audit_insert(
-    conn: &mut MysqlConnection,
-    entry: &NewAudit<'_>,
-) -> QueryResult<AuditRow> {
-    write_tx(conn, |conn| {
-        Cached(
-            sql_query(INSERT)
-                .bind::<Text, _>(entry.actor)
-                .bind::<Text, _>(entry.source)
-                .bind::<Text, _>(entry.action)
-                .bind::<Text, _>(entry.target)
-                .bind::<BigInt, _>(entry.rows),
-        )
-        .execute(conn)?;
-        Cached(sql_query(INSERTED)).get_result(conn)
-    })
+impl AuditDriver for MysqlConnection {
+    /// Two statements in a transaction (a savepoint inside the caller's): the
+    /// insert, then the row it made.
+    fn audit_insert(&mut self, entry: &NewAudit<'_>) -> QueryResult<AuditRow> {
+        let conn = self;
+        write_tx(conn, |conn| {
+            Cached(
+                sql_query(INSERT)
+                    .bind::<Text, _>(entry.actor)
+                    .bind::<Text, _>(entry.source)
+                    .bind::<Text, _>(entry.action)
+                    .bind::<Text, _>(entry.target)
+                    .bind::<BigInt, _>(entry.rows),
+            )
+            .execute(conn)?;
+            Cached(sql_query(INSERTED)).get_result(conn)
+        })
+    }
 }

@@ -11,7 +11,7 @@ use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl, sql_que
 
 use super::{IdRow, json_ids, write_tx};
 use crate::store::named::named;
-use crate::store::{Cached, RemovedPending};
+use crate::store::{Cached, ControlDriver, RemovedPending};
 
 const SQL: &str = include_str!("control.sql");
 const LOCK_READY: &str = named(SQL, "pending_remove/lock_ready");
@@ -38,91 +38,6 @@ const PENDING_TABLES: [(&str, &str); 3] = [
     (LOCK_BLOCKED, DELETE_BLOCKED),
 ];
 
-/// Per execution table: lock the rows of `ids`, delete them. Then the
-/// jobs' facts. Inside a transaction.
-pub(super) fn pending_remove(
-    conn: &mut MysqlConnection,
-    ids: &[i64],
-) -> QueryResult<Vec<RemovedPending>> {
-    let ids = json_ids(ids);
-    let mut ready = Vec::new();
-    let mut removed = Vec::new();
-    for (i, (lock, delete)) in PENDING_TABLES.into_iter().enumerate() {
-        let rows: Vec<IdRow> = Cached(sql_query(lock).bind::<Text, _>(&ids)).load(conn)?;
-        if rows.is_empty() {
-            continue;
-        }
-        let locked: Vec<i64> = rows.into_iter().map(|r| r.id).collect();
-        Cached(sql_query(delete).bind::<Text, _>(json_ids(&locked))).execute(conn)?;
-        if i == 0 {
-            ready.extend_from_slice(&locked);
-        }
-        removed.extend(locked);
-    }
-    if removed.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut jobs: Vec<RemovedPending> =
-        Cached(sql_query(REMOVED_JOBS).bind::<Text, _>(json_ids(&removed))).load(conn)?;
-    for job in &mut jobs {
-        job.was_ready = ready.contains(&job.id);
-    }
-    Ok(jobs)
-}
-
-/// Two updates: the executions (their count, of rows matched under
-/// `CLIENT_FOUND_ROWS`, is the answer), then their jobs. Inside a
-/// transaction.
-pub(super) fn scheduled_make_due(conn: &mut MysqlConnection, ids: &[i64]) -> QueryResult<usize> {
-    let ids = json_ids(ids);
-    let moved = Cached(sql_query(MAKE_DUE).bind::<Text, _>(&ids)).execute(conn)?;
-    if moved > 0 {
-        Cached(sql_query(MAKE_JOBS_DUE).bind::<Text, _>(&ids)).execute(conn)?;
-    }
-    Ok(moved)
-}
-
-/// Locks the blocked rows, deletes them, takes their jobs out of their
-/// limit, and inserts their ready rows (created at the jobs' new
-/// `scheduled_at`, the same instant); returns their queues.
-/// Inside a transaction.
-pub(super) fn blocked_run_now(conn: &mut MysqlConnection, ids: &[i64]) -> QueryResult<Vec<String>> {
-    #[derive(QueryableByName)]
-    struct Locked {
-        #[diesel(sql_type = BigInt)]
-        job_id: i64,
-        #[diesel(sql_type = Text)]
-        queue_name: String,
-    }
-    let locked: Vec<Locked> =
-        Cached(sql_query(LOCK_BLOCKED_TO_RUN).bind::<Text, _>(json_ids(ids))).load(conn)?;
-    if locked.is_empty() {
-        return Ok(Vec::new());
-    }
-    let moved = json_ids(&locked.iter().map(|l| l.job_id).collect::<Vec<_>>());
-    Cached(sql_query(DELETE_BLOCKED_TO_RUN).bind::<Text, _>(&moved)).execute(conn)?;
-    Cached(sql_query(UNLIMIT_JOBS).bind::<Text, _>(&moved)).execute(conn)?;
-    Cached(sql_query(READY_FROM_JOBS).bind::<Text, _>(&moved)).execute(conn)?;
-    Ok(locked.into_iter().map(|l| l.queue_name).collect())
-}
-
-/// Its own transaction (the store runs it outside one): lock the jobs to
-/// ask (claimed, not asked yet), then ask them.
-pub(super) fn jobs_request_cancel(
-    conn: &mut MysqlConnection,
-    ids: &[i64],
-) -> QueryResult<Vec<i64>> {
-    write_tx(conn, |conn| {
-        let rows: Vec<IdRow> =
-            Cached(sql_query(LOCK_ASKABLE).bind::<Text, _>(json_ids(ids))).load(conn)?;
-        let asked: Vec<i64> = rows.into_iter().map(|r| r.id).collect();
-        if !asked.is_empty() {
-            Cached(sql_query(ASK).bind::<Text, _>(json_ids(&asked))).execute(conn)?;
-        }
-        Ok(asked)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,5 +61,90 @@ mod tests {
             )
         );
         assert_eq!(words(READY_FROM_JOBS), words(&fair));
+    }
+}
+
+impl ControlDriver for MysqlConnection {
+    /// Per execution table: lock the rows of `ids`, delete them. Then the
+    /// jobs' facts. Inside a transaction.
+    fn pending_remove(&mut self, ids: &[i64]) -> QueryResult<Vec<RemovedPending>> {
+        let conn = self;
+        let ids = json_ids(ids);
+        let mut ready = Vec::new();
+        let mut removed = Vec::new();
+        for (i, (lock, delete)) in PENDING_TABLES.into_iter().enumerate() {
+            let rows: Vec<IdRow> = Cached(sql_query(lock).bind::<Text, _>(&ids)).load(conn)?;
+            if rows.is_empty() {
+                continue;
+            }
+            let locked: Vec<i64> = rows.into_iter().map(|r| r.id).collect();
+            Cached(sql_query(delete).bind::<Text, _>(json_ids(&locked))).execute(conn)?;
+            if i == 0 {
+                ready.extend_from_slice(&locked);
+            }
+            removed.extend(locked);
+        }
+        if removed.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut jobs: Vec<RemovedPending> =
+            Cached(sql_query(REMOVED_JOBS).bind::<Text, _>(json_ids(&removed))).load(conn)?;
+        for job in &mut jobs {
+            job.was_ready = ready.contains(&job.id);
+        }
+        Ok(jobs)
+    }
+
+    /// Two updates: the executions (their count, of rows matched under
+    /// `CLIENT_FOUND_ROWS`, is the answer), then their jobs. Inside a
+    /// transaction.
+    fn scheduled_make_due(&mut self, ids: &[i64]) -> QueryResult<usize> {
+        let conn = self;
+        let ids = json_ids(ids);
+        let moved = Cached(sql_query(MAKE_DUE).bind::<Text, _>(&ids)).execute(conn)?;
+        if moved > 0 {
+            Cached(sql_query(MAKE_JOBS_DUE).bind::<Text, _>(&ids)).execute(conn)?;
+        }
+        Ok(moved)
+    }
+
+    /// Locks the blocked rows, deletes them, takes their jobs out of their
+    /// limit, and inserts their ready rows (created at the jobs' new
+    /// `scheduled_at`, the same instant); returns their queues.
+    /// Inside a transaction.
+    fn blocked_run_now(&mut self, ids: &[i64]) -> QueryResult<Vec<String>> {
+        let conn = self;
+        #[derive(QueryableByName)]
+        struct Locked {
+            #[diesel(sql_type = BigInt)]
+            job_id: i64,
+            #[diesel(sql_type = Text)]
+            queue_name: String,
+        }
+        let locked: Vec<Locked> =
+            Cached(sql_query(LOCK_BLOCKED_TO_RUN).bind::<Text, _>(json_ids(ids))).load(conn)?;
+        if locked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let moved = json_ids(&locked.iter().map(|l| l.job_id).collect::<Vec<_>>());
+        Cached(sql_query(DELETE_BLOCKED_TO_RUN).bind::<Text, _>(&moved)).execute(conn)?;
+        Cached(sql_query(UNLIMIT_JOBS).bind::<Text, _>(&moved)).execute(conn)?;
+        Cached(sql_query(READY_FROM_JOBS).bind::<Text, _>(&moved)).execute(conn)?;
+        Ok(locked.into_iter().map(|l| l.queue_name).collect())
+    }
+
+    /// Its own transaction (the store runs it outside one): lock the jobs to
+    /// ask (claimed, not asked yet), then ask them.
+    fn jobs_request_cancel(&mut self, ids: &[i64]) -> QueryResult<Vec<i64>> {
+        let conn = self;
+        write_tx(conn, |conn| {
+            let rows: Vec<IdRow> =
+                Cached(sql_query(LOCK_ASKABLE).bind::<Text, _>(json_ids(ids))).load(conn)?;
+            let asked: Vec<i64> = rows.into_iter().map(|r| r.id).collect();
+            if !asked.is_empty() {
+                Cached(sql_query(ASK).bind::<Text, _>(json_ids(&asked))).execute(conn)?;
+            }
+            Ok(asked)
+        })
     }
 }

@@ -11,7 +11,7 @@ use diesel::sql_types::{BigInt, Text, Timestamp};
 use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
 use crate::store::named::named;
-use crate::store::{Cached, HealthFacts, TableFacts};
+use crate::store::{Cached, HealthDriver, HealthFacts, TableFacts};
 
 const SQL: &str = include_str!("health.sql");
 const TABLES: &str = named(SQL, "tables");
@@ -39,32 +39,41 @@ struct Now {
     now: NaiveDateTime,
 }
 
-/// Two reads (and on MySQL 8 a session setting, see [`FRESH_STATS`]): the
-/// tables, then the database's clock.
-pub(super) fn database_health(conn: &mut MysqlConnection) -> QueryResult<HealthFacts> {
-    if let Err(error) = conn.batch_execute(FRESH_STATS) {
-        log::debug!("table statistics may be cached: {error}");
+impl HealthDriver for MysqlConnection {
+    /// Two reads (and on MySQL 8 a session setting, see [`FRESH_STATS`]): the
+    /// tables, then the database's clock.
+    fn database_health(&mut self) -> QueryResult<HealthFacts> {
+        let conn = self;
+        if let Err(error) = conn.batch_execute(FRESH_STATS) {
+            log::debug!("table statistics may be cached: {error}");
+        }
+        let mut tables: Vec<TableRow> = Cached(sql_query(TABLES)).load(conn)?;
+        // By name byte for byte, as on the other backends (the catalog's
+        // collation orders `solidq_jobs` before `solidq_job_stats`).
+        tables.sort_by(|a, b| a.name.cmp(&b.name));
+        let now: Now = Cached(sql_query(NOW)).get_result(conn)?;
+        Ok(HealthFacts {
+            tables: tables
+                .into_iter()
+                .map(|t| TableFacts {
+                    name: t.name,
+                    rows: t.rows,
+                    rows_exact: false,
+                    bytes: Some(t.bytes),
+                    dead_rows: None,
+                    last_vacuum: None,
+                    last_autovacuum: None,
+                })
+                .collect(),
+            sqlite: None,
+            postgres: None,
+            now: now.now,
+        })
     }
-    let mut tables: Vec<TableRow> = Cached(sql_query(TABLES)).load(conn)?;
-    // By name byte for byte, as on the other backends (the catalog's
-    // collation orders `solidq_jobs` before `solidq_job_stats`).
-    tables.sort_by(|a, b| a.name.cmp(&b.name));
-    let now: Now = Cached(sql_query(NOW)).get_result(conn)?;
-    Ok(HealthFacts {
-        tables: tables
-            .into_iter()
-            .map(|t| TableFacts {
-                name: t.name,
-                rows: t.rows,
-                rows_exact: false,
-                bytes: Some(t.bytes),
-                dead_rows: None,
-                last_vacuum: None,
-                last_autovacuum: None,
-            })
-            .collect(),
-        sqlite: None,
-        postgres: None,
-        now: now.now,
-    })
+
+    fn tables_tend(&mut self) -> QueryResult<Vec<String>> {
+        // InnoDB purges deleted rows itself and keeps persistent statistics
+        // current (innodb_stats_auto_recalc): nothing to do.
+        Ok(Vec::new())
+    }
 }

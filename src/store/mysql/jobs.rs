@@ -217,22 +217,6 @@ impl JobsDriver for MysqlConnection {
             Cached(sql_query(JOBS_DELETE).bind::<Text, _>(ids)).execute(c)
         })
     }
-
-    fn pending_remove(&mut self, ids: &[i64]) -> QueryResult<Vec<crate::store::RemovedPending>> {
-        control::pending_remove(self, ids)
-    }
-
-    fn scheduled_make_due(&mut self, ids: &[i64]) -> QueryResult<usize> {
-        control::scheduled_make_due(self, ids)
-    }
-
-    fn blocked_run_now(&mut self, ids: &[i64]) -> QueryResult<Vec<String>> {
-        control::blocked_run_now(self, ids)
-    }
-
-    fn jobs_request_cancel(&mut self, ids: &[i64]) -> QueryResult<Vec<i64>> {
-        control::jobs_request_cancel(self, ids)
-    }
 }
 
 #[cfg(test)]

@@ -388,29 +388,4 @@ impl AdminDriver for MysqlConnection {
         let row: Now = Cached(sql_query("SELECT UTC_TIMESTAMP(6) AS now")).get_result(self)?;
         Ok(row.now)
     }
-
-    fn tables_tend(&mut self) -> QueryResult<Vec<String>> {
-        // InnoDB purges deleted rows itself and keeps persistent statistics
-        // current (innodb_stats_auto_recalc): nothing to do.
-        Ok(Vec::new())
-    }
-
-    fn audit_insert(
-        &mut self,
-        entry: &crate::store::NewAudit<'_>,
-    ) -> QueryResult<crate::store::AuditRow> {
-        audit::audit_insert(self, entry)
-    }
-
-    fn job_stats_add(&mut self, rows: &[&crate::store::StatsDelta]) -> QueryResult<()> {
-        stats::job_stats_add(self, rows)
-    }
-
-    fn job_stats_fold(&mut self, older_than: Duration) -> QueryResult<usize> {
-        stats::job_stats_fold(self, older_than)
-    }
-
-    fn database_health(&mut self) -> QueryResult<crate::store::HealthFacts> {
-        health::database_health(self)
-    }
 }

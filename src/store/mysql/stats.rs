@@ -17,7 +17,7 @@ use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl, sql_que
 
 use super::write_tx;
 use crate::store::named::named;
-use crate::store::{Cached, StatsDelta, TOTALS_BUCKET, micros};
+use crate::store::{Cached, StatsDelta, StatsDriver, TOTALS_BUCKET, micros};
 
 const SQL: &str = include_str!("stats.sql");
 const ADD: &str = named(SQL, "add_deltas");
@@ -69,77 +69,78 @@ fn add(
     .map(drop)
 }
 
-/// One upsert per row, in key order, in one transaction (a savepoint
-/// inside the caller's).
-pub(super) fn job_stats_add(conn: &mut MysqlConnection, rows: &[&StatsDelta]) -> QueryResult<()> {
-    let mut rows = rows.to_vec();
-    rows.sort_by(|a, b| {
-        (a.bucket, &a.queue_name, &a.kind, a.outcome.as_str()).cmp(&(
-            b.bucket,
-            &b.queue_name,
-            &b.kind,
-            b.outcome.as_str(),
-        ))
-    });
-    write_tx(conn, |conn| {
-        for row in rows {
-            add(
-                conn,
-                row.bucket,
-                (&row.queue_name, &row.kind, row.outcome.as_str()),
-                (row.jobs, row.wait_ms, row.run_ms),
-            )?;
-        }
-        Ok(())
-    })
-}
+impl StatsDriver for MysqlConnection {
+    /// One upsert per row, in key order, in one transaction (a savepoint
+    /// inside the caller's).
+    fn job_stats_add(&mut self, rows: &[&StatsDelta]) -> QueryResult<()> {
+        let conn = self;
+        let mut rows = rows.to_vec();
+        rows.sort_by(|a, b| {
+            (a.bucket, &a.queue_name, &a.kind, a.outcome.as_str()).cmp(&(
+                b.bucket,
+                &b.queue_name,
+                &b.kind,
+                b.outcome.as_str(),
+            ))
+        });
+        write_tx(conn, |conn| {
+            for row in rows {
+                add(
+                    conn,
+                    row.bucket,
+                    (&row.queue_name, &row.kind, row.outcome.as_str()),
+                    (row.jobs, row.wait_ms, row.run_ms),
+                )?;
+            }
+            Ok(())
+        })
+    }
 
-/// In one transaction: the cutoff, the old rows locked and read, their
-/// sums added to the totals rows (in key order), and those rows deleted.
-pub(super) fn job_stats_fold(
-    conn: &mut MysqlConnection,
-    older_than: Duration,
-) -> QueryResult<usize> {
-    write_tx(conn, |conn| {
-        let cutoff: Cutoff =
-            Cached(sql_query(CUTOFF).bind::<BigInt, _>(micros(older_than))).get_result(conn)?;
-        let rows: Vec<Row> = Cached(
-            sql_query(LOCK_OLD)
-                .bind::<Timestamp, _>(TOTALS_BUCKET)
-                .bind::<Timestamp, _>(cutoff.t),
-        )
-        .load(conn)?;
-        if rows.is_empty() {
-            return Ok(0);
-        }
-        let mut sums: BTreeMap<(&str, &str, &str), (i64, i64, i64)> = BTreeMap::new();
-        for row in &rows {
-            let sum = sums
-                .entry((&row.queue_name, &row.kind, &row.outcome))
-                .or_default();
-            sum.0 += row.jobs;
-            sum.1 += row.wait_ms;
-            sum.2 += row.run_ms;
-        }
-        for (key, sum) in sums {
-            add(conn, TOTALS_BUCKET, key, sum)?;
-        }
-        let read: Vec<(String, &str, &str, &str)> = rows
-            .iter()
-            .map(|r| {
-                (
-                    r.bucket.format("%F %T%.6f").to_string(),
-                    r.queue_name.as_str(),
-                    r.kind.as_str(),
-                    r.outcome.as_str(),
-                )
-            })
-            .collect();
-        Cached(
-            sql_query(DELETE_READ)
-                .bind::<Text, _>(serde_json::to_string(&read).expect("rows serialize")),
-        )
-        .execute(conn)?;
-        Ok(rows.len())
-    })
+    /// In one transaction: the cutoff, the old rows locked and read, their
+    /// sums added to the totals rows (in key order), and those rows deleted.
+    fn job_stats_fold(&mut self, older_than: Duration) -> QueryResult<usize> {
+        let conn = self;
+        write_tx(conn, |conn| {
+            let cutoff: Cutoff =
+                Cached(sql_query(CUTOFF).bind::<BigInt, _>(micros(older_than))).get_result(conn)?;
+            let rows: Vec<Row> = Cached(
+                sql_query(LOCK_OLD)
+                    .bind::<Timestamp, _>(TOTALS_BUCKET)
+                    .bind::<Timestamp, _>(cutoff.t),
+            )
+            .load(conn)?;
+            if rows.is_empty() {
+                return Ok(0);
+            }
+            let mut sums: BTreeMap<(&str, &str, &str), (i64, i64, i64)> = BTreeMap::new();
+            for row in &rows {
+                let sum = sums
+                    .entry((&row.queue_name, &row.kind, &row.outcome))
+                    .or_default();
+                sum.0 += row.jobs;
+                sum.1 += row.wait_ms;
+                sum.2 += row.run_ms;
+            }
+            for (key, sum) in sums {
+                add(conn, TOTALS_BUCKET, key, sum)?;
+            }
+            let read: Vec<(String, &str, &str, &str)> = rows
+                .iter()
+                .map(|r| {
+                    (
+                        r.bucket.format("%F %T%.6f").to_string(),
+                        r.queue_name.as_str(),
+                        r.kind.as_str(),
+                        r.outcome.as_str(),
+                    )
+                })
+                .collect();
+            Cached(
+                sql_query(DELETE_READ)
+                    .bind::<Text, _>(serde_json::to_string(&read).expect("rows serialize")),
+            )
+            .execute(conn)?;
+            Ok(rows.len())
+        })
+    }
 }

@@ -5,19 +5,22 @@ use diesel::sql_types::{BigInt, Text};
 use diesel::{PgConnection, QueryResult, RunQueryDsl, sql_query};
 
 use crate::store::named::named;
-use crate::store::{AuditRow, Cached, NewAudit};
+use crate::store::{AuditDriver, AuditRow, Cached, NewAudit};
 
 const SQL: &str = include_str!("audit.sql");
 const INSERT: &str = named(SQL, "insert_entry");
 
-pub(super) fn audit_insert(conn: &mut PgConnection, entry: &NewAudit<'_>) -> QueryResult<AuditRow> {
-    Cached(
-        sql_query(INSERT)
-            .bind::<Text, _>(entry.actor)
-            .bind::<Text, _>(entry.source)
-            .bind::<Text, _>(entry.action)
-            .bind::<Text, _>(entry.target)
-            .bind::<BigInt, _>(entry.rows),
-    )
-    .get_result(conn)
+impl AuditDriver for PgConnection {
+    fn audit_insert(&mut self, entry: &NewAudit<'_>) -> QueryResult<AuditRow> {
+        let conn = self;
+        Cached(
+            sql_query(INSERT)
+                .bind::<Text, _>(entry.actor)
+                .bind::<Text, _>(entry.source)
+                .bind::<Text, _>(entry.action)
+                .bind::<Text, _>(entry.target)
+                .bind::<BigInt, _>(entry.rows),
+        )
+        .get_result(conn)
+    }
 }

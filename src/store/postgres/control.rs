@@ -7,7 +7,7 @@ use diesel::sql_types::{Array, BigInt, Text};
 use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
 use crate::store::named::named;
-use crate::store::{Cached, RemovedPending};
+use crate::store::{Cached, ControlDriver, RemovedPending};
 
 const SQL: &str = include_str!("control.sql");
 const PENDING_REMOVE: &str = named(SQL, "pending_remove");
@@ -19,34 +19,6 @@ const REQUEST_CANCEL: &str = named(SQL, "jobs_request_cancel");
 struct IdRow {
     #[diesel(sql_type = BigInt)]
     id: i64,
-}
-
-pub(super) fn pending_remove(
-    conn: &mut PgConnection,
-    ids: &[i64],
-) -> QueryResult<Vec<RemovedPending>> {
-    Cached(sql_query(PENDING_REMOVE).bind::<Array<BigInt>, _>(ids)).load(conn)
-}
-
-pub(super) fn scheduled_make_due(conn: &mut PgConnection, ids: &[i64]) -> QueryResult<usize> {
-    Cached(sql_query(SCHEDULED_MAKE_DUE).bind::<Array<BigInt>, _>(ids)).execute(conn)
-}
-
-pub(super) fn blocked_run_now(conn: &mut PgConnection, ids: &[i64]) -> QueryResult<Vec<String>> {
-    #[derive(QueryableByName)]
-    struct Queue {
-        #[diesel(sql_type = Text)]
-        queue_name: String,
-    }
-    let rows: Vec<Queue> =
-        Cached(sql_query(BLOCKED_RUN_NOW).bind::<Array<BigInt>, _>(ids)).load(conn)?;
-    Ok(rows.into_iter().map(|r| r.queue_name).collect())
-}
-
-pub(super) fn jobs_request_cancel(conn: &mut PgConnection, ids: &[i64]) -> QueryResult<Vec<i64>> {
-    let rows: Vec<IdRow> =
-        Cached(sql_query(REQUEST_CANCEL).bind::<Array<BigInt>, _>(ids)).load(conn)?;
-    Ok(rows.into_iter().map(|r| r.id).collect())
 }
 
 #[cfg(test)]
@@ -75,5 +47,36 @@ mod tests {
     fn a_cancellation_is_notified_as_the_reserved_queue_name() {
         let payload = format!("current_schema() || ':{CANCEL_CHANNEL_QUEUE}')");
         assert!(REQUEST_CANCEL.contains(&payload));
+    }
+}
+
+impl ControlDriver for PgConnection {
+    fn pending_remove(&mut self, ids: &[i64]) -> QueryResult<Vec<RemovedPending>> {
+        let conn = self;
+        Cached(sql_query(PENDING_REMOVE).bind::<Array<BigInt>, _>(ids)).load(conn)
+    }
+
+    fn scheduled_make_due(&mut self, ids: &[i64]) -> QueryResult<usize> {
+        let conn = self;
+        Cached(sql_query(SCHEDULED_MAKE_DUE).bind::<Array<BigInt>, _>(ids)).execute(conn)
+    }
+
+    fn blocked_run_now(&mut self, ids: &[i64]) -> QueryResult<Vec<String>> {
+        let conn = self;
+        #[derive(QueryableByName)]
+        struct Queue {
+            #[diesel(sql_type = Text)]
+            queue_name: String,
+        }
+        let rows: Vec<Queue> =
+            Cached(sql_query(BLOCKED_RUN_NOW).bind::<Array<BigInt>, _>(ids)).load(conn)?;
+        Ok(rows.into_iter().map(|r| r.queue_name).collect())
+    }
+
+    fn jobs_request_cancel(&mut self, ids: &[i64]) -> QueryResult<Vec<i64>> {
+        let conn = self;
+        let rows: Vec<IdRow> =
+            Cached(sql_query(REQUEST_CANCEL).bind::<Array<BigInt>, _>(ids)).load(conn)?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
     }
 }

@@ -6,11 +6,12 @@
 //! them); sizes are `pg_total_relation_size` (table, indexes, TOAST).
 
 use chrono::NaiveDateTime;
+use diesel::connection::SimpleConnection;
 use diesel::sql_types::{BigInt, Nullable, Text, Timestamp};
 use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
 use crate::store::named::named;
-use crate::store::{Cached, HealthFacts, PostgresFacts, TableFacts};
+use crate::store::{Cached, HealthDriver, HealthFacts, PostgresFacts, TableFacts};
 
 const SQL: &str = include_str!("health.sql");
 const TABLES: &str = named(SQL, "tables");
@@ -44,28 +45,85 @@ struct DatabaseRow {
     now: NaiveDateTime,
 }
 
-pub(super) fn database_health(conn: &mut PgConnection) -> QueryResult<HealthFacts> {
-    let tables: Vec<TableRow> = Cached(sql_query(TABLES)).load(conn)?;
-    let database: DatabaseRow = Cached(sql_query(DATABASE)).get_result(conn)?;
-    Ok(HealthFacts {
-        tables: tables
-            .into_iter()
-            .map(|t| TableFacts {
-                name: t.name,
-                rows: t.rows,
-                rows_exact: false,
-                bytes: Some(t.bytes),
-                dead_rows: Some(t.dead_rows.unwrap_or(0)),
-                last_vacuum: t.last_vacuum,
-                last_autovacuum: t.last_autovacuum,
-            })
-            .collect(),
-        sqlite: None,
-        postgres: Some(PostgresFacts {
-            schema: database.schema,
-            database_bytes: database.bytes,
-            server_version: database.version,
-        }),
-        now: database.now,
-    })
+impl HealthDriver for PgConnection {
+    fn database_health(&mut self) -> QueryResult<HealthFacts> {
+        let conn = self;
+        let tables: Vec<TableRow> = Cached(sql_query(TABLES)).load(conn)?;
+        let database: DatabaseRow = Cached(sql_query(DATABASE)).get_result(conn)?;
+        Ok(HealthFacts {
+            tables: tables
+                .into_iter()
+                .map(|t| TableFacts {
+                    name: t.name,
+                    rows: t.rows,
+                    rows_exact: false,
+                    bytes: Some(t.bytes),
+                    dead_rows: Some(t.dead_rows.unwrap_or(0)),
+                    last_vacuum: t.last_vacuum,
+                    last_autovacuum: t.last_autovacuum,
+                })
+                .collect(),
+            sqlite: None,
+            postgres: Some(PostgresFacts {
+                schema: database.schema,
+                database_bytes: database.bytes,
+                server_version: database.version,
+            }),
+            now: database.now,
+        })
+    }
+
+    fn tables_tend(&mut self) -> QueryResult<Vec<String>> {
+        #[derive(QueryableByName)]
+        struct TableStats {
+            #[diesel(sql_type = Text)]
+            relname: String,
+            #[diesel(sql_type = BigInt)]
+            live: i64,
+            #[diesel(sql_type = BigInt)]
+            dead: i64,
+            #[diesel(sql_type = BigInt)]
+            modified: i64,
+        }
+        let stats: Vec<TableStats> = Cached(sql_query(
+            "SELECT relname::text AS relname, n_live_tup AS live, n_dead_tup AS dead,
+                    n_mod_since_analyze AS modified
+             FROM pg_stat_user_tables
+             WHERE schemaname = current_schema() AND relname LIKE 'solidq\\_%'",
+        ))
+        .load(self)?;
+        let mut done = Vec::new();
+        for t in stats {
+            let hot = HOT_TABLES.contains(&t.relname.as_str());
+            let vacuum = if hot {
+                t.dead > 1_000 + t.live
+            } else {
+                t.dead > 10_000 + t.live / 5
+            };
+            let analyze = t.modified > 1_000 + t.live / 10;
+            let action = match (vacuum, analyze) {
+                (true, true) => "VACUUM (SKIP_LOCKED, ANALYZE)",
+                (true, false) => "VACUUM (SKIP_LOCKED)",
+                (false, true) => "ANALYZE (SKIP_LOCKED)",
+                (false, false) => continue,
+            };
+            // Names come from the catalog and match solidq_*: safe to inline.
+            self.batch_execute(&format!("{action} {}", t.relname))?;
+            done.push(format!(
+                "{action} {} ({} live, {} dead rows)",
+                t.relname, t.live, t.dead
+            ));
+        }
+        Ok(done)
+    }
 }
+
+/// Tables every job passes through: small, with a row inserted and
+/// deleted per job, so dead rows pile up fast.
+const HOT_TABLES: [&str; 5] = [
+    "solidq_ready_executions",
+    "solidq_claimed_executions",
+    "solidq_scheduled_executions",
+    "solidq_blocked_executions",
+    "solidq_processes",
+];

@@ -222,16 +222,6 @@ impl InsertShape {
     }
 }
 
-/// Tables every job passes through: small, with a row inserted and
-/// deleted per job, so dead rows pile up fast.
-const HOT_TABLES: [&str; 5] = [
-    "solidq_ready_executions",
-    "solidq_claimed_executions",
-    "solidq_scheduled_executions",
-    "solidq_blocked_executions",
-    "solidq_processes",
-];
-
 /// The claim statement for a queue list: lock candidates with SKIP LOCKED,
 /// move them from ready to claimed, return the jobs (the caller puts them
 /// in claim order: [`ClaimQuery::sort`]). Up to `$1` jobs go to idle
@@ -326,69 +316,6 @@ impl AdminDriver for PgConnection {
         }
         let row: Now = Cached(sql_query("SELECT LOCALTIMESTAMP AS now")).get_result(self)?;
         Ok(row.now)
-    }
-
-    fn tables_tend(&mut self) -> QueryResult<Vec<String>> {
-        #[derive(QueryableByName)]
-        struct TableStats {
-            #[diesel(sql_type = Text)]
-            relname: String,
-            #[diesel(sql_type = BigInt)]
-            live: i64,
-            #[diesel(sql_type = BigInt)]
-            dead: i64,
-            #[diesel(sql_type = BigInt)]
-            modified: i64,
-        }
-        let stats: Vec<TableStats> = Cached(sql_query(
-            "SELECT relname::text AS relname, n_live_tup AS live, n_dead_tup AS dead,
-                    n_mod_since_analyze AS modified
-             FROM pg_stat_user_tables
-             WHERE schemaname = current_schema() AND relname LIKE 'solidq\\_%'",
-        ))
-        .load(self)?;
-        let mut done = Vec::new();
-        for t in stats {
-            let hot = HOT_TABLES.contains(&t.relname.as_str());
-            let vacuum = if hot {
-                t.dead > 1_000 + t.live
-            } else {
-                t.dead > 10_000 + t.live / 5
-            };
-            let analyze = t.modified > 1_000 + t.live / 10;
-            let action = match (vacuum, analyze) {
-                (true, true) => "VACUUM (SKIP_LOCKED, ANALYZE)",
-                (true, false) => "VACUUM (SKIP_LOCKED)",
-                (false, true) => "ANALYZE (SKIP_LOCKED)",
-                (false, false) => continue,
-            };
-            // Names come from the catalog and match solidq_*: safe to inline.
-            self.batch_execute(&format!("{action} {}", t.relname))?;
-            done.push(format!(
-                "{action} {} ({} live, {} dead rows)",
-                t.relname, t.live, t.dead
-            ));
-        }
-        Ok(done)
-    }
-
-    fn audit_insert(
-        &mut self,
-        entry: &crate::store::NewAudit<'_>,
-    ) -> QueryResult<crate::store::AuditRow> {
-        audit::audit_insert(self, entry)
-    }
-
-    fn job_stats_add(&mut self, rows: &[&crate::store::StatsDelta]) -> QueryResult<()> {
-        stats::job_stats_add(self, rows)
-    }
-
-    fn job_stats_fold(&mut self, older_than: Duration) -> QueryResult<usize> {
-        stats::job_stats_fold(self, older_than)
-    }
-
-    fn database_health(&mut self) -> QueryResult<crate::store::HealthFacts> {
-        health::database_health(self)
     }
 }
 

@@ -8,7 +8,7 @@ use diesel::sql_types::{Array, BigInt, Text, Timestamp};
 use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
 use crate::store::named::named;
-use crate::store::{Cached, StatsDelta, TOTALS_BUCKET, micros};
+use crate::store::{Cached, StatsDelta, StatsDriver, TOTALS_BUCKET, micros};
 
 const SQL: &str = include_str!("stats.sql");
 const ADD: &str = named(SQL, "add_deltas");
@@ -20,31 +20,35 @@ struct Count {
     v: i64,
 }
 
-pub(super) fn job_stats_add(conn: &mut PgConnection, rows: &[&StatsDelta]) -> QueryResult<()> {
-    Cached(
-        sql_query(ADD)
-            .bind::<Array<Timestamp>, _>(rows.iter().map(|r| r.bucket).collect::<Vec<_>>())
-            .bind::<Array<Text>, _>(
-                rows.iter()
-                    .map(|r| r.queue_name.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .bind::<Array<Text>, _>(rows.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>())
-            .bind::<Array<Text>, _>(rows.iter().map(|r| r.outcome.as_str()).collect::<Vec<_>>())
-            .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.jobs).collect::<Vec<_>>())
-            .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.wait_ms).collect::<Vec<_>>())
-            .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.run_ms).collect::<Vec<_>>()),
-    )
-    .execute(conn)
-    .map(drop)
-}
+impl StatsDriver for PgConnection {
+    fn job_stats_add(&mut self, rows: &[&StatsDelta]) -> QueryResult<()> {
+        let conn = self;
+        Cached(
+            sql_query(ADD)
+                .bind::<Array<Timestamp>, _>(rows.iter().map(|r| r.bucket).collect::<Vec<_>>())
+                .bind::<Array<Text>, _>(
+                    rows.iter()
+                        .map(|r| r.queue_name.as_str())
+                        .collect::<Vec<_>>(),
+                )
+                .bind::<Array<Text>, _>(rows.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>())
+                .bind::<Array<Text>, _>(rows.iter().map(|r| r.outcome.as_str()).collect::<Vec<_>>())
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.jobs).collect::<Vec<_>>())
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.wait_ms).collect::<Vec<_>>())
+                .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.run_ms).collect::<Vec<_>>()),
+        )
+        .execute(conn)
+        .map(drop)
+    }
 
-pub(super) fn job_stats_fold(conn: &mut PgConnection, older_than: Duration) -> QueryResult<usize> {
-    let folded: Count = Cached(
-        sql_query(FOLD)
-            .bind::<Timestamp, _>(TOTALS_BUCKET)
-            .bind::<BigInt, _>(micros(older_than)),
-    )
-    .get_result(conn)?;
-    Ok(folded.v as usize)
+    fn job_stats_fold(&mut self, older_than: Duration) -> QueryResult<usize> {
+        let conn = self;
+        let folded: Count = Cached(
+            sql_query(FOLD)
+                .bind::<Timestamp, _>(TOTALS_BUCKET)
+                .bind::<BigInt, _>(micros(older_than)),
+        )
+        .get_result(conn)?;
+        Ok(folded.v as usize)
+    }
 }

@@ -7,7 +7,7 @@ use diesel::{QueryResult, QueryableByName, RunQueryDsl, SqliteConnection, sql_qu
 
 use super::json_ids;
 use crate::store::named::named;
-use crate::store::{Cached, RemovedPending, utc_now};
+use crate::store::{Cached, ControlDriver, RemovedPending, utc_now};
 
 const SQL: &str = include_str!("control.sql");
 const DELETE_READY: &str = named(SQL, "pending_remove/delete_ready");
@@ -25,87 +25,6 @@ const REQUEST_CANCEL: &str = named(SQL, "jobs_request_cancel");
 struct IdRow {
     #[diesel(sql_type = BigInt)]
     id: i64,
-}
-
-pub(super) fn pending_remove(
-    conn: &mut SqliteConnection,
-    ids: &[i64],
-) -> QueryResult<Vec<RemovedPending>> {
-    let ids = json_ids(ids);
-    let ready: Vec<IdRow> = Cached(sql_query(DELETE_READY).bind::<Text, _>(&ids)).load(conn)?;
-    let mut removed = ready.iter().map(|r| r.id).collect::<Vec<_>>();
-    for delete in [DELETE_SCHEDULED, DELETE_BLOCKED] {
-        let rows: Vec<IdRow> = sql_query(delete).bind::<Text, _>(&ids).load(conn)?;
-        removed.extend(rows.iter().map(|r| r.id));
-    }
-    let ready_json = json_ids(&ready.iter().map(|r| r.id).collect::<Vec<_>>());
-    Cached(
-        sql_query(REMOVED_JOBS)
-            .bind::<Text, _>(json_ids(&removed))
-            .bind::<Text, _>(ready_json),
-    )
-    .load(conn)
-}
-
-pub(super) fn scheduled_make_due(conn: &mut SqliteConnection, ids: &[i64]) -> QueryResult<usize> {
-    let now = utc_now();
-    let ids = json_ids(ids);
-    let moved = Cached(
-        sql_query(MAKE_DUE)
-            .bind::<Text, _>(&ids)
-            .bind::<Timestamp, _>(now),
-    )
-    .execute(conn)?;
-    Cached(
-        sql_query(MAKE_JOBS_DUE)
-            .bind::<Text, _>(&ids)
-            .bind::<Timestamp, _>(now),
-    )
-    .execute(conn)?;
-    Ok(moved)
-}
-
-pub(super) fn blocked_run_now(
-    conn: &mut SqliteConnection,
-    ids: &[i64],
-) -> QueryResult<Vec<String>> {
-    #[derive(QueryableByName)]
-    struct Moved {
-        #[diesel(sql_type = BigInt)]
-        id: i64,
-        #[diesel(sql_type = Text)]
-        queue_name: String,
-    }
-    let now = utc_now();
-    let moved: Vec<Moved> =
-        Cached(sql_query(DELETE_BLOCKED_TO_RUN).bind::<Text, _>(json_ids(ids))).load(conn)?;
-    let moved_ids = json_ids(&moved.iter().map(|m| m.id).collect::<Vec<_>>());
-    Cached(
-        sql_query(UNLIMIT_JOBS)
-            .bind::<Text, _>(&moved_ids)
-            .bind::<Timestamp, _>(now),
-    )
-    .execute(conn)?;
-    Cached(
-        sql_query(READY_FROM_JOBS)
-            .bind::<Text, _>(&moved_ids)
-            .bind::<Timestamp, _>(now),
-    )
-    .execute(conn)?;
-    Ok(moved.into_iter().map(|m| m.queue_name).collect())
-}
-
-pub(super) fn jobs_request_cancel(
-    conn: &mut SqliteConnection,
-    ids: &[i64],
-) -> QueryResult<Vec<i64>> {
-    let rows: Vec<IdRow> = Cached(
-        sql_query(REQUEST_CANCEL)
-            .bind::<Text, _>(json_ids(ids))
-            .bind::<Timestamp, _>(utc_now()),
-    )
-    .load(conn)?;
-    Ok(rows.into_iter().map(|r| r.id).collect())
 }
 
 #[cfg(test)]
@@ -130,5 +49,83 @@ mod tests {
             )
         );
         assert_eq!(words(READY_FROM_JOBS), words(&fair));
+    }
+}
+
+impl ControlDriver for SqliteConnection {
+    fn pending_remove(&mut self, ids: &[i64]) -> QueryResult<Vec<RemovedPending>> {
+        let conn = self;
+        let ids = json_ids(ids);
+        let ready: Vec<IdRow> = Cached(sql_query(DELETE_READY).bind::<Text, _>(&ids)).load(conn)?;
+        let mut removed = ready.iter().map(|r| r.id).collect::<Vec<_>>();
+        for delete in [DELETE_SCHEDULED, DELETE_BLOCKED] {
+            let rows: Vec<IdRow> = sql_query(delete).bind::<Text, _>(&ids).load(conn)?;
+            removed.extend(rows.iter().map(|r| r.id));
+        }
+        let ready_json = json_ids(&ready.iter().map(|r| r.id).collect::<Vec<_>>());
+        Cached(
+            sql_query(REMOVED_JOBS)
+                .bind::<Text, _>(json_ids(&removed))
+                .bind::<Text, _>(ready_json),
+        )
+        .load(conn)
+    }
+
+    fn scheduled_make_due(&mut self, ids: &[i64]) -> QueryResult<usize> {
+        let conn = self;
+        let now = utc_now();
+        let ids = json_ids(ids);
+        let moved = Cached(
+            sql_query(MAKE_DUE)
+                .bind::<Text, _>(&ids)
+                .bind::<Timestamp, _>(now),
+        )
+        .execute(conn)?;
+        Cached(
+            sql_query(MAKE_JOBS_DUE)
+                .bind::<Text, _>(&ids)
+                .bind::<Timestamp, _>(now),
+        )
+        .execute(conn)?;
+        Ok(moved)
+    }
+
+    fn blocked_run_now(&mut self, ids: &[i64]) -> QueryResult<Vec<String>> {
+        let conn = self;
+        #[derive(QueryableByName)]
+        struct Moved {
+            #[diesel(sql_type = BigInt)]
+            id: i64,
+            #[diesel(sql_type = Text)]
+            queue_name: String,
+        }
+        let now = utc_now();
+        let moved: Vec<Moved> =
+            Cached(sql_query(DELETE_BLOCKED_TO_RUN).bind::<Text, _>(json_ids(ids))).load(conn)?;
+        let moved_ids = json_ids(&moved.iter().map(|m| m.id).collect::<Vec<_>>());
+        Cached(
+            sql_query(UNLIMIT_JOBS)
+                .bind::<Text, _>(&moved_ids)
+                .bind::<Timestamp, _>(now),
+        )
+        .execute(conn)?;
+        Cached(
+            sql_query(READY_FROM_JOBS)
+                .bind::<Text, _>(&moved_ids)
+                .bind::<Timestamp, _>(now),
+        )
+        .execute(conn)?;
+        Ok(moved.into_iter().map(|m| m.queue_name).collect())
+    }
+
+    fn jobs_request_cancel(&mut self, ids: &[i64]) -> QueryResult<Vec<i64>> {
+        let conn = self;
+        let rows: Vec<IdRow> = Cached(
+            sql_query(REQUEST_CANCEL)
+                .bind::<Text, _>(json_ids(ids))
+                .bind::<Timestamp, _>(utc_now()),
+        )
+        .load(conn)?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
     }
 }

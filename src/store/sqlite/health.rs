@@ -20,11 +20,12 @@
 
 use std::collections::HashMap;
 
+use diesel::connection::SimpleConnection;
 use diesel::sql_types::{BigInt, Text};
 use diesel::{QueryResult, QueryableByName, RunQueryDsl, SqliteConnection, sql_query};
 
 use crate::store::named::named;
-use crate::store::{Cached, HealthFacts, SqliteFacts, TableFacts, utc_now};
+use crate::store::{Cached, HealthDriver, HealthFacts, SqliteFacts, TableFacts, utc_now};
 
 const SQL: &str = include_str!("health.sql");
 
@@ -77,45 +78,6 @@ const PAGES: &str = named(SQL, "database");
 const SIZES: &str = named(SQL, "tables/sizes");
 const HAS_STAT1: &str = named(SQL, "tables/has_stat1");
 const ANALYZED_ROWS: &str = named(SQL, "tables/analyzed_rows");
-
-pub(super) fn database_health(conn: &mut SqliteConnection) -> QueryResult<HealthFacts> {
-    let pages: Pages = Cached(sql_query(PAGES)).get_result(conn)?;
-    let names: Vec<Name> = Cached(sql_query(TABLES)).load(conn)?;
-    let file_bytes = file_size(&pages.file);
-    let sizes = if file_bytes <= SIZES_MAX_FILE_BYTES {
-        table_sizes(conn)
-    } else {
-        None
-    };
-    let mut tables = Vec::with_capacity(names.len());
-    for Name { name } in names {
-        let (rows, rows_exact) = rows(conn, &name)?;
-        tables.push(TableFacts {
-            bytes: sizes
-                .as_ref()
-                .map(|sizes| sizes.get(&name).copied().unwrap_or(0)),
-            name,
-            rows,
-            rows_exact,
-            dead_rows: None,
-            last_vacuum: None,
-            last_autovacuum: None,
-        });
-    }
-    Ok(HealthFacts {
-        tables,
-        sqlite: Some(SqliteFacts {
-            wal_bytes: file_size(&format!("{}-wal", pages.file)),
-            file_bytes,
-            path: pages.file,
-            page_size: pages.page_size,
-            page_count: pages.page_count,
-            freelist_pages: pages.freelist_count,
-        }),
-        postgres: None,
-        now: utc_now(),
-    })
-}
 
 /// A table's rows and whether the count is exact (see the module docs).
 /// `table` comes from `sqlite_master` and matches `solidq_%`: safe to
@@ -175,4 +137,86 @@ fn table_sizes(conn: &mut SqliteConnection) -> Option<HashMap<String, i64>> {
 /// A file's size, 0 when it does not exist (no WAL yet).
 fn file_size(path: &str) -> u64 {
     std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+impl HealthDriver for SqliteConnection {
+    fn database_health(&mut self) -> QueryResult<HealthFacts> {
+        let conn = self;
+        let pages: Pages = Cached(sql_query(PAGES)).get_result(conn)?;
+        let names: Vec<Name> = Cached(sql_query(TABLES)).load(conn)?;
+        let file_bytes = file_size(&pages.file);
+        let sizes = if file_bytes <= SIZES_MAX_FILE_BYTES {
+            table_sizes(conn)
+        } else {
+            None
+        };
+        let mut tables = Vec::with_capacity(names.len());
+        for Name { name } in names {
+            let (rows, rows_exact) = rows(conn, &name)?;
+            tables.push(TableFacts {
+                bytes: sizes
+                    .as_ref()
+                    .map(|sizes| sizes.get(&name).copied().unwrap_or(0)),
+                name,
+                rows,
+                rows_exact,
+                dead_rows: None,
+                last_vacuum: None,
+                last_autovacuum: None,
+            });
+        }
+        Ok(HealthFacts {
+            tables,
+            sqlite: Some(SqliteFacts {
+                wal_bytes: file_size(&format!("{}-wal", pages.file)),
+                file_bytes,
+                path: pages.file,
+                page_size: pages.page_size,
+                page_count: pages.page_count,
+                freelist_pages: pages.freelist_count,
+            }),
+            postgres: None,
+            now: utc_now(),
+        })
+    }
+
+    fn tables_tend(&mut self) -> QueryResult<Vec<String>> {
+        // No dead rows to vacuum in SQLite (freed pages are reused); keep
+        // the planner's statistics current: `PRAGMA optimize` analyzes the
+        // tables (of every connection, 0x10000) whose size changed enough
+        // since their last analysis. Reported: the tables it analyzed.
+        let before = table_stats(self)?;
+        self.batch_execute("PRAGMA optimize = 0x10002")?;
+        let after = table_stats(self)?;
+        let mut analyzed: Vec<String> = after
+            .into_iter()
+            .filter(|(table, stat)| before.get(table) != Some(stat))
+            .map(|(table, _)| format!("ANALYZE {table} "))
+            .collect();
+        analyzed.sort();
+        Ok(analyzed)
+    }
+}
+
+#[derive(QueryableByName)]
+struct TableStat {
+    #[diesel(sql_type = Text)]
+    tbl: String,
+    #[diesel(sql_type = Text)]
+    stat: String,
+}
+
+/// solidq's tables' planner statistics (`sqlite_stat1`, once it exists),
+/// one string per table.
+fn table_stats(conn: &mut SqliteConnection) -> QueryResult<HashMap<String, String>> {
+    let exists: Vec<Name> = sql_query(HAS_STAT1).load(conn)?;
+    if exists.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows: Vec<TableStat> = sql_query(
+        "SELECT tbl, group_concat(coalesce(idx, '') || '=' || stat, ';') AS stat
+         FROM sqlite_stat1 WHERE tbl LIKE 'solidq\\_%' ESCAPE '\\' GROUP BY tbl",
+    )
+    .load(conn)?;
+    Ok(rows.into_iter().map(|r| (r.tbl, r.stat)).collect())
 }

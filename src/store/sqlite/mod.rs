@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use chrono::NaiveDateTime;
 
-use diesel::connection::{AnsiTransactionManager, SimpleConnection, TransactionManager};
+use diesel::connection::{AnsiTransactionManager, TransactionManager};
 use diesel::sql_types::{BigInt, Integer, Nullable, Text, Timestamp};
 use diesel::{Connection, QueryResult, QueryableByName, RunQueryDsl, SqliteConnection, sql_query};
 
@@ -348,68 +348,6 @@ impl AdminDriver for SqliteConnection {
     fn db_now(&mut self) -> QueryResult<NaiveDateTime> {
         Ok(utc_now())
     }
-
-    fn tables_tend(&mut self) -> QueryResult<Vec<String>> {
-        // No dead rows to vacuum in SQLite (freed pages are reused); keep
-        // the planner's statistics current: `PRAGMA optimize` analyzes the
-        // tables (of every connection, 0x10000) whose size changed enough
-        // since their last analysis. Reported: the tables it analyzed.
-        let before = table_stats(self)?;
-        self.batch_execute("PRAGMA optimize = 0x10002")?;
-        let after = table_stats(self)?;
-        let mut analyzed: Vec<String> = after
-            .into_iter()
-            .filter(|(table, stat)| before.get(table) != Some(stat))
-            .map(|(table, _)| format!("ANALYZE {table} "))
-            .collect();
-        analyzed.sort();
-        Ok(analyzed)
-    }
-
-    fn audit_insert(
-        &mut self,
-        entry: &crate::store::NewAudit<'_>,
-    ) -> QueryResult<crate::store::AuditRow> {
-        audit::audit_insert(self, entry)
-    }
-
-    fn job_stats_add(&mut self, rows: &[&crate::store::StatsDelta]) -> QueryResult<()> {
-        stats::job_stats_add(self, rows)
-    }
-
-    fn job_stats_fold(&mut self, older_than: Duration) -> QueryResult<usize> {
-        stats::job_stats_fold(self, older_than)
-    }
-
-    fn database_health(&mut self) -> QueryResult<crate::store::HealthFacts> {
-        health::database_health(self)
-    }
-}
-
-#[derive(QueryableByName)]
-struct TableStat {
-    #[diesel(sql_type = Text)]
-    tbl: String,
-    #[diesel(sql_type = Text)]
-    stat: String,
-}
-
-/// solidq's tables' planner statistics (`sqlite_stat1`, once it exists),
-/// one string per table.
-fn table_stats(conn: &mut SqliteConnection) -> QueryResult<HashMap<String, String>> {
-    let exists: Vec<TableStat> = sql_query(
-        "SELECT name AS tbl, '' AS stat FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_stat1'",
-    )
-    .load(conn)?;
-    if exists.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let rows: Vec<TableStat> = sql_query(
-        "SELECT tbl, group_concat(coalesce(idx, '') || '=' || stat, ';') AS stat
-         FROM sqlite_stat1 WHERE tbl LIKE 'solidq\\_%' ESCAPE '\\' GROUP BY tbl",
-    )
-    .load(conn)?;
-    Ok(rows.into_iter().map(|r| (r.tbl, r.stat)).collect())
 }
 
 fn minus(now: NaiveDateTime, d: Duration) -> NaiveDateTime {

@@ -11,7 +11,7 @@ use diesel::{QueryResult, QueryableByName, RunQueryDsl, SqliteConnection, sql_qu
 
 use super::{minus, write_tx};
 use crate::store::named::named;
-use crate::store::{Cached, StatsDelta, TOTALS_BUCKET, utc_now};
+use crate::store::{Cached, StatsDelta, StatsDriver, TOTALS_BUCKET, utc_now};
 
 const SQL: &str = include_str!("stats.sql");
 const ADD: &str = named(SQL, "add_deltas");
@@ -25,51 +25,52 @@ struct Flag {
     v: bool,
 }
 
-pub(super) fn job_stats_add(conn: &mut SqliteConnection, rows: &[&StatsDelta]) -> QueryResult<()> {
-    write_tx(conn, |conn| {
-        for row in rows {
+impl StatsDriver for SqliteConnection {
+    fn job_stats_add(&mut self, rows: &[&StatsDelta]) -> QueryResult<()> {
+        let conn = self;
+        write_tx(conn, |conn| {
+            for row in rows {
+                Cached(
+                    sql_query(ADD)
+                        .bind::<Timestamp, _>(row.bucket)
+                        .bind::<Text, _>(&row.queue_name)
+                        .bind::<Text, _>(&row.kind)
+                        .bind::<Text, _>(row.outcome.as_str())
+                        .bind::<BigInt, _>(row.jobs)
+                        .bind::<BigInt, _>(row.wait_ms)
+                        .bind::<BigInt, _>(row.run_ms),
+                )
+                .execute(conn)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn job_stats_fold(&mut self, older_than: Duration) -> QueryResult<usize> {
+        let conn = self;
+        let cutoff = minus(utc_now(), older_than);
+        let any: Flag = Cached(
+            sql_query(ANY_OLD)
+                .bind::<Timestamp, _>(TOTALS_BUCKET)
+                .bind::<Timestamp, _>(cutoff),
+        )
+        .get_result(conn)?;
+        if !any.v {
+            return Ok(0);
+        }
+        write_tx(conn, |conn| {
             Cached(
-                sql_query(ADD)
-                    .bind::<Timestamp, _>(row.bucket)
-                    .bind::<Text, _>(&row.queue_name)
-                    .bind::<Text, _>(&row.kind)
-                    .bind::<Text, _>(row.outcome.as_str())
-                    .bind::<BigInt, _>(row.jobs)
-                    .bind::<BigInt, _>(row.wait_ms)
-                    .bind::<BigInt, _>(row.run_ms),
+                sql_query(FOLD_ADD)
+                    .bind::<Timestamp, _>(TOTALS_BUCKET)
+                    .bind::<Timestamp, _>(cutoff),
             )
             .execute(conn)?;
-        }
-        Ok(())
-    })
-}
-
-pub(super) fn job_stats_fold(
-    conn: &mut SqliteConnection,
-    older_than: Duration,
-) -> QueryResult<usize> {
-    let cutoff = minus(utc_now(), older_than);
-    let any: Flag = Cached(
-        sql_query(ANY_OLD)
-            .bind::<Timestamp, _>(TOTALS_BUCKET)
-            .bind::<Timestamp, _>(cutoff),
-    )
-    .get_result(conn)?;
-    if !any.v {
-        return Ok(0);
+            Cached(
+                sql_query(FOLD_DELETE)
+                    .bind::<Timestamp, _>(TOTALS_BUCKET)
+                    .bind::<Timestamp, _>(cutoff),
+            )
+            .execute(conn)
+        })
     }
-    write_tx(conn, |conn| {
-        Cached(
-            sql_query(FOLD_ADD)
-                .bind::<Timestamp, _>(TOTALS_BUCKET)
-                .bind::<Timestamp, _>(cutoff),
-        )
-        .execute(conn)?;
-        Cached(
-            sql_query(FOLD_DELETE)
-                .bind::<Timestamp, _>(TOTALS_BUCKET)
-                .bind::<Timestamp, _>(cutoff),
-        )
-        .execute(conn)
-    })
 }
