@@ -131,6 +131,10 @@ pub(crate) trait ClaimsDriver {
     /// the worker's queue order, then priority, then id: the first
     /// `limits.immediate` recorded as started, then up to `limits.ahead` of
     /// `limits.fast_kinds` (at-least-once only) recorded as not started.
+    /// PostgreSQL and MySQL claim inside the caller's transaction, and
+    /// return the claimed jobs before its `COMMIT` (so a lost answer to
+    /// the `COMMIT` can be resolved); SQLite looks without the write lock
+    /// first, then takes it itself.
     fn ready_claim(
         &mut self,
         claim: &ClaimQuery,

@@ -163,7 +163,7 @@ fn server<C: diesel::Connection>(
 }
 
 #[cfg(feature = "postgres")]
-fn postgres_url() -> Option<String> {
+pub(super) fn postgres_url() -> Option<String> {
     use diesel::connection::SimpleConnection;
     let (url, mut admin) = server::<diesel::PgConnection>(
         "SOLIDQ_TEST_POSTGRES_URL",
@@ -179,12 +179,12 @@ fn postgres_url() -> Option<String> {
 }
 
 #[cfg(not(feature = "postgres"))]
-fn postgres_url() -> Option<String> {
+pub(super) fn postgres_url() -> Option<String> {
     None
 }
 
 #[cfg(feature = "mysql")]
-fn mysql_url() -> Option<String> {
+pub(super) fn mysql_url() -> Option<String> {
     use diesel::connection::SimpleConnection;
     let (url, mut admin) = server::<diesel::MysqlConnection>(
         "SOLIDQ_TEST_MYSQL_URL",
@@ -201,7 +201,7 @@ fn mysql_url() -> Option<String> {
 }
 
 #[cfg(not(feature = "mysql"))]
-fn mysql_url() -> Option<String> {
+pub(super) fn mysql_url() -> Option<String> {
     None
 }
 

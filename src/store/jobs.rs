@@ -15,13 +15,15 @@ const CLAIM_RESOLVE_ATTEMPTS: u32 = 6;
 impl Store {
     /// Claims jobs for `process_id` within `limits`.
     ///
-    /// On PostgreSQL the claim is one statement in an explicit
-    /// transaction. A claim whose reply is lost with its connection may
-    /// have committed, and the jobs it took would then stay claimed by a
-    /// live process that does not know them, run by nobody. In a
-    /// transaction, the statement's rows arrive before the `COMMIT`: when
-    /// only the `COMMIT`'s answer is lost, the claims are read back on a
-    /// fresh connection (see [`Store::claims_resolve`]).
+    /// On PostgreSQL and MySQL the claim runs in an explicit transaction
+    /// (one statement on PostgreSQL, several on MySQL). A claim whose
+    /// reply is lost with its connection may have committed, and the jobs
+    /// it took would then stay claimed by a live process that does not
+    /// know them, run by nobody. In a transaction, the claimed rows arrive
+    /// before the `COMMIT`: when only the `COMMIT`'s answer is lost, the
+    /// claims are read back on a fresh connection (see
+    /// [`Store::claims_resolve`]). SQLite's connections are never lost
+    /// (it looks without the write lock first, then takes it itself).
     pub(crate) fn ready_claim(
         &self,
         claim: &ClaimQuery,
@@ -31,8 +33,7 @@ impl Store {
         if limits.total() == 0 {
             return Ok(Vec::new());
         }
-        if self.backend() != Backend::Postgres {
-            // SQLite's connections are never lost.
+        if self.backend() == Backend::Sqlite {
             return self.with_driver("ready_claim", |d| d.ready_claim(claim, process_id, limits));
         }
         let mut claimed: Option<Vec<ClaimedJob>> = None;

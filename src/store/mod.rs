@@ -33,6 +33,8 @@ mod health;
 mod info;
 mod jobs;
 mod listener;
+#[cfg(all(test, any(feature = "postgres", feature = "mysql")))]
+mod lost_commit;
 #[cfg(feature = "mysql")]
 mod mysql;
 mod named;

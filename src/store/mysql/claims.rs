@@ -32,47 +32,44 @@ impl ClaimsDriver for MysqlConnection {
         process_id: i64,
         limits: &ClaimLimits,
     ) -> QueryResult<Vec<ClaimedJob>> {
-        let positions = write_tx(self, |c| {
-            let alive: Scalar =
-                Cached(sql_query(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
-            if alive.v == 0 {
-                return Ok(HashMap::new());
-            }
-            let mut placed = load_candidates(c, claim, limits.immediate, None)?;
-            let started: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
-            // Beyond the idle threads: only jobs of fast kinds, and never
-            // at-most-once ones.
-            if !limits.fast_kinds.is_empty() {
-                let ahead = Some((limits.fast_kinds.as_slice(), started.as_slice()));
-                placed.extend(load_candidates(c, claim, limits.ahead, ahead)?);
-            }
-            if placed.is_empty() {
-                return Ok(HashMap::new());
-            }
-            let picked: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
-            let ids_json = json_ids(&picked);
-            Cached(sql_query(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
-            Cached(
-                sql_query(INSERT_CLAIMED)
-                    .bind::<BigInt, _>(process_id)
-                    .bind::<Text, _>(json_ids(&started))
-                    .bind::<Text, _>(&ids_json),
-            )
-            .execute(c)?;
-            Ok(placed.into_iter().collect::<HashMap<i64, i64>>())
-        })?;
-        if positions.is_empty() {
+        // In the caller's transaction (the lifecycle's, which reads a claim
+        // back when its COMMIT's answer is lost): the claimed jobs are read
+        // before the COMMIT, so they are known whenever it may have
+        // committed.
+        let c = self;
+        let alive: Scalar =
+            Cached(sql_query(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
+        if alive.v == 0 {
             return Ok(Vec::new());
         }
-        let picked: Vec<i64> = positions.keys().copied().collect();
-        // Read after the commit: a claimed job's row changes only through
-        // its claim's holder.
+        let mut placed = load_candidates(c, claim, limits.immediate, None)?;
+        let started: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
+        // Beyond the idle threads: only jobs of fast kinds, and never
+        // at-most-once ones.
+        if !limits.fast_kinds.is_empty() {
+            let ahead = Some((limits.fast_kinds.as_slice(), started.as_slice()));
+            placed.extend(load_candidates(c, claim, limits.ahead, ahead)?);
+        }
+        if placed.is_empty() {
+            return Ok(Vec::new());
+        }
+        let picked: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
+        let ids_json = json_ids(&picked);
+        Cached(sql_query(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
+        Cached(
+            sql_query(INSERT_CLAIMED)
+                .bind::<BigInt, _>(process_id)
+                .bind::<Text, _>(json_ids(&started))
+                .bind::<Text, _>(&ids_json),
+        )
+        .execute(c)?;
+        let positions: HashMap<i64, i64> = placed.into_iter().collect();
         let mut jobs: Vec<ClaimedJob> = Cached(
             sql_query(SELECT_CLAIMED_JOBS)
-                .bind::<Text, _>(json_ids(&picked))
+                .bind::<Text, _>(ids_json)
                 .bind::<BigInt, _>(process_id),
         )
-        .load(self)?;
+        .load(c)?;
         for job in &mut jobs {
             job.position = positions.get(&job.id).copied().unwrap_or(job.id);
         }

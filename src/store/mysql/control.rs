@@ -38,32 +38,6 @@ const PENDING_TABLES: [(&str, &str); 3] = [
     (LOCK_BLOCKED, DELETE_BLOCKED),
 ];
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::fair::{READY_COLUMNS, ready_rows_sql};
-    use crate::store::mysql::IDS;
-
-    fn words(sql: &str) -> String {
-        sql.split_whitespace().collect::<Vec<_>>().join(" ")
-    }
-
-    /// control.sql holds the text store::fair makes for these arguments:
-    /// a change there must be made here too.
-    #[test]
-    fn the_ready_rows_of_blocked_jobs_run_now_are_placed_as_store_fair_places_them() {
-        let fair = format!(
-            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {} ORDER BY id",
-            ready_rows_sql(
-                "j",
-                "j.scheduled_at",
-                &format!("FROM {IDS} STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value")
-            )
-        );
-        assert_eq!(words(READY_FROM_JOBS), words(&fair));
-    }
-}
-
 impl ControlDriver for MysqlConnection {
     /// Per execution table: lock the rows of `ids`, delete them. Then the
     /// jobs' facts. Inside a transaction.
@@ -146,5 +120,31 @@ impl ControlDriver for MysqlConnection {
             }
             Ok(asked)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::fair::{READY_COLUMNS, ready_rows_sql};
+    use crate::store::mysql::IDS;
+
+    fn words(sql: &str) -> String {
+        sql.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// control.sql holds the text store::fair makes for these arguments:
+    /// a change there must be made here too.
+    #[test]
+    fn the_ready_rows_of_blocked_jobs_run_now_are_placed_as_store_fair_places_them() {
+        let fair = format!(
+            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {} ORDER BY id",
+            ready_rows_sql(
+                "j",
+                "j.scheduled_at",
+                &format!("FROM {IDS} STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value")
+            )
+        );
+        assert_eq!(words(READY_FROM_JOBS), words(&fair));
     }
 }

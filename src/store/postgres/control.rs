@@ -21,35 +21,6 @@ struct IdRow {
     id: i64,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::CANCEL_CHANNEL_QUEUE;
-    use crate::store::fair::{READY_COLUMNS, ready_rows_sql};
-
-    fn words(sql: &str) -> String {
-        sql.split_whitespace().collect::<Vec<_>>().join(" ")
-    }
-
-    /// control.sql holds the text store::fair makes for these arguments:
-    /// a change there must be made here too.
-    #[test]
-    fn the_ready_rows_of_blocked_jobs_run_now_are_placed_as_store_fair_places_them() {
-        let fair = format!(
-            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {} RETURNING queue_name",
-            ready_rows_sql("upd", "LOCALTIMESTAMP", "FROM upd")
-        );
-        assert!(words(BLOCKED_RUN_NOW).ends_with(&words(&fair)));
-    }
-
-    /// The workers hear a cancellation under the reserved queue name.
-    #[test]
-    fn a_cancellation_is_notified_as_the_reserved_queue_name() {
-        let payload = format!("current_schema() || ':{CANCEL_CHANNEL_QUEUE}')");
-        assert!(REQUEST_CANCEL.contains(&payload));
-    }
-}
-
 impl ControlDriver for PgConnection {
     fn pending_remove(&mut self, ids: &[i64]) -> QueryResult<Vec<RemovedPending>> {
         let conn = self;
@@ -78,5 +49,34 @@ impl ControlDriver for PgConnection {
         let rows: Vec<IdRow> =
             Cached(sql_query(REQUEST_CANCEL).bind::<Array<BigInt>, _>(ids)).load(conn)?;
         Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::CANCEL_CHANNEL_QUEUE;
+    use crate::store::fair::{READY_COLUMNS, ready_rows_sql};
+
+    fn words(sql: &str) -> String {
+        sql.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// control.sql holds the text store::fair makes for these arguments:
+    /// a change there must be made here too.
+    #[test]
+    fn the_ready_rows_of_blocked_jobs_run_now_are_placed_as_store_fair_places_them() {
+        let fair = format!(
+            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {} RETURNING queue_name",
+            ready_rows_sql("upd", "LOCALTIMESTAMP", "FROM upd")
+        );
+        assert!(words(BLOCKED_RUN_NOW).ends_with(&words(&fair)));
+    }
+
+    /// The workers hear a cancellation under the reserved queue name.
+    #[test]
+    fn a_cancellation_is_notified_as_the_reserved_queue_name() {
+        let payload = format!("current_schema() || ':{CANCEL_CHANNEL_QUEUE}')");
+        assert!(REQUEST_CANCEL.contains(&payload));
     }
 }

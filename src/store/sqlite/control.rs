@@ -27,31 +27,6 @@ struct IdRow {
     id: i64,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::fair::{READY_COLUMNS, ready_rows_sql};
-
-    fn words(sql: &str) -> String {
-        sql.split_whitespace().collect::<Vec<_>>().join(" ")
-    }
-
-    /// control.sql holds the text store::fair makes for these arguments:
-    /// a change there must be made here too.
-    #[test]
-    fn the_ready_rows_of_blocked_jobs_run_now_are_placed_as_store_fair_places_them() {
-        let fair = format!(
-            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {}",
-            ready_rows_sql(
-                "j",
-                "?2",
-                "FROM solidq_jobs j WHERE j.id IN (SELECT value FROM json_each(?1))"
-            )
-        );
-        assert_eq!(words(READY_FROM_JOBS), words(&fair));
-    }
-}
-
 impl ControlDriver for SqliteConnection {
     fn pending_remove(&mut self, ids: &[i64]) -> QueryResult<Vec<RemovedPending>> {
         let conn = self;
@@ -127,5 +102,30 @@ impl ControlDriver for SqliteConnection {
         )
         .load(conn)?;
         Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::fair::{READY_COLUMNS, ready_rows_sql};
+
+    fn words(sql: &str) -> String {
+        sql.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// control.sql holds the text store::fair makes for these arguments:
+    /// a change there must be made here too.
+    #[test]
+    fn the_ready_rows_of_blocked_jobs_run_now_are_placed_as_store_fair_places_them() {
+        let fair = format!(
+            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {}",
+            ready_rows_sql(
+                "j",
+                "?2",
+                "FROM solidq_jobs j WHERE j.id IN (SELECT value FROM json_each(?1))"
+            )
+        );
+        assert_eq!(words(READY_FROM_JOBS), words(&fair));
     }
 }

@@ -1,0 +1,192 @@
+//! A claim whose `COMMIT` reached the server and committed, but whose
+//! answer never came back (the connection died in between): the jobs it
+//! took must be run by the process that holds them, not stranded under a
+//! live process that does not know them. A real server behind a TCP relay
+//! that forwards the `COMMIT` and then drops the connection instead of
+//! its answer; PostgreSQL and MySQL (SQLite's connections are never lost).
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use super::conformance::{mysql_url, postgres_url};
+use super::{ClaimLimits, ClaimQuery, NewJob, NewProcess, PoolOptions, SqliteSettings, Store};
+use crate::types::{Backend, DatabaseUrl, Delivery, QueuePattern};
+
+/// Relays connections to `upstream`; once armed, the first `COMMIT` a
+/// client sends is forwarded and its connection closed before the
+/// server's answer is passed back.
+struct CommitEater {
+    port: u16,
+    armed: Arc<AtomicBool>,
+    eaten: Arc<AtomicUsize>,
+}
+
+impl CommitEater {
+    fn start(upstream: String) -> CommitEater {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the relay");
+        let port = listener.local_addr().unwrap().port();
+        let armed = Arc::new(AtomicBool::new(false));
+        let eaten = Arc::new(AtomicUsize::new(0));
+        let (a, e) = (armed.clone(), eaten.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                let doomed = Arc::new(AtomicBool::new(false));
+                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let (armed, eaten, d) = (a.clone(), e.clone(), doomed.clone());
+                std::thread::spawn(move || {
+                    relay(c2, s2, |chunk| {
+                        if is_commit(chunk) && armed.swap(false, Ordering::SeqCst) {
+                            d.store(true, Ordering::SeqCst);
+                            eaten.fetch_add(1, Ordering::SeqCst);
+                        }
+                        true
+                    })
+                });
+                std::thread::spawn(move || {
+                    relay(server, client, |_| !doomed.load(Ordering::SeqCst))
+                });
+            }
+        });
+        CommitEater { port, armed, eaten }
+    }
+}
+
+/// Whether `chunk` is a `COMMIT` statement: PostgreSQL's simple query
+/// (`Q`, its length, `COMMIT\0`) or MySQL's `COM_QUERY` (its header, 3,
+/// `COMMIT`), not a text that holds the word (`READ COMMITTED`).
+fn is_commit(chunk: &[u8]) -> bool {
+    chunk == b"Q\0\0\0\x0bCOMMIT\0" || (chunk.len() == 11 && chunk.ends_with(b"\x03COMMIT"))
+}
+
+/// Copies `from` to `to` while `pass(chunk)` allows each chunk (it is
+/// asked before the chunk is written); closes both ways at the end.
+fn relay(mut from: TcpStream, mut to: TcpStream, mut pass: impl FnMut(&[u8]) -> bool) {
+    let mut buffer = [0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if !pass(&buffer[..n]) || to.write_all(&buffer[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = from.shutdown(Shutdown::Both);
+    let _ = to.shutdown(Shutdown::Both);
+}
+
+fn job() -> NewJob {
+    NewJob {
+        queue_name: "lost".into(),
+        kind: "lost_commit".into(),
+        arguments: "null".into(),
+        priority: 0,
+        unique_key: None,
+        concurrency_key: None,
+        fairness_key: None,
+        options: "{}".into(),
+        delivery: Delivery::AtLeastOnce,
+        max_attempts: 1,
+        max_stalled_count: None,
+        run_at: None,
+        delay: Duration::ZERO,
+    }
+}
+
+fn a_claim_whose_commit_answer_is_lost_runs_its_jobs(backend: Backend) {
+    let url = match backend {
+        Backend::Postgres => postgres_url(),
+        Backend::Mysql => mysql_url(),
+        Backend::Sqlite => unreachable!("SQLite's connections are never lost"),
+    };
+    let Some(url) = url else { return };
+    let options = PoolOptions {
+        size: 2,
+        timeout: Duration::from_secs(10),
+        sqlite: SqliteSettings::default(),
+    };
+    let direct = Store::connect(&DatabaseUrl::parse(&url).unwrap(), &options).unwrap();
+    direct.migrate().unwrap();
+    let ids: Vec<i64> = direct
+        .jobs_enqueue(&[job(), job(), job()])
+        .unwrap()
+        .outcome
+        .into_iter()
+        .map(|o| o.unwrap())
+        .collect();
+    let process = direct
+        .process_register(&NewProcess {
+            kind: "worker".into(),
+            name: "lost-commit".into(),
+            pid: 1,
+            hostname: "test".into(),
+            supervisor_id: None,
+            metadata: "{}".into(),
+        })
+        .unwrap();
+
+    // The same database through the relay.
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let (authority, path) = rest.split_once('/').unwrap();
+    let (credentials, host) = authority
+        .rsplit_once('@')
+        .map_or(("", authority), |(c, h)| (c, h));
+    let relay = CommitEater::start(host.to_string());
+    let at = if credentials.is_empty() { "" } else { "@" };
+    let mut relayed = format!(
+        "{scheme}://{credentials}{at}127.0.0.1:{}/{path}",
+        relay.port
+    );
+    if backend == Backend::Postgres {
+        // In the clear, so the relay can see the COMMIT.
+        relayed.push(if path.contains('?') { '&' } else { '?' });
+        relayed.push_str("sslmode=disable");
+    }
+    let store = Store::connect(&DatabaseUrl::parse(&relayed).unwrap(), &options).unwrap();
+
+    let claim = ClaimQuery::new(vec![QueuePattern::parse("lost").unwrap()]);
+    let limits = ClaimLimits {
+        immediate: 3,
+        ahead: 0,
+        fast_kinds: Vec::new(),
+    };
+    relay.armed.store(true, Ordering::SeqCst);
+    let claimed = store
+        .ready_claim(&claim, process, &limits)
+        .expect("the lost claim is read back, not reported failed");
+    assert_eq!(
+        relay.eaten.load(Ordering::SeqCst),
+        1,
+        "the relay swallowed the answer to the claim's COMMIT"
+    );
+    let mut got: Vec<i64> = claimed.iter().map(|j| j.id).collect();
+    got.sort_unstable();
+    assert_eq!(
+        got, ids,
+        "the claim committed, and its jobs are this process's to run"
+    );
+    let mut held = direct
+        .with_driver("claimed_held", |d| d.claimed_held(process, &ids))
+        .unwrap();
+    held.sort_unstable();
+    assert_eq!(held, ids, "the claims are in the database");
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_a_claim_whose_commit_answer_is_lost_runs_its_jobs() {
+    a_claim_whose_commit_answer_is_lost_runs_its_jobs(Backend::Postgres);
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn mysql_a_claim_whose_commit_answer_is_lost_runs_its_jobs() {
+    a_claim_whose_commit_answer_is_lost_runs_its_jobs(Backend::Mysql);
+}
