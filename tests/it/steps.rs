@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::child::Child;
 use common::jobs::{self, Stepper, stepper_lines};
-use common::{TestDb, assert_invariants, wait_for};
+use common::{TestDb, assert_invariants, wait_for, wait_until};
 use solidq::{Backoff, EnqueueOptions, JobStatus, Queue};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -253,10 +253,17 @@ fn a_frozen_worker_that_lost_its_claim_writes_no_checkpoint(db: &TestDb) {
     victim.freeze_outside_a_write(&db.url);
     let stored = stored_cursor(&queue, id, "two").expect("a cursor in step two");
     let peer = Child::worker(&db.url, &[("SOLIDQ_TEST_ALIVE_MS", "1000")]);
-    wait_for("the peer to finish the job", WAIT, || {
-        queue.job(id).unwrap().status == JobStatus::Succeeded
+    let finished = wait_until(WAIT, || {
+        let job = queue.job(id).unwrap();
+        (job.status == JobStatus::Succeeded).then_some(job)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "timed out after {WAIT:?} waiting for the peer to finish the job ({:?}); the peer logged:\n{}",
+            queue.job(id).unwrap(),
+            peer.logs()
+        )
     });
-    let finished = queue.job(id).unwrap();
     assert_eq!(
         finished.checkpoint,
         Some(serde_json::json!({ "done": ["one", "two", "three"] }))

@@ -116,7 +116,8 @@ fn a_frozen_worker_starts_none_of_the_jobs_it_claimed_ahead(db: &TestDb) {
         assert!(
             std::time::Instant::now() < deadline,
             "timed out after {WAIT:?} waiting for the peer to run every job claimed ahead \
-             (victim row left: {}, its claims: {}, ledger starts: {}, open transactions: {})",
+             (victim row left: {}, its claims: {}, ledger starts: {}, open transactions: {})\n\
+             the peer logged:\n{}",
             db.scalar(&format!(
                 "SELECT count(*) AS v FROM solidq_processes WHERE id = {victim_row}"
             )),
@@ -125,6 +126,7 @@ fn a_frozen_worker_starts_none_of_the_jobs_it_claimed_ahead(db: &TestDb) {
             )),
             file_ledger_starts(&ledger).len(),
             open_transactions(db),
+            peer.logs(),
         );
         std::thread::sleep(Duration::from_millis(20));
     }

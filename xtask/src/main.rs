@@ -16,15 +16,17 @@
 //! says up front which servers it found. Arguments after `--` go to
 //! `cargo test` (`cargo xtask test -- outage::`), in one run.
 //!
-//! Without arguments it runs the suite in two phases: every test that may
-//! run beside others, `RUST_TEST_THREADS` at a time (2 unless set), then
-//! the few that measure a rate or a time (`::alone::` in their names), one
-//! at a time.
+//! Without arguments it builds every test binary once, then runs the
+//! suite in two phases: every test that may run beside others (the
+//! integration tests `RUST_TEST_THREADS` at a time, 2 unless set, with the
+//! other test binaries and the doctests beside them), then the few that
+//! measure a rate or a time (`::alone::` in their names), three at a time
+//! with nothing else running.
 
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const POSTGRES_DEFAULT: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 const MYSQL_DEFAULT: &str = "mysql://root@127.0.0.1:3306/test";
@@ -94,22 +96,222 @@ fn test(rest: &[String]) -> ExitCode {
         // A run of the caller's choosing: as asked, in one go.
         return cargo_test(&features, &rest, &threads);
     }
-    // The whole suite in two phases: first every test that may run beside
-    // others, `threads` at a time; then the tests that measure a rate or a
-    // time (`::alone::` in their names, tests/it/common/mod.rs), one at a
-    // time, so none of them waits for the machine to empty first.
-    let shared = ["--".to_string(), "--skip".into(), "::alone::".into()];
-    let code = cargo_test(&features, &shared, &threads);
-    if code != ExitCode::SUCCESS {
-        return code;
+    suite(&features, &threads)
+}
+
+/// The whole suite, built once, then run in two phases:
+///
+/// 1. every test that may run beside others: the integration binary
+///    (`it`, `threads` tests at a time, without its `::alone::` tests)
+///    and, beside it, each other test binary one after another (the unit
+///    tests, `deadlocks`), then the doctests; `cargo test` would run the
+///    binaries one after another, and `deadlocks` alone takes about 40 s
+///    of mostly waiting;
+/// 2. the tests that measure a rate or a time (`::alone::` in their
+///    names, tests/it/common/mod.rs), one at a time, so none of them
+///    waits for the machine to empty first.
+fn suite(features: &[String], threads: &str) -> ExitCode {
+    let binaries = match build(features) {
+        Ok(binaries) => binaries,
+        Err(code) => return code,
+    };
+    let (it, others): (Vec<&TestBinary>, Vec<&TestBinary>) =
+        binaries.iter().partition(|b| b.name == "it");
+    let Some(it) = it.first() else {
+        eprintln!("xtask: cargo built no `it` test binary");
+        return ExitCode::FAILURE;
+    };
+    let started = Instant::now();
+    // The longest tests first, in a process of their own, so they do not
+    // start last and end the phase alone.
+    let mut first_args = Vec::new();
+    let mut rest_args = vec!["--skip", "::alone::"];
+    for filter in FIRST {
+        first_args.push(*filter);
+        rest_args.extend(["--skip", filter]);
     }
-    let alone = [
-        "--test".to_string(),
-        "it".into(),
-        "--".into(),
-        "::alone::".into(),
-    ];
-    cargo_test(&features, &alone, "1")
+    first_args.extend(["--skip", "::alone::"]);
+    let first = it.spawn(&first_args, &FIRST.len().max(1).to_string());
+    let shared = it.spawn(&rest_args, threads);
+    // Beside it: the other binaries in turn, their output held and shown
+    // whole when each ends (so it does not interleave with `it`'s).
+    let mut failed = Vec::new();
+    for binary in &others {
+        let output = binary.output(&[], "4");
+        print!("{output}");
+        if !output.passed {
+            failed.push(binary.label());
+        }
+    }
+    if !doctests(features) {
+        failed.push("the doctests".into());
+    }
+    for (lane, child) in [("the longest tests", first), ("shared phase", shared)] {
+        match child.and_then(|mut child| child.wait()) {
+            Ok(status) if status.success() => {}
+            Ok(_) => failed.push(format!("{} ({lane})", it.label())),
+            Err(error) => {
+                eprintln!("xtask: could not run {}: {error}", it.label());
+                failed.push(it.label());
+            }
+        }
+    }
+    println!("xtask: phase 1 (shared) took {:.1?}", started.elapsed());
+    if !failed.is_empty() {
+        eprintln!("xtask: failed: {}", failed.join(", "));
+        return ExitCode::FAILURE;
+    }
+    let started = Instant::now();
+    let alone = it
+        .command(&["::alone::"], &ALONE_AT_ONCE.to_string())
+        .env("SOLIDQ_TEST_ALONE_AT_ONCE", ALONE_AT_ONCE.to_string())
+        .spawn()
+        .and_then(|mut child| child.wait());
+    println!("xtask: phase 2 (alone) took {:.1?}", started.elapsed());
+    match alone {
+        Ok(status) if status.success() => ExitCode::SUCCESS,
+        Ok(_) => {
+            eprintln!("xtask: failed: {} (alone phase)", it.label());
+            ExitCode::FAILURE
+        }
+        Err(error) => {
+            eprintln!("xtask: could not run {}: {error}", it.label());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// How many of the tests that measure a rate or a time run at once in
+/// the second phase: each keeps its margins with two others beside it
+/// (rates of ten a second, kills every 300 ms; the machine has two
+/// cores), none with the full suite.
+const ALONE_AT_ONCE: usize = 3;
+
+/// The integration tests that take longest (each about 20 s alone, 45 s
+/// in a full run: a browser clicking through the dashboard), by name.
+const FIRST: &[&str] = &["web_e2e::"];
+
+/// A test binary cargo built, and the package directory it runs in (as
+/// `cargo test` runs it).
+struct TestBinary {
+    name: String,
+    kind: String,
+    executable: PathBuf,
+    dir: PathBuf,
+}
+
+/// What a test binary printed, and whether it passed.
+struct Output {
+    text: String,
+    passed: bool,
+}
+
+impl std::fmt::Display for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl TestBinary {
+    fn label(&self) -> String {
+        format!("{} ({})", self.name, self.kind)
+    }
+
+    fn command(&self, args: &[&str], threads: &str) -> Command {
+        let mut command = Command::new(&self.executable);
+        command
+            .args(args)
+            .current_dir(&self.dir)
+            .env("RUST_TEST_THREADS", threads);
+        println!(
+            "xtask: RUST_TEST_THREADS={threads} {}{}",
+            self.label(),
+            args.iter().map(|a| format!(" {a}")).collect::<String>()
+        );
+        command
+    }
+
+    fn spawn(&self, args: &[&str], threads: &str) -> std::io::Result<std::process::Child> {
+        self.command(args, threads).spawn()
+    }
+
+    fn output(&self, args: &[&str], threads: &str) -> Output {
+        match self.command(args, threads).output() {
+            Ok(output) => Output {
+                text: format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                ),
+                passed: output.status.success(),
+            },
+            Err(error) => Output {
+                text: format!("xtask: could not run {}: {error}\n", self.label()),
+                passed: false,
+            },
+        }
+    }
+}
+
+/// Builds every test binary of the workspace's default members (`cargo
+/// test --no-run`), and lists them.
+fn build(features: &[String]) -> Result<Vec<TestBinary>, ExitCode> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    println!(
+        "xtask: cargo test --no-run{}",
+        features.iter().map(|a| format!(" {a}")).collect::<String>()
+    );
+    let output = Command::new(cargo)
+        .current_dir(workspace_root())
+        .args([
+            "test",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ])
+        .args(features)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|error| {
+            eprintln!("xtask: could not run cargo: {error}");
+            ExitCode::FAILURE
+        })?;
+    if !output.status.success() {
+        return Err(ExitCode::from(
+            output.status.code().unwrap_or(1).clamp(1, 255) as u8,
+        ));
+    }
+    let mut binaries = Vec::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if message["reason"] != "compiler-artifact" || message["profile"]["test"] != true {
+            continue;
+        }
+        let Some(executable) = message["executable"].as_str() else {
+            continue;
+        };
+        let manifest = PathBuf::from(message["manifest_path"].as_str().unwrap_or_default());
+        binaries.push(TestBinary {
+            name: message["target"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            kind: message["target"]["kind"][0]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            executable: PathBuf::from(executable),
+            dir: manifest.parent().map(PathBuf::from).unwrap_or_default(),
+        });
+    }
+    Ok(binaries)
+}
+
+/// The doctests (`cargo test --doc`), with the features the binaries
+/// were built with.
+fn doctests(features: &[String]) -> bool {
+    cargo_test(features, &["--doc".to_string()], "2") == ExitCode::SUCCESS
 }
 
 /// Runs `cargo test FEATURES ARGS` in the workspace root, `threads` tests

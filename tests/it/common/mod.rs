@@ -95,22 +95,83 @@ macro_rules! backend_tests {
 
 /// The machine, shared by the tests of one binary: the harness runs
 /// several at once (`RUST_TEST_THREADS`), which most tests do not mind;
-/// a test that measures a rate or a time runs [`alone`](machine::alone),
-/// while every test of `backend_tests!` waits. Writers go first (std's
-/// `RwLock` makes new readers wait behind a waiting writer).
+/// a test that measures a rate or a time runs [`alone`](machine::alone):
+/// with no [`shared`](machine::shared) test beside it, and with at most
+/// `SOLIDQ_TEST_ALONE_AT_ONCE` (1 unless set) other such tests. Waiting
+/// alone tests go first: no shared test starts while one waits.
 pub mod machine {
-    use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+    use std::sync::{Condvar, Mutex};
 
-    static MACHINE: RwLock<()> = RwLock::new(());
-
-    /// Runs beside other shared tests.
-    pub fn shared() -> RwLockReadGuard<'static, ()> {
-        MACHINE.read().unwrap_or_else(|p| p.into_inner())
+    #[derive(Default)]
+    struct State {
+        shared: usize,
+        alone: usize,
+        alone_waiting: usize,
     }
 
-    /// Runs with no other `backend_tests!` test at the same time.
-    pub fn alone() -> RwLockWriteGuard<'static, ()> {
-        MACHINE.write().unwrap_or_else(|p| p.into_inner())
+    static STATE: Mutex<State> = Mutex::new(State {
+        shared: 0,
+        alone: 0,
+        alone_waiting: 0,
+    });
+    static CHANGED: Condvar = Condvar::new();
+
+    fn state() -> std::sync::MutexGuard<'static, State> {
+        STATE.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait(guard: std::sync::MutexGuard<'static, State>) -> std::sync::MutexGuard<'static, State> {
+        CHANGED.wait(guard).unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many alone tests may run at once.
+    fn alone_at_once() -> usize {
+        std::env::var("SOLIDQ_TEST_ALONE_AT_ONCE")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(1)
+    }
+
+    /// Held while a test runs; its drop lets the others on.
+    pub struct Guard {
+        alone: bool,
+    }
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let mut state = state();
+            if self.alone {
+                state.alone -= 1;
+            } else {
+                state.shared -= 1;
+            }
+            CHANGED.notify_all();
+        }
+    }
+
+    /// Runs beside other shared tests.
+    pub fn shared() -> Guard {
+        let mut state = state();
+        while state.alone > 0 || state.alone_waiting > 0 {
+            state = wait(state);
+        }
+        state.shared += 1;
+        Guard { alone: false }
+    }
+
+    /// Runs with no shared test at the same time, and with at most
+    /// `SOLIDQ_TEST_ALONE_AT_ONCE - 1` other alone tests.
+    pub fn alone() -> Guard {
+        let limit = alone_at_once();
+        let mut state = state();
+        state.alone_waiting += 1;
+        while state.shared > 0 || state.alone >= limit {
+            state = wait(state);
+        }
+        state.alone_waiting -= 1;
+        state.alone += 1;
+        Guard { alone: true }
     }
 }
 
@@ -643,6 +704,21 @@ pub fn wait_for(what: &str, timeout: Duration, mut condition: impl FnMut() -> bo
             Instant::now() < deadline,
             "timed out after {timeout:?} waiting for {what}"
         );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Polls `probe` until it gives a value or `timeout` passes (`None`): for
+/// a wait whose failure message needs more than a name.
+pub fn wait_until<T>(timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return Some(value);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
 }
