@@ -9,6 +9,7 @@
 //! The `Store` methods that open those transactions are defined here, as
 //! `impl Store` blocks, so that callers above call them as before.
 
+mod claims;
 mod control;
 mod jobs;
 mod places;

@@ -1,0 +1,244 @@
+//! Claims: taking ready jobs for a process, reading back a claim whose
+//! `COMMIT` answer was lost, handing back claims that never started, and
+//! the progress of running jobs under their claim's fence.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use crate::store::{
+    ClaimLimits, ClaimQuery, ClaimedJob, Progress, Released, Store, driver, in_transaction,
+};
+use crate::types::{Backend, Result};
+
+/// How many times a claim whose `COMMIT` was lost is read back.
+const CLAIM_RESOLVE_ATTEMPTS: u32 = 6;
+
+impl Store {
+    /// Claims jobs for `process_id` within `limits`.
+    ///
+    /// On PostgreSQL and MySQL the claim runs in an explicit transaction
+    /// (one statement on PostgreSQL, several on MySQL). A claim whose
+    /// reply is lost with its connection may have committed, and the jobs
+    /// it took would then stay claimed by a live process that does not
+    /// know them, run by nobody. In a transaction, the claimed rows arrive
+    /// before the `COMMIT`: when only the `COMMIT`'s answer is lost, the
+    /// claims are read back on a fresh connection (see
+    /// [`Store::claims_resolve`]). SQLite's connections are never lost
+    /// (it looks without the write lock first, then takes it itself).
+    pub(crate) fn ready_claim(
+        &self,
+        claim: &ClaimQuery,
+        process_id: i64,
+        limits: &ClaimLimits,
+    ) -> Result<Vec<ClaimedJob>> {
+        if limits.total() == 0 {
+            return Ok(Vec::new());
+        }
+        if self.backend() == Backend::Sqlite {
+            return self.with_driver("ready_claim", |d| d.ready_claim(claim, process_id, limits));
+        }
+        let mut claimed: Option<Vec<ClaimedJob>> = None;
+        let result = self.with_driver("ready_claim", |d| {
+            claimed = None;
+            in_transaction(d, |d| {
+                let jobs = d.ready_claim(claim, process_id, limits)?;
+                claimed = Some(jobs.clone());
+                Ok(jobs)
+            })
+        });
+        match (result, claimed) {
+            (Err(error), Some(jobs)) if error.may_have_committed() && !jobs.is_empty() => {
+                self.claims_resolve(process_id, jobs, error)
+            }
+            (result, _) => result,
+        }
+    }
+
+    /// Reads back which of `jobs`, whose claim's `COMMIT` failed with
+    /// `error` (the connection lost: it may have committed), `process_id`
+    /// holds, and returns those: the others were not claimed and are still
+    /// ready. Retries the read a few times; if the database stays away,
+    /// returns `error`, and any of them claimed stays so until this
+    /// process stops or is pruned (both release its claims).
+    fn claims_resolve(
+        &self,
+        process_id: i64,
+        jobs: Vec<ClaimedJob>,
+        error: crate::types::Error,
+    ) -> Result<Vec<ClaimedJob>> {
+        let ids: Vec<i64> = jobs.iter().map(|j| j.id).collect();
+        log::warn!(
+            "claiming {} jobs: {error}; the claim may have committed, reading it back",
+            ids.len()
+        );
+        let mut pause = Duration::from_millis(100);
+        for _ in 0..CLAIM_RESOLVE_ATTEMPTS {
+            match self.with_read("claimed_held", |c| driver(c).claimed_held(process_id, &ids)) {
+                Ok(held) => {
+                    let held: HashSet<i64> = held.into_iter().collect();
+                    log::info!(
+                        "the lost claim committed for {} of {} jobs; running those",
+                        held.len(),
+                        ids.len()
+                    );
+                    return Ok(jobs.into_iter().filter(|j| held.contains(&j.id)).collect());
+                }
+                Err(read) => {
+                    log::warn!("reading back a lost claim failed ({read}); retrying in {pause:?}");
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+        log::error!(
+            "cannot tell whether this process (id {process_id}) claimed jobs {ids:?}; \
+             any it did are released when it stops or is pruned"
+        );
+        Err(error)
+    }
+
+    /// Stores running jobs' progress, each only while this process still
+    /// holds its claim.
+    pub(crate) fn jobs_progress(&self, rows: &[Progress]) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        self.with_driver("jobs_progress", |d| {
+            if rows.len() == 1 {
+                d.jobs_set_progress(rows)
+            } else {
+                in_transaction(d, |d| d.jobs_set_progress(rows))
+            }
+        })
+    }
+
+    /// Hands claimed jobs that never started back to ready (not a stall).
+    /// Returns the ids whose claim was still held.
+    pub(crate) fn claimed_release(&self, process_id: i64, job_ids: &[i64]) -> Result<Vec<i64>> {
+        self.with_driver("claimed_release", |d| {
+            in_transaction(d, |d| {
+                let held = d.claimed_delete_fenced(process_id, job_ids)?;
+                // A start granted under a rate limit was not used: give it
+                // back to the key's window.
+                if !held.is_empty() {
+                    d.rate_starts_forget(&held)?;
+                }
+                let rows: Vec<Released> = held
+                    .iter()
+                    .map(|&id| Released {
+                        id,
+                        stalled: false,
+                        error: None,
+                    })
+                    .collect();
+                if !rows.is_empty() {
+                    d.jobs_release(&rows)?;
+                }
+                Ok(held)
+            })
+        })
+    }
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use super::*;
+    use crate::store::{NewJob, NewProcess, PoolOptions, SqliteSettings};
+    use crate::types::{DatabaseUrl, Delivery, Error, QueuePattern};
+
+    fn job() -> NewJob {
+        NewJob {
+            queue_name: "default".into(),
+            kind: "noop".into(),
+            arguments: "null".into(),
+            priority: 0,
+            unique_key: None,
+            concurrency_key: None,
+            fairness_key: None,
+            options: "{}".into(),
+            delivery: Delivery::AtLeastOnce,
+            max_attempts: 1,
+            max_stalled_count: None,
+            run_at: None,
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// A claim whose `COMMIT` answer was lost: of the rows it returned,
+    /// only those the process holds are kept (its claim committed for
+    /// them); the others were never claimed and stay ready for anyone.
+    #[test]
+    fn a_claim_whose_commit_answer_was_lost_keeps_only_the_jobs_it_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = DatabaseUrl::parse(&dir.path().join("q.sqlite3").display().to_string()).unwrap();
+        let store = Store::connect(
+            &url,
+            &PoolOptions {
+                size: 2,
+                timeout: Duration::from_secs(5),
+                sqlite: SqliteSettings::default(),
+            },
+        )
+        .unwrap();
+        store.migrate().unwrap();
+        let ids: Vec<i64> = store
+            .jobs_enqueue(&[job(), job(), job(), job()])
+            .unwrap()
+            .outcome
+            .into_iter()
+            .map(|o| o.unwrap())
+            .collect();
+        let process = store
+            .process_register(&NewProcess {
+                kind: "worker".into(),
+                name: "claims-resolve".into(),
+                pid: 1,
+                hostname: "test".into(),
+                supervisor_id: None,
+                metadata: "{}".into(),
+            })
+            .unwrap();
+        let claim = ClaimQuery::new(vec![QueuePattern::parse("*").unwrap()]);
+        let limits = ClaimLimits {
+            immediate: 2,
+            ahead: 0,
+            fast_kinds: Vec::new(),
+        };
+        // What the lost claim returned: two it holds and two it does not
+        // (as if the transaction that claimed them had rolled back).
+        let held = store.ready_claim(&claim, process, &limits).unwrap();
+        assert_eq!(held.len(), 2);
+        let not_held: Vec<ClaimedJob> = ids
+            .iter()
+            .filter(|id| held.iter().all(|h| h.id != **id))
+            .map(|id| ClaimedJob {
+                id: *id,
+                ..held[0].clone()
+            })
+            .collect();
+        let mut returned = held.clone();
+        returned.extend(not_held.iter().cloned());
+        let lost = Error::Database {
+            operation: "ready_claim",
+            source: Box::new(diesel::result::Error::DatabaseError(
+                diesel::result::DatabaseErrorKind::ClosedConnection,
+                Box::new("server closed the connection unexpectedly".to_string()),
+            )),
+        };
+        assert!(lost.may_have_committed());
+        let sorted = |jobs: &[ClaimedJob]| {
+            let mut ids: Vec<i64> = jobs.iter().map(|j| j.id).collect();
+            ids.sort_unstable();
+            ids
+        };
+        let kept = store.claims_resolve(process, returned, lost).unwrap();
+        assert_eq!(
+            sorted(&kept),
+            sorted(&held),
+            "only the jobs whose claim exists"
+        );
+        // The others are still there for the next claim.
+        let next = store.ready_claim(&claim, process, &limits).unwrap();
+        assert_eq!(sorted(&next), sorted(&not_held));
+    }
+}
