@@ -22,7 +22,7 @@ use crate::common;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -318,7 +318,13 @@ fn worker(url: &str) -> Child {
 /// Enqueues a job every few milliseconds until `stop`, retrying through
 /// the outages under a unique key (a retry of an enqueue whose commit went
 /// unacknowledged finds the job it made); returns the acknowledged ids.
-fn producer(url: String, ledger: PathBuf, stop: Arc<AtomicBool>) -> JoinHandle<Vec<i64>> {
+/// `made` counts them as they are acknowledged.
+fn producer(
+    url: String,
+    ledger: PathBuf,
+    stop: Arc<AtomicBool>,
+    made: Arc<AtomicUsize>,
+) -> JoinHandle<Vec<i64>> {
     std::thread::spawn(move || {
         let queue = Queue::connect(&url).expect("connect");
         let mut ids = Vec::new();
@@ -335,6 +341,7 @@ fn producer(url: String, ledger: PathBuf, stop: Arc<AtomicBool>) -> JoinHandle<V
                 match queue.enqueue_or_existing(&job, options) {
                     Ok(Enqueued::New(id) | Enqueued::Existing(id)) => {
                         ids.push(id);
+                        made.fetch_add(1, Ordering::SeqCst);
                         break;
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(50)),
@@ -357,7 +364,13 @@ fn run(url: &str, outage: &Outage) {
         conn.scalar("SELECT COUNT(*) AS v FROM solidq_processes") == WORKERS as i64
     });
     let stop = Arc::new(AtomicBool::new(false));
-    let produced = producer(url.to_string(), ledger.clone(), Arc::clone(&stop));
+    let made = Arc::new(AtomicUsize::new(0));
+    let produced = producer(
+        url.to_string(),
+        ledger.clone(),
+        Arc::clone(&stop),
+        Arc::clone(&made),
+    );
 
     let mut resumed = Vec::new();
     for round in 0..ROUNDS {
@@ -387,6 +400,13 @@ fn run(url: &str, outage: &Outage) {
             }
         }
     }
+    // The rounds are timed, the load is counted: beside a busy suite the
+    // producer may not have made the jobs asserted below by now.
+    wait_for(
+        "the producer to have enqueued more than 500 jobs",
+        WAIT,
+        || made.load(Ordering::SeqCst) > 500,
+    );
     stop.store(true, Ordering::SeqCst);
     let ids = produced.join().expect("producer");
 
@@ -693,7 +713,12 @@ env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
     wait_for("the workers to register", WAIT, || workers().len() == 2);
     let pids = workers();
     let stop = Arc::new(AtomicBool::new(false));
-    let produced = producer(url.to_string(), ledger.clone(), Arc::clone(&stop));
+    let produced = producer(
+        url.to_string(),
+        ledger.clone(),
+        Arc::clone(&stop),
+        Arc::new(AtomicUsize::new(0)),
+    );
     let mut resumed = Vec::new();
     for (n, round) in rounds.iter().enumerate() {
         std::thread::sleep(Duration::from_secs(1));
