@@ -91,6 +91,7 @@ pub(crate) fn run_once(
 ) {
     let reason = ReleaseReason::Died {
         default_max_stalled: config.default_max_stalled,
+        cause: None,
     };
     let healthy = pruner.lease.healthy_for();
     if healthy >= config.alive_threshold {

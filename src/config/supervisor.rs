@@ -11,6 +11,8 @@
 //! max_stalled_count = 1
 //! sqlite_synchronous = "full"        # or "normal"; SOLIDQ_SQLITE_SYNCHRONOUS overrides
 //! max_payload_bytes = 1048576        # arguments and results; SOLIDQ_MAX_PAYLOAD_BYTES overrides
+//! restart_backoff_window = "1s"      # a worker process exiting sooner is crash-looping…
+//! restart_backoff_max = "10s"        # …and restarted after 100 ms, 200 ms, … up to this
 //!
 //! [dispatcher]
 //! polling_interval = "1s"
@@ -117,6 +119,18 @@ pub struct SupervisorConfig {
     /// to [`DEFAULT_MAX_STALLED_COUNT`]; a job type can override it.
     #[serde(default = "default_max_stalled")]
     pub max_stalled_count: u32,
+    /// A worker process that exits sooner than this after it started is
+    /// crash-looping (a bad deploy, a broken environment): each further
+    /// restart waits twice as long as the last, from
+    /// [`RESTART_BACKOFF_BASE`] up to `restart_backoff_max`, and the
+    /// supervisor says so once per step; a run this long resets it.
+    /// Defaults to [`DEFAULT_RESTART_BACKOFF_WINDOW`].
+    #[serde(default = "default_restart_window", with = "humantime_serde")]
+    pub restart_backoff_window: Duration,
+    /// The longest wait before restarting a crash-looping worker process.
+    /// Defaults to [`DEFAULT_RESTART_BACKOFF_MAX`].
+    #[serde(default = "default_restart_max", with = "humantime_serde")]
+    pub restart_backoff_max: Duration,
     /// SQLite only: the `synchronous` setting of the supervisor's
     /// connections and of its worker processes' (handed to them as
     /// `SOLIDQ_SQLITE_SYNCHRONOUS`, which also overrides this value). See
@@ -339,6 +353,12 @@ fn default_shutdown() -> Duration {
 fn default_max_stalled() -> u32 {
     DEFAULT_MAX_STALLED_COUNT
 }
+fn default_restart_window() -> Duration {
+    DEFAULT_RESTART_BACKOFF_WINDOW
+}
+fn default_restart_max() -> Duration {
+    DEFAULT_RESTART_BACKOFF_MAX
+}
 fn default_sqlite_synchronous() -> SqliteSynchronous {
     DEFAULT_SQLITE_SYNCHRONOUS
 }
@@ -448,6 +468,13 @@ impl SupervisorConfig {
         }
         if self.dispatcher.batch_size == 0 {
             return Err(bad("dispatcher.batch_size must be at least 1".into()));
+        }
+        if self.restart_backoff_max < RESTART_BACKOFF_BASE {
+            return Err(bad(format!(
+                "restart_backoff_max ({}) must be at least {}",
+                humantime::format_duration(self.restart_backoff_max),
+                humantime::format_duration(RESTART_BACKOFF_BASE)
+            )));
         }
         if self.max_payload_bytes == 0 {
             return Err(bad("max_payload_bytes must be at least 1".into()));
@@ -763,13 +790,15 @@ pub const SHUTDOWN_MARGIN: Duration = Duration::from_secs(2);
 /// [`SHUTDOWN_MARGIN`] + 1 s.
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
 
-/// A process that lived less than this counts as dying young.
-pub const YOUNG_DEATH: Duration = Duration::from_secs(1);
-/// The first restart delay after a young death; it doubles with each
-/// further one.
+/// A worker process that lived less than this is crash-looping: the
+/// default of [`SupervisorConfig::restart_backoff_window`].
+pub const DEFAULT_RESTART_BACKOFF_WINDOW: Duration = Duration::from_secs(1);
+/// The first restart delay of a crash-looping worker process; it doubles
+/// with each further quick exit.
 pub const RESTART_BACKOFF_BASE: Duration = Duration::from_millis(100);
-/// The longest restart delay.
-pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(10);
+/// The longest restart delay: the default of
+/// [`SupervisorConfig::restart_backoff_max`].
+pub const DEFAULT_RESTART_BACKOFF_MAX: Duration = Duration::from_secs(10);
 
 #[cfg(test)]
 mod tests {

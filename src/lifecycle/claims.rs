@@ -112,6 +112,14 @@ impl Store {
         })
     }
 
+    /// Records the claims of `process_id` among `job_ids` as not started:
+    /// a job that runs alone waits, unstarted, for the others to end.
+    pub(crate) fn claimed_mark_unstarted(&self, process_id: i64, job_ids: &[i64]) -> Result<()> {
+        self.with_driver("claimed_mark_unstarted", |d| {
+            d.claimed_mark_unstarted(process_id, job_ids)
+        })
+    }
+
     /// Hands claimed jobs that never started back to ready (not a stall).
     /// Returns the ids whose claim was still held.
     pub(crate) fn claimed_release(&self, process_id: i64, job_ids: &[i64]) -> Result<Vec<i64>> {

@@ -35,12 +35,18 @@ pub(crate) enum ReleaseReason {
     /// Its supervisor killed it after the shutdown grace period: as an
     /// orderly stop, except at-most-once jobs that had started fail.
     Killed,
-    /// The process died. A job it had started gets `stalled_count + 1`;
-    /// past its `max_stalled_count` (the job's own, else
-    /// `default_max_stalled`), or for at-most-once jobs, it fails instead of
-    /// going back to ready. A job it held ahead and never started goes back
-    /// to ready as it was.
-    Died { default_max_stalled: u32 },
+    /// The process died. A job it had started gets `stalled_count + 1`
+    /// and runs alone next time; past its `max_stalled_count` (the job's
+    /// own, else `default_max_stalled`), or for at-most-once jobs, it
+    /// fails instead of going back to ready. A job it held ahead and never
+    /// started goes back to ready as it was. `cause` is how the process
+    /// ended, as far as the one releasing its jobs knows ("pid 4711 was
+    /// killed by signal 6 (SIGABRT) after 10.2s"); without it, a process
+    /// pruned for its silence is said to have stopped heartbeating.
+    Died {
+        default_max_stalled: u32,
+        cause: Option<String>,
+    },
 }
 
 /// What happened to one released claim.
@@ -203,7 +209,7 @@ impl Store {
                         return Ok(None);
                     }
                     let claims = d.claimed_delete_by_process(process.id)?;
-                    let report = release_claims(d, &claims, reason)?;
+                    let report = release_claims(d, &claims, &reason.for_process(&process))?;
                     d.process_delete(process.id)?;
                     Ok(Some(Pruned { process, report }))
                 })
@@ -228,10 +234,33 @@ impl Store {
                     &claims,
                     &ReleaseReason::Died {
                         default_max_stalled,
+                        cause: Some("its process row was gone".into()),
                     },
                 )
             })
         })
+    }
+}
+
+impl ReleaseReason {
+    /// This reason for pruned process `process`: a death with no cause
+    /// known is the silence it was pruned for.
+    fn for_process(&self, process: &ProcessRow) -> ReleaseReason {
+        match self {
+            ReleaseReason::Died {
+                default_max_stalled,
+                cause: None,
+            } => ReleaseReason::Died {
+                default_max_stalled: *default_max_stalled,
+                cause: Some(format!(
+                    "pid {} on {} stopped heartbeating at {} (database clock)",
+                    process.pid,
+                    process.hostname,
+                    process.last_heartbeat_at.format("%Y-%m-%d %H:%M:%S%.3f")
+                )),
+            },
+            other => other.clone(),
+        }
     }
 }
 
@@ -276,14 +305,18 @@ fn release_claims(
             // A claim held ahead that never started is not a stall: it
             // goes back as it came, whatever its delivery.
             ReleaseReason::Died { .. } if !job.started => (false, None),
-            ReleaseReason::Died { default_max_stalled } => {
+            ReleaseReason::Died {
+                default_max_stalled,
+                cause,
+            } => {
+                let cause = cause.as_deref().unwrap_or("how is not known");
                 let stalls = stalled_before + 1;
                 let max = job.max_stalled_count.map_or(*default_max_stalled, |m| u32::try_from(m).unwrap_or(0));
                 let failure = if at_most_once {
                     Some((
                         "process_died",
                         format!(
-                            "process died; at_most_once delivery, not retried (process {} held it)",
+                            "process died; at_most_once delivery, not retried (process {} held it: {cause})",
                             job.process_id
                         ),
                     ))
@@ -291,7 +324,7 @@ fn release_claims(
                     Some((
                         STALLED,
                         format!(
-                            "stalled {stalls} times (max_stalled_count {max}): the process running it died each time, last process {}",
+                            "stalled {stalls} times (max_stalled_count {max}): the process running it died each time, last process {}: {cause}",
                             job.process_id
                         ),
                     ))
@@ -323,19 +356,22 @@ fn release_claims(
                 // attempt's error (`attempt` is unset): the attempt did not
                 // end, it runs again.
                 error: stalled.then(|| {
+                    let (default_max, cause) = match reason {
+                        ReleaseReason::Died {
+                            default_max_stalled,
+                            cause,
+                        } => (*default_max_stalled, cause.as_deref()),
+                        _ => (0, None),
+                    };
                     error_json(
                         STALLED,
                         &format!(
-                            "process {} died while running it (stall {} of at most {}); released to run again",
+                            "process {} died while running it (stall {} of at most {}): {}; released to run again, alone in its process",
                             job.process_id,
                             stalled_before + 1,
-                            job.max_stalled_count.map_or(
-                                match reason {
-                                    ReleaseReason::Died { default_max_stalled } => *default_max_stalled,
-                                    _ => 0,
-                                },
-                                |m| u32::try_from(m).unwrap_or(0)
-                            )
+                            job.max_stalled_count
+                                .map_or(default_max, |m| u32::try_from(m).unwrap_or(0)),
+                            cause.unwrap_or("how is not known"),
                         ),
                     )
                 }),

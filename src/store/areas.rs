@@ -156,6 +156,11 @@ pub(crate) trait ClaimsDriver {
     /// Records that these jobs, claimed ahead by `process_id`, started.
     fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()>;
 
+    /// Records the claims of `process_id` among `job_ids` as not started:
+    /// a job that runs alone, claimed while the process ran others, waits
+    /// unstarted until they end (a crash meanwhile is not its stall).
+    fn claimed_mark_unstarted(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()>;
+
     /// Deletes every claim `process_id` holds and returns the jobs' facts.
     fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>>;
 

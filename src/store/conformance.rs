@@ -20,11 +20,11 @@ use std::time::Duration;
 use diesel::result::Error as DieselError;
 
 use super::batches::{BatchDelta, Callback, NewBatch};
+use super::{AttemptStarted, Failed, Released, ReleasedJob};
 use super::{
     ClaimLimits, ClaimQuery, Counted, Driver, NewAudit, NewJob, NewProcess, PoolOptions,
     RecurringTaskRow, SqliteSettings, StatsDelta, Store, Succeeded, in_transaction,
 };
-use super::{Failed, Released, ReleasedJob};
 use crate::types::{Backend, DatabaseUrl, Delivery, OnConflict, QueuePattern, StoredLimit};
 
 /// Runs `case` on `backend`'s database in a transaction that is rolled
@@ -251,6 +251,7 @@ conformance!(
     alone: a_claim_is_its_processs_alone_and_finishes_once,
     claims_taken_ahead_are_not_started_until_marked,
     a_lost_claim_finishes_nothing,
+    a_stalled_job_runs_alone_until_an_attempt_ends,
     a_failed_job_is_retried_once,
     a_delayed_job_is_made_due_and_dispatched_once,
     a_gone_processs_claim_is_an_orphan_released_once,
@@ -1066,6 +1067,105 @@ fn a_lost_claim_finishes_nothing(d: &mut dyn Driver) {
     );
     let q = process(d, "conformance-after");
     assert_eq!(claim_ids(d, q, 5), [id], "still ready, for another");
+}
+
+fn a_stalled_job_runs_alone_until_an_attempt_ends(d: &mut dyn Driver) {
+    let p = process(d, "conformance-alone");
+    let ids: Vec<i64> = d
+        .jobs_insert(&[job(None), job(None)], false)
+        .unwrap()
+        .into_iter()
+        .map(|id| id.expect("an id"))
+        .collect();
+    let query = ClaimQuery::new(vec![QueuePattern::Exact("conformance".into())]);
+    let limits = ClaimLimits {
+        immediate: 2,
+        ahead: 0,
+        fast_kinds: Vec::new(),
+    };
+    let alone = |d: &mut dyn Driver, p| -> Vec<(i64, bool, bool)> {
+        let mut claimed: Vec<(i64, bool, bool)> = d
+            .ready_claim(&query, p, &limits)
+            .unwrap()
+            .iter()
+            .map(|j| (j.id, j.started, j.run_alone))
+            .collect();
+        claimed.sort();
+        claimed
+    };
+    assert_eq!(
+        alone(d, p),
+        [(ids[0], true, false), (ids[1], true, false)],
+        "new jobs run beside others"
+    );
+    // Its process died: the one it ran stalls and runs alone next, the
+    // one handed back unstarted does not.
+    assert_eq!(d.claimed_delete_by_process(p).unwrap().len(), 2);
+    d.transaction(&mut |d| {
+        d.jobs_release(&[
+            Released {
+                id: ids[0],
+                stalled: true,
+                error: None,
+            },
+            Released {
+                id: ids[1],
+                stalled: false,
+                error: None,
+            },
+        ])
+    })
+    .unwrap();
+    let q = process(d, "conformance-alone-next");
+    assert_eq!(
+        alone(d, q),
+        [(ids[0], true, true), (ids[1], true, false)],
+        "the stalled one runs alone"
+    );
+    // Claimed beside others, it waits unstarted: a crash meanwhile is not
+    // its stall, and handed back it still runs alone.
+    d.transaction(&mut |d| d.claimed_mark_unstarted(q, &[ids[0], MISSING[0]]))
+        .unwrap();
+    let mut held: Vec<(i64, bool)> = d
+        .claimed_delete_by_process(q)
+        .unwrap()
+        .iter()
+        .map(|r| (r.id, r.started))
+        .collect();
+    held.sort();
+    assert_eq!(held, [(ids[0], false), (ids[1], true)]);
+    d.transaction(&mut |d| {
+        d.jobs_release(&[Released {
+            id: ids[0],
+            stalled: false,
+            error: None,
+        }])
+    })
+    .unwrap();
+    let r = process(d, "conformance-alone-last");
+    assert_eq!(alone(d, r), [(ids[0], true, true)], "still alone");
+    // An attempt that ends with an outcome ends its run alone.
+    d.jobs_attempt_started(&[AttemptStarted {
+        id: ids[0],
+        ago: Duration::ZERO,
+        count: false,
+    }])
+    .unwrap();
+    assert_eq!(d.claimed_delete_by_process(r).unwrap().len(), 1);
+    d.transaction(&mut |d| {
+        d.jobs_release(&[Released {
+            id: ids[0],
+            stalled: false,
+            error: None,
+        }])
+    })
+    .unwrap();
+    let s = process(d, "conformance-alone-after");
+    assert_eq!(
+        alone(d, s),
+        [(ids[0], true, false)],
+        "back to running beside others"
+    );
 }
 
 fn a_queue_is_paused_once_and_resumed_once(d: &mut dyn Driver) {

@@ -215,6 +215,11 @@ pub(crate) struct ClaimedJob {
     /// at once); the others were claimed ahead and are marked as they start.
     #[diesel(sql_type = diesel::sql_types::Bool)]
     pub started: bool,
+    /// It was released because the process running it died: it runs alone
+    /// in its process, with nothing else running there meanwhile, so a
+    /// crash during that run is blamed on it only.
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    pub run_alone: bool,
 }
 
 /// How much one claim takes.

@@ -33,6 +33,7 @@ diesel::table! {
         updated_at -> Timestamp,
         fairness_key -> Nullable<Text>,
         started_at -> Nullable<Timestamp>,
+        run_alone -> Bool,
     }
 }
 

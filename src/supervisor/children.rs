@@ -1,6 +1,9 @@
 //! The worker processes a supervisor spawns: one slot per configured
-//! process, each restarted when its process exits, with a backoff when
-//! processes keep dying young so a crash loop does not spin.
+//! process, each restarted when its process exits: at once after a run of
+//! at least `restart_backoff_window`, else (a crash loop: a bad deploy, a
+//! broken environment) after a wait that doubles with each quick exit, up
+//! to `restart_backoff_max`. The supervisor says so once per step of that
+//! back-off, not at every restart; a run long enough resets it.
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -9,9 +12,7 @@ use std::time::{Duration, Instant};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use crate::config::{
-    RESTART_BACKOFF_BASE, RESTART_BACKOFF_MAX, SupervisorConfig, WorkerGroup, YOUNG_DEATH,
-};
+use crate::config::{RESTART_BACKOFF_BASE, SupervisorConfig, WorkerGroup};
 use crate::maintenance::Spare;
 use crate::store::ProcessRow;
 
@@ -22,11 +23,16 @@ struct Slot {
     started: Instant,
     young_deaths: u32,
     restart_at: Option<Instant>,
+    /// The restart delay last announced: a restart with the same delay
+    /// (at the cap) is logged at debug level only.
+    announced: Option<Duration>,
 }
 
 /// A child that exited (its exit was logged).
 pub(crate) struct Exited {
     pub pid: u32,
+    /// How it ended: "was killed by signal 6 (SIGABRT) after 10.2s".
+    pub how: String,
 }
 
 /// Every worker process of a supervisor.
@@ -39,6 +45,10 @@ pub(crate) struct Children {
     supervisor_id: i64,
     /// Pids of the running children, shared with the maintenance thread.
     live: Arc<Mutex<HashSet<u32>>>,
+    /// A run shorter than this is a quick exit (`restart_backoff_window`).
+    window: Duration,
+    /// The longest restart delay (`restart_backoff_max`).
+    max_delay: Duration,
 }
 
 impl Children {
@@ -53,6 +63,7 @@ impl Children {
                     started: Instant::now(),
                     young_deaths: 0,
                     restart_at: Some(Instant::now()),
+                    announced: None,
                 });
             }
         }
@@ -66,6 +77,8 @@ impl Children {
             slots,
             supervisor_id,
             live: Arc::default(),
+            window: config.restart_backoff_window,
+            max_delay: config.restart_backoff_max,
         }
     }
 
@@ -143,7 +156,7 @@ impl Children {
             }
             Err(error) => {
                 slot.young_deaths += 1;
-                let delay = backoff(slot.young_deaths);
+                let delay = backoff(slot.young_deaths, self.max_delay);
                 log::error!(
                     "cannot start {label} {:?}: {error}; retrying in {delay:?}",
                     group.command
@@ -175,26 +188,49 @@ impl Children {
             slot.child = None;
             lock(&self.live).remove(&pid);
             let lifetime = slot.started.elapsed();
-            if lifetime < YOUNG_DEATH {
+            if lifetime < self.window {
                 slot.young_deaths += 1;
             } else {
                 slot.young_deaths = 0;
+                slot.announced = None;
             }
             if restart {
                 let delay = if slot.young_deaths == 0 {
                     Duration::ZERO
                 } else {
-                    backoff(slot.young_deaths)
+                    backoff(slot.young_deaths, self.max_delay)
                 };
                 slot.restart_at = Some(Instant::now() + delay);
-                log::warn!(
-                    "{label} (pid {pid}) {} after {lifetime:.1?}; restarting in {delay:?}",
-                    describe(status)
-                );
+                let how = describe(status);
+                if slot.young_deaths == 0 {
+                    log::warn!("{label} (pid {pid}) {how} after {lifetime:.1?}; restarting");
+                } else if slot.announced != Some(delay) {
+                    slot.announced = Some(delay);
+                    let then = if delay == self.max_delay {
+                        format!(
+                            "; it is restarted every {delay:?} from now on (said once) until a run lasts {:?}",
+                            self.window
+                        )
+                    } else {
+                        String::new()
+                    };
+                    log::warn!(
+                        "{label} (pid {pid}) {how} after {lifetime:.1?}: {} quick exits in a row (runs under {:?}, restart_backoff_window), a crash loop; restarting in {delay:?}{then}",
+                        slot.young_deaths,
+                        self.window
+                    );
+                } else {
+                    log::debug!(
+                        "{label} (pid {pid}) {how} after {lifetime:.1?}; restarting in {delay:?}"
+                    );
+                }
             } else {
                 log::info!("{label} (pid {pid}) {}", describe(status));
             }
-            exited.push(Exited { pid });
+            exited.push(Exited {
+                pid,
+                how: format!("{} after {lifetime:.1?}", describe(status)),
+            });
         }
         exited
     }
@@ -235,9 +271,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn backoff(young_deaths: u32) -> Duration {
-    (RESTART_BACKOFF_BASE * 2u32.saturating_pow(young_deaths.saturating_sub(1).min(16)))
-        .min(RESTART_BACKOFF_MAX)
+/// The restart delay after `young_deaths` quick exits in a row.
+fn backoff(young_deaths: u32, max: Duration) -> Duration {
+    (RESTART_BACKOFF_BASE * 2u32.saturating_pow(young_deaths.saturating_sub(1).min(16))).min(max)
 }
 
 /// "exited with status 1", "was killed by signal 9 (SIGKILL)".
@@ -268,10 +304,12 @@ mod tests {
 
     #[test]
     fn backoff_doubles_from_the_base_and_caps() {
-        let delays: Vec<_> = (1..=9).map(backoff).collect();
+        let max = crate::config::DEFAULT_RESTART_BACKOFF_MAX;
+        let delays: Vec<_> = (1..=9).map(|n| backoff(n, max)).collect();
         assert_eq!(delays[0], Duration::from_millis(100));
         assert_eq!(delays[1], Duration::from_millis(200));
         assert_eq!(delays[4], Duration::from_millis(1600));
-        assert_eq!(delays[8], RESTART_BACKOFF_MAX);
+        assert_eq!(delays[8], max);
+        assert_eq!(backoff(9, Duration::from_secs(1)), Duration::from_secs(1));
     }
 }

@@ -77,7 +77,12 @@ impl Running {
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
             }
             for exited in children.reap(true) {
-                self.recover(&children, exited.pid, PruneReason::Exited);
+                self.recover(
+                    &children,
+                    exited.pid,
+                    PruneReason::Exited,
+                    Some(&exited.how),
+                );
             }
         }
         self.shut_down(&mut children);
@@ -99,12 +104,12 @@ impl Running {
         while !children.running().is_empty() && Instant::now() < deadline {
             std::thread::sleep(TICK);
             for exited in children.reap(false) {
-                self.recover(children, exited.pid, PruneReason::Exited);
+                self.recover(children, exited.pid, PruneReason::Exited, Some(&exited.how));
             }
         }
         for pid in children.kill_all() {
             log::warn!("worker pid {pid} was still running {patience:?} after SIGTERM: killed it");
-            self.recover(children, pid, PruneReason::KilledAtShutdown);
+            self.recover(children, pid, PruneReason::KilledAtShutdown, None);
         }
         let Running {
             name,
@@ -124,12 +129,17 @@ impl Running {
         log::info!("supervisor {name} stopped");
     }
 
-    /// Prunes the rows of exited child `pid` at once, releasing its jobs.
-    fn recover(&self, children: &Children, pid: u32, reason: PruneReason) {
+    /// Prunes the rows of exited child `pid` at once, releasing its jobs;
+    /// `how` it ended goes into the stall of each job it was running.
+    fn recover(&self, children: &Children, pid: u32, reason: PruneReason, how: Option<&str>) {
         let release = match reason {
             PruneReason::KilledAtShutdown => ReleaseReason::Killed,
             _ => ReleaseReason::Died {
                 default_max_stalled: self.config.max_stalled_count,
+                cause: Some(match how {
+                    Some(how) => format!("pid {pid} {how}"),
+                    None => format!("pid {pid} ended"),
+                }),
             },
         };
         let target = PruneTarget::Pid {

@@ -114,6 +114,9 @@ pub(crate) struct Backlog {
     limit: usize,
     /// Set while the last write of outcomes failed.
     failing: AtomicBool,
+    /// Set while the poller waits for every outcome to be written (a job
+    /// that runs alone starts, and ends, only once they are).
+    wake_when_empty: AtomicBool,
     wake: Sender<()>,
 }
 
@@ -123,6 +126,7 @@ impl Backlog {
             count: AtomicUsize::new(0),
             limit: limit.max(1),
             failing: AtomicBool::new(false),
+            wake_when_empty: AtomicBool::new(false),
             wake,
         }
     }
@@ -135,9 +139,21 @@ impl Backlog {
     /// `n` outcomes written or given up on.
     fn remove(&self, n: usize) {
         let before = self.count.fetch_sub(n, Ordering::SeqCst);
-        if before > self.limit && before - n <= self.limit {
+        let emptied = before == n && self.wake_when_empty.load(Ordering::SeqCst);
+        if emptied || (before > self.limit && before - n <= self.limit) {
             let _ = self.wake.try_send(());
         }
+    }
+
+    /// Whether every outcome handed to the completer is written (or given
+    /// up on).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.count.load(Ordering::SeqCst) == 0
+    }
+
+    /// Whether the poller hears of the last outcome written.
+    pub(crate) fn wake_when_empty(&self, on: bool) {
+        self.wake_when_empty.store(on, Ordering::SeqCst);
     }
 
     /// Whether so many outcomes wait that claiming more work must wait.

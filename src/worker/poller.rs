@@ -11,6 +11,13 @@
 //! failed too long: its row may be pruned), while outcomes wait for the
 //! completer beyond its limit, or while writing outcomes fails (a full
 //! disk, an outage): a job started then could not have its end recorded.
+//!
+//! A claimed job whose last run ended with its process dead runs alone
+//! ([`Alone`]): the other jobs of its claim and those queued are handed
+//! back, it waits unstarted until the jobs running end, then runs with
+//! nothing else started until it ends. A crash during that run is its
+//! stall alone, so a job that kills its process takes no neighbour with
+//! it.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -19,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use super::pool;
 use super::shutdown;
-use super::state::{Assigned, Unreleased, WorkQueue};
+use super::state::{Alone, Assigned, Unreleased, WorkQueue};
 use super::state::{Parts, Shared, lock};
 use super::stats::{self, Plan};
 use crate::events::JobClaimed;
@@ -81,7 +88,9 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
                     log::info!("outcomes are written again: claiming");
                 }
             }
-            let may_claim = !shared.backlog.is_full() && !failing && shared.lease.is_valid();
+            let alone = step_alone(shared, &mut parts, threads);
+            let may_claim =
+                !alone && !shared.backlog.is_full() && !failing && shared.lease.is_valid();
             if free > 0 && may_claim && (!backlog || worth_it(free, parts.work.len())) {
                 let immediate = threads.saturating_sub(inflight).min(free);
                 let limits = ClaimLimits {
@@ -107,6 +116,7 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
                         for job in &jobs {
                             shared.events.job_claimed(&JobClaimed::of(job, process_id));
                         }
+                        let jobs = take_alone(shared, &mut parts, process_id, jobs, claimed);
                         let assigned = jobs
                             .into_iter()
                             .map(|job| Assigned {
@@ -125,10 +135,17 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
                     }
                 }
             }
-            shared.wake_when_free.store(backlog, Ordering::SeqCst);
+            // A job waiting to run alone, or running alone, wants to hear
+            // of each thread that frees up.
+            shared
+                .wake_when_free
+                .store(backlog || parts.alone.is_some(), Ordering::SeqCst);
             // Threads that freed up before the flag was set did not wake us.
             let free = capacity.saturating_sub(shared.inflight.load(Ordering::SeqCst));
             if backlog && may_claim && worth_it(free, parts.work.len()) {
+                continue;
+            }
+            if alone_may_move(shared, &parts) {
                 continue;
             }
             if parts.work.len() > 0 {
@@ -138,6 +155,121 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
         let _ = parts.wake_rx.recv_timeout(wait);
     }
     shutdown::run(shared, &mut parts)
+}
+
+/// Moves the job that runs alone on: a waiting one starts once it is the
+/// only job in flight and every other job's outcome is written; a running
+/// one is done when its own outcome is (until then a crash would take the
+/// jobs whose end is not recorded with it: they would run again). Returns
+/// whether claims wait for it.
+fn step_alone(shared: &Shared, parts: &mut Parts, threads: usize) -> bool {
+    if !alone_may_move(shared, parts) {
+        return parts.alone.is_some();
+    }
+    parts.alone = match parts.alone.take() {
+        Some(Alone::Waiting(assigned)) => {
+            let id = assigned.job.id;
+            log::info!("job {id} runs alone now: this process's other jobs have ended");
+            parts.work.push_all(vec![*assigned], threads);
+            Some(Alone::Running(id))
+        }
+        Some(Alone::Running(id)) => {
+            log::info!("job {id} ran alone and its end is recorded: claiming again");
+            None
+        }
+        None => None,
+    };
+    shared.backlog.wake_when_empty(parts.alone.is_some());
+    parts.alone.is_some()
+}
+
+/// Whether the job that runs alone may start (waiting) or is done
+/// (running). The flags that wake the poller are set before the counts
+/// are read, so a thread or the completer that changes them after the
+/// read wakes it.
+fn alone_may_move(shared: &Shared, parts: &Parts) -> bool {
+    let Some(alone) = &parts.alone else {
+        return false;
+    };
+    shared.wake_when_free.store(true, Ordering::SeqCst);
+    shared.backlog.wake_when_empty(true);
+    // In flight first: a thread adds its outcome to the backlog before it
+    // leaves the count.
+    let inflight = shared.inflight.load(Ordering::SeqCst);
+    let written = shared.backlog.is_empty();
+    match alone {
+        Alone::Waiting(_) => inflight <= 1 && written,
+        Alone::Running(_) => inflight == 0 && written,
+    }
+}
+
+/// Of newly claimed `jobs` (counted in flight), the first that must run
+/// alone is kept aside and the rest (with every job queued and not
+/// started) handed back; returns the jobs to queue. It starts at once when
+/// nothing else is in flight, else it waits unstarted
+/// ([`step_alone`] starts it).
+fn take_alone(
+    shared: &Shared,
+    parts: &mut Parts,
+    process_id: i64,
+    mut jobs: Vec<ClaimedJob>,
+    claimed: Instant,
+) -> Vec<ClaimedJob> {
+    let Some(at) = jobs.iter().position(|j| j.run_alone) else {
+        return jobs;
+    };
+    let mut job = jobs.remove(at);
+    let mut back: Vec<Assigned> = jobs
+        .into_iter()
+        .map(|job| Assigned {
+            job,
+            process_id,
+            claimed,
+        })
+        .collect();
+    back.extend(parts.work.take_back(|_| true));
+    let handed_back = back.len();
+    pool::hand_back(shared, back);
+    let running = shared.inflight.load(Ordering::SeqCst).saturating_sub(1);
+    shared.backlog.wake_when_empty(true);
+    log::info!(
+        "job {} ({}) runs alone: its last run ended with its process dead (stalled {} times); \
+         {handed_back} claimed jobs handed back, {running} running jobs to end first \
+         and outcomes to be written",
+        job.id,
+        job.kind,
+        job.stalled_count
+    );
+    if running == 0 && shared.backlog.is_empty() {
+        parts.alone = Some(Alone::Running(job.id));
+        return vec![job];
+    }
+    // Recorded as started by the claim, but it waits: a crash meanwhile is
+    // not its stall.
+    if job.started {
+        if let Err(error) = shared.store.claimed_mark_unstarted(process_id, &[job.id]) {
+            log::warn!(
+                "cannot record job {} as waiting ({error}); handing it back to run alone elsewhere",
+                job.id
+            );
+            pool::hand_back(
+                shared,
+                vec![Assigned {
+                    job,
+                    process_id,
+                    claimed,
+                }],
+            );
+            return Vec::new();
+        }
+        job.started = false;
+    }
+    parts.alone = Some(Alone::Waiting(Box::new(Assigned {
+        job,
+        process_id,
+        claimed,
+    })));
+    Vec::new()
 }
 
 /// The claimed jobs that may start: all but the rate-limited ones over

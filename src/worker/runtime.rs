@@ -233,6 +233,7 @@ pub(crate) fn start(
         };
         Ok(Parts {
             claim: ClaimQuery::new(patterns),
+            alone: None,
             listener: Some(listener),
             work,
             exited_rx,

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::pool;
-use super::state::{Parts, Shared, lock};
+use super::state::{Alone, Parts, Shared, lock};
 use crate::events::{JobReleased, ReleaseCause};
 use crate::lifecycle::ReleaseReason;
 use crate::types::Result;
@@ -37,7 +37,10 @@ pub(super) fn run(shared: &Arc<Shared>, parts: &mut Parts) -> Result<()> {
 
     // Claimed but never started: hand back at once. Closing the queue ends
     // the threads once their current job returns.
-    let unstarted = parts.work.close();
+    let mut unstarted = parts.work.close();
+    if let Some(Alone::Waiting(waiting)) = parts.alone.take() {
+        unstarted.push(*waiting);
+    }
     pool::hand_back(shared, unstarted);
 
     // Let running jobs finish.

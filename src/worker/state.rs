@@ -85,9 +85,23 @@ impl Shared {
     }
 }
 
+/// A job that runs alone in this process (its last run ended with its
+/// process dead): claimed, it waits until the process's other jobs end,
+/// then runs with nothing else started until it ends, so a crash during
+/// that run is blamed on it only.
+pub(super) enum Alone {
+    /// Claimed and not started, waiting for the others to end (counted
+    /// in `inflight`).
+    Waiting(Box<Assigned>),
+    /// Running: the poller claims nothing until it ends.
+    Running(i64),
+}
+
 /// What the poller thread owns.
 pub(super) struct Parts {
     pub claim: ClaimQuery,
+    /// The job running alone, or waiting to.
+    pub alone: Option<Alone>,
     pub listener: Option<JoinHandle<()>>,
     pub work: Arc<WorkQueue>,
     pub exited_rx: Receiver<()>,

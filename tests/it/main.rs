@@ -41,6 +41,7 @@ mod own_connection;
 mod partition;
 mod pgbouncer;
 mod plans;
+mod poison;
 mod processes;
 mod progress;
 mod rate_limits;

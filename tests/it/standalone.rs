@@ -113,6 +113,16 @@ fn a_standalone_dispatcher_releases_a_dead_workers_jobs(db: &TestDb) {
         "{}",
         stall.message
     );
+    // What is known of how it ended: its silence, by the database's clock.
+    assert!(
+        stall.message.contains(&format!("pid {} on ", victim.pid()))
+            && stall.message.contains("stopped heartbeating at")
+            && stall
+                .message
+                .ends_with("released to run again, alone in its process"),
+        "{}",
+        stall.message
+    );
     assert_eq!(info.attempts, 0);
     dispatcher.stop().unwrap();
     drop(victim);

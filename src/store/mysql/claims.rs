@@ -10,6 +10,7 @@ use crate::store::named::named;
 
 const SQL: &str = include_str!("claims.sql");
 const MARK_STARTED: &str = named(SQL, "claimed_mark_started");
+const MARK_UNSTARTED: &str = named(SQL, "claimed_mark_unstarted");
 const FIND_DUE: &str = named(SQL, "scheduled_dispatch/find_due");
 const LOCK_DUE: &str = named(SQL, "scheduled_dispatch/lock_due");
 const MOVE_DUE: &str = named(SQL, "scheduled_dispatch/ready");
@@ -80,6 +81,16 @@ impl ClaimsDriver for MysqlConnection {
     fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
         Cached(
             sql_query(MARK_STARTED)
+                .bind::<Text, _>(json_ids(job_ids))
+                .bind::<BigInt, _>(process_id),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
+    fn claimed_mark_unstarted(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
+        Cached(
+            sql_query(MARK_UNSTARTED)
                 .bind::<Text, _>(json_ids(job_ids))
                 .bind::<BigInt, _>(process_id),
         )

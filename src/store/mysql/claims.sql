@@ -17,6 +17,14 @@ STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value
 SET c.started_at = UTC_TIMESTAMP(6)
 WHERE c.process_id = ? AND c.started_at IS NULL
 
+-- name: claimed_mark_unstarted
+-- The claims among ? of process ? recorded as not started (a job to run
+-- alone, waiting for the process's other jobs to end).
+UPDATE JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
+STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value
+SET c.started_at = NULL
+WHERE c.process_id = ? AND c.started_at IS NOT NULL
+
 -- name: scheduled_dispatch/find_due
 -- Up to ? scheduled jobs due and under no concurrency limit, in the order
 -- they fell due: a look without locks, so that an idle dispatcher opens no

@@ -151,6 +151,7 @@ impl JobsDriver for MysqlConnection {
                 Some(error) => Cached(
                     sql_query(JOBS_RELEASE_UPDATE_WITH_ERROR)
                         .bind::<Integer, _>(i32::from(row.stalled))
+                        .bind::<Integer, _>(i32::from(row.stalled))
                         .bind::<Text, _>(error)
                         .bind::<Text, _>(error)
                         .bind::<BigInt, _>(row.id),
@@ -158,6 +159,7 @@ impl JobsDriver for MysqlConnection {
                 .execute(self)?,
                 None => Cached(
                     sql_query(JOBS_RELEASE_UPDATE)
+                        .bind::<Integer, _>(i32::from(row.stalled))
                         .bind::<Integer, _>(i32::from(row.stalled))
                         .bind::<BigInt, _>(row.id),
                 )

@@ -16,12 +16,13 @@ WHERE unique_key IN (SELECT value FROM JSON_TABLE(?, '$[*]' COLUMNS (value VARCH
 
 -- name: jobs_attempt_started
 -- When attempts started, and the attempt counted where asked: ? is a JSON
--- array of [id, microseconds since it started, 0 or 1].
+-- array of [id, microseconds since it started, 0 or 1]. An attempt that
+-- ended with an outcome ends its job's run alone.
 UPDATE JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$[0]', ago_us BIGINT PATH '$[1]',
                                      count INT PATH '$[2]')) AS ids
 STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
 SET j.started_at = (UTC_TIMESTAMP(6) - INTERVAL ids.ago_us MICROSECOND),
-    j.attempts = j.attempts + ids.count
+    j.attempts = j.attempts + ids.count, j.run_alone = FALSE
 
 -- name: jobs_delete
 -- The jobs of ? deleted (also the cleaner's second step, with the ids it
@@ -97,17 +98,18 @@ SELECT id, queue_name, priority, scheduled_at, UTC_TIMESTAMP(6), concurrency_key
 FROM solidq_jobs WHERE id = ? AND NOT (? AND concurrency_key IS NULL)
 
 -- name: jobs_release/update_with_error
--- A job handed back with an error: stalls counted (0 or 1), the error
--- appended.
-UPDATE solidq_jobs SET stalled_count = stalled_count + ?,
+-- A job handed back with an error: stalls counted (0 or 1; a stalled job
+-- runs alone next: the same count again), the error appended.
+UPDATE solidq_jobs SET run_alone = (run_alone OR ? > 0), stalled_count = stalled_count + ?,
        errors = CASE WHEN errors IS NULL OR errors = '[]'
                      THEN CONCAT('[', ?, ']')
                      ELSE CONCAT(LEFT(errors, CHAR_LENGTH(errors) - 1), ',', ?, ']') END,
        updated_at = UTC_TIMESTAMP(6) WHERE id = ?
 
 -- name: jobs_release/update
--- A job handed back without one: stalls counted (0 or 1).
-UPDATE solidq_jobs SET stalled_count = stalled_count + ?,
+-- A job handed back without one: stalls counted (0 or 1; a stalled job
+-- runs alone next: the same count again).
+UPDATE solidq_jobs SET run_alone = (run_alone OR ? > 0), stalled_count = stalled_count + ?,
        updated_at = UTC_TIMESTAMP(6) WHERE id = ?
 
 -- name: jobs_release/ready

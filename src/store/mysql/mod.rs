@@ -196,7 +196,8 @@ SELECT j.id, j.queue_name, j.kind, j.arguments, j.concurrency_key, j.priority, j
        j.max_attempts, j.attempts, j.stalled_count, j.snoozes, j.checkpoint, j.batch_id,
        j.cancel_requested_at IS NOT NULL AS cancel_requested, j.created_at,
        GREATEST(j.scheduled_at, j.updated_at) AS due_at, c.created_at AS claimed_at,
-       CAST(0 AS SIGNED) AS ord, CAST(0 AS SIGNED) AS position, c.started_at IS NOT NULL AS started
+       CAST(0 AS SIGNED) AS ord, CAST(0 AS SIGNED) AS position, c.started_at IS NOT NULL AS started,
+       j.run_alone
 FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
 STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
 STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = j.id

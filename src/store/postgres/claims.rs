@@ -12,6 +12,7 @@ pub(super) const DISPATCH_SCHEDULED: &str = named(SQL, "scheduled_dispatch");
 const CLAIMS_HELD: &str = named(SQL, "claimed_held");
 pub(super) const DELETE_CLAIMS_FENCED: &str = named(SQL, "claimed_delete_fenced");
 const MARK_STARTED: &str = named(SQL, "claimed_mark_started");
+const MARK_UNSTARTED: &str = named(SQL, "claimed_mark_unstarted");
 const DELETE_CLAIMS_OF_PROCESS: &str = named(SQL, "claimed_delete_by_process");
 const DELETE_ORPHANED_CLAIMS: &str = named(SQL, "claimed_delete_orphans");
 pub(super) const SUCCEED_FENCED: &str = named(SQL, "jobs_succeed_fenced");
@@ -65,6 +66,16 @@ impl ClaimsDriver for PgConnection {
     fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
         Cached(
             sql_query(MARK_STARTED)
+                .bind::<BigInt, _>(process_id)
+                .bind::<Array<BigInt>, _>(job_ids),
+        )
+        .execute(self)
+        .map(drop)
+    }
+
+    fn claimed_mark_unstarted(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
+        Cached(
+            sql_query(MARK_UNSTARTED)
                 .bind::<BigInt, _>(process_id)
                 .bind::<Array<BigInt>, _>(job_ids),
         )

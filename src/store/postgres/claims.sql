@@ -61,6 +61,12 @@ DELETE FROM solidq_claimed_executions WHERE process_id = $1 AND job_id = ANY($2)
 UPDATE solidq_claimed_executions SET started_at = LOCALTIMESTAMP
 WHERE job_id = ANY($2) AND process_id = $1 AND started_at IS NULL
 
+-- name: claimed_mark_unstarted
+-- The claims of process $1 among $2 recorded as not started (a job to run
+-- alone, waiting for the process's other jobs to end).
+UPDATE solidq_claimed_executions SET started_at = NULL
+WHERE job_id = ANY($2) AND process_id = $1 AND started_at IS NOT NULL
+
 -- name: claimed_delete_by_process
 -- The claims of process $1 deleted, with their jobs' facts.
 WITH gone AS (DELETE FROM solidq_claimed_executions WHERE process_id = $1

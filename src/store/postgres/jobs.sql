@@ -17,9 +17,10 @@ SELECT unique_key, id FROM solidq_jobs WHERE unique_key = ANY($1)
 
 -- name: jobs_attempt_started
 -- When attempts started ($2, microseconds ago), and the attempt counted
--- where the outcome does not count it ($3, 0 or 1), for the jobs of $1.
+-- where the outcome does not count it ($3, 0 or 1), for the jobs of $1;
+-- an attempt that ended with an outcome ends its job's run alone.
 UPDATE solidq_jobs j SET started_at = LOCALTIMESTAMP - u.ago_us * INTERVAL '1 microsecond',
-       attempts = j.attempts + u.count
+       attempts = j.attempts + u.count, run_alone = FALSE
 FROM unnest($1::bigint[], $2::bigint[], $3::int[]) AS u(id, ago_us, count)
 WHERE j.id = u.id
 
@@ -125,7 +126,8 @@ SELECT (SELECT count(*) FROM ready) + (SELECT count(*) FROM later) AS moved,
        (SELECT n FROM notified) AS notified
 
 -- name: jobs_release
--- Claims handed back ($1): $2 stalls counted (0 or 1), the error of $3
+-- Claims handed back ($1): $2 stalls counted (0 or 1; a stalled job runs
+-- alone next), the error of $3
 -- appended where there is one, and the jobs ready again (and notified),
 -- placed for fair share: the text of store::fair's READY_COLUMNS and
 -- ready_rows_sql("upd", "LOCALTIMESTAMP", "FROM upd").
@@ -135,6 +137,7 @@ WITH u AS (SELECT id, stall_inc,
            FROM unnest($1::bigint[], $2::int[], $3::text[]) AS r(id, stall_inc, error)),
 upd AS (
     UPDATE solidq_jobs j SET stalled_count = j.stalled_count + u.stall_inc,
+           run_alone = j.run_alone OR u.stall_inc > 0,
            errors = CASE WHEN u.error IS NULL THEN j.errors
                          ELSE CASE WHEN j.errors IS NULL OR j.errors = '[]'
                                    THEN '[' || u.error || ']'

@@ -285,7 +285,7 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
                 j.cancel_requested_at IS NOT NULL AS cancel_requested, j.created_at,
                 GREATEST(j.scheduled_at, j.updated_at) AS due_at, LOCALTIMESTAMP AS claimed_at,
                 0::bigint AS ord, (SELECT d.position FROM deleted d WHERE d.job_id = j.id) AS position,
-                j.id = ANY ((SELECT ids FROM started)::bigint[]) AS started
+                j.id = ANY ((SELECT ids FROM started)::bigint[]) AS started, j.run_alone
          FROM solidq_jobs j
          WHERE j.id = ANY (ARRAY(SELECT job_id FROM claimed))"
     )

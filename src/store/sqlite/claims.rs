@@ -10,6 +10,7 @@ use crate::store::named::named;
 
 const SQL: &str = include_str!("claims.sql");
 const MARK_STARTED: &str = named(SQL, "claimed_mark_started");
+const MARK_UNSTARTED: &str = named(SQL, "claimed_mark_unstarted");
 pub(super) const FIND_DUE: &str = named(SQL, "scheduled_dispatch/find_due");
 const MOVE_DUE: &str = named(SQL, "scheduled_dispatch/ready");
 const DELETE_SCHEDULED: &str = named(SQL, "scheduled_dispatch/delete");
@@ -101,6 +102,18 @@ impl ClaimsDriver for SqliteConnection {
                     .bind::<BigInt, _>(process_id)
                     .bind::<Text, _>(json_ids(job_ids))
                     .bind::<Timestamp, _>(utc_now()),
+            )
+            .execute(c)
+            .map(drop)
+        })
+    }
+
+    fn claimed_mark_unstarted(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
+        write_tx(self, |c| {
+            Cached(
+                sql_query(MARK_UNSTARTED)
+                    .bind::<BigInt, _>(process_id)
+                    .bind::<Text, _>(json_ids(job_ids)),
             )
             .execute(c)
             .map(drop)

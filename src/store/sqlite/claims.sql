@@ -11,6 +11,12 @@
 UPDATE solidq_claimed_executions SET started_at = ?3
 WHERE job_id IN (SELECT value FROM json_each(?2)) AND process_id = ?1 AND started_at IS NULL
 
+-- name: claimed_mark_unstarted
+-- The claims of process ?1 among ?2 recorded as not started (a job to run
+-- alone, waiting for the process's other jobs to end).
+UPDATE solidq_claimed_executions SET started_at = NULL
+WHERE job_id IN (SELECT value FROM json_each(?2)) AND process_id = ?1 AND started_at IS NOT NULL
+
 -- name: scheduled_dispatch/find_due
 -- Up to ?2 scheduled jobs due at ?1 and under no concurrency limit, in the
 -- order they fell due.

@@ -10,8 +10,9 @@
 SELECT unique_key, id FROM solidq_jobs WHERE unique_key IN (SELECT value FROM json_each(?1))
 
 -- name: jobs_attempt_started
--- Job ?3's attempt started at ?1, and ?2 (0 or 1) attempts counted.
-UPDATE solidq_jobs SET started_at = ?1, attempts = attempts + ?2 WHERE id = ?3
+-- Job ?3's attempt started at ?1, and ?2 (0 or 1) attempts counted; an
+-- attempt that ended with an outcome ends its job's run alone.
+UPDATE solidq_jobs SET started_at = ?1, attempts = attempts + ?2, run_alone = 0 WHERE id = ?3
 
 -- name: jobs_delete
 DELETE FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1))
@@ -82,8 +83,10 @@ SELECT id, queue_name, priority, scheduled_at, ?2, concurrency_key
 FROM solidq_jobs WHERE id = ?1 AND NOT (?3 AND concurrency_key IS NULL)
 
 -- name: jobs_release/update
--- Job ?3 handed back: ?1 stalls counted (0 or 1), updated at ?2.
-UPDATE solidq_jobs SET stalled_count = stalled_count + ?1, updated_at = ?2 WHERE id = ?3
+-- Job ?3 handed back: ?1 stalls counted (0 or 1; a stalled job runs alone
+-- next), updated at ?2.
+UPDATE solidq_jobs SET stalled_count = stalled_count + ?1, run_alone = (run_alone OR ?1 > 0),
+       updated_at = ?2 WHERE id = ?3
 
 -- name: jobs_release/append_error
 -- With an error: ?1 appended to job ?2's errors.

@@ -125,7 +125,7 @@ const SELECT_CLAIMED_JOBS: &str = "\
 SELECT id, queue_name, kind, arguments, concurrency_key, priority, options, delivery, max_attempts, attempts,
        stalled_count, snoozes, checkpoint, batch_id, cancel_requested_at IS NOT NULL AS cancel_requested, created_at,
        max(scheduled_at, updated_at) AS due_at, ?2 AS claimed_at, 0 AS ord, 0 AS position,
-       id IN (SELECT value FROM json_each(?3)) AS started
+       id IN (SELECT value FROM json_each(?3)) AS started, run_alone
 FROM solidq_jobs WHERE id IN (SELECT value FROM json_each(?1))";
 
 /// A claim takes its jobs out of ready…

@@ -301,6 +301,22 @@ impl Job for Suicide {
     }
 }
 
+/// Appends a `start` row to `test_ledger`, then aborts its process
+/// (SIGABRT): a poison job, as a segfault in a C library or a `panic =
+/// "abort"` build would be.
+#[derive(Serialize, Deserialize)]
+pub struct Abort {
+    pub url: String,
+}
+
+impl Job for Abort {
+    const KIND: &'static str = "abort";
+    fn perform(&self, ctx: &JobContext) -> JobResult {
+        ledger_append(&self.url, ctx.job_id(), 0, "start");
+        std::process::abort()
+    }
+}
+
 /// Records each attempt in the ledger (`n` = attempt) and fails the first
 /// `fail_times` of them.
 #[derive(Serialize, Deserialize)]
@@ -490,6 +506,7 @@ pub fn register(worker: Worker) -> Worker {
         .register::<Ledger>()
         .register::<Sleep>()
         .register::<Suicide>()
+        .register::<Abort>()
         .register::<Flaky>()
         .register::<CustomBackoff>()
         .register::<Hopeless>()

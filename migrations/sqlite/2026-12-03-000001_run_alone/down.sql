@@ -1,0 +1,1 @@
+ALTER TABLE solidq_jobs DROP COLUMN run_alone;
