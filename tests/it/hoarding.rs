@@ -175,14 +175,19 @@ fn a_killed_workers_jobs_claimed_ahead_go_back_without_a_stall(db: &TestDb) {
     let victim = Child::worker(&db.url, &[("SOLIDQ_TEST_THREADS", "1")]);
     let (long, ahead) = hold_ahead(db, &victim, 60_000, 8);
     victim.signal(libc::SIGKILL);
-    // A standalone peer prunes it once its heartbeat is a threshold old.
-    let _peer = Child::worker(
-        &db.url,
-        &[
-            ("SOLIDQ_TEST_ALIVE_MS", "1000"),
-            ("SOLIDQ_TEST_THREADS", "2"),
-        ],
-    );
+    // Standalone peers prune it once its heartbeat is a threshold old. Two:
+    // the stalled long job runs again alone in whichever claims it (issue
+    // 35), and the other runs the jobs that had been claimed ahead.
+    let peer = || {
+        Child::worker(
+            &db.url,
+            &[
+                ("SOLIDQ_TEST_ALIVE_MS", "1000"),
+                ("SOLIDQ_TEST_THREADS", "2"),
+            ],
+        )
+    };
+    let _peers = [peer(), peer()];
     wait_for("the killed worker's jobs to be released", WAIT, || {
         ahead
             .iter()
