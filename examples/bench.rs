@@ -46,8 +46,8 @@ use diesel::{
 };
 use serde::{Deserialize, Serialize};
 use solidq::{
-    Job, JobContext, JobResult, JobStatus, Queue, QueueConfig, SqliteSynchronous, Worker,
-    WorkerConfig,
+    EnqueueOptions, Job, JobContext, JobRequest, JobResult, JobStatus, Queue, QueueConfig,
+    SqliteSynchronous, Worker, WorkerConfig,
 };
 
 /// The flags, printed by `--help` and after a bad flag.
@@ -73,7 +73,10 @@ cargo run --release --example bench -- [flags]
                     latency, idle, features (work-down of jobs using
                     steps, batches, workflows, rate limits or fairness keys,
                     as a ratio of plain no-op jobs), fairness (one tenant's
-                    job after another's burst)
+                    job after another's burst), queues (20,000 jobs over 20,
+                    100 and 1,000 queues drained by one worker of 8 threads
+                    serving one queue, `*`, `tenant_*` or the names listed;
+                    an idle worker listing 1,000 queues against one)
   --sqlite-synchronous normal|full   SQLite's synchronous setting for every
                     connection, solidq's and the raw baseline's (solidq's default)
 ";
@@ -293,8 +296,8 @@ fn parse_args() -> Args {
 }
 
 /// What `--only` can name.
-const SECTIONS: [&str; 7] = [
-    "enqueue", "workdown", "mixed", "latency", "idle", "features", "fairness",
+const SECTIONS: [&str; 8] = [
+    "enqueue", "workdown", "mixed", "latency", "idle", "features", "fairness", "queues",
 ];
 
 /// Prints `message` and the flags, and exits with status 2.
@@ -365,6 +368,9 @@ fn main() {
         }
         if args.runs("fairness") {
             bench_fairness(backend, &args, &mut table);
+        }
+        if args.runs("queues") {
+            bench_queues(backend, &args, &mut table);
         }
         table.print(backend);
     }
@@ -1845,6 +1851,111 @@ fn bench_idle(backend: &'static str, args: &Args, table: &mut Table) {
             "idle worker, standalone: false (supervised), statements/s"
         };
         table.add(label, per_second);
+    }
+}
+
+/// Many queues (one per tenant): 20,000 no-op jobs spread over N queues
+/// (`tenant_0000`…), drained by one worker of 8 threads (in this process)
+/// that serves the one queue holding all of them (the same jobs, enqueued
+/// in one queue: the figure to match), `*`, `tenant_*`, or the N names
+/// listed in order; each drain checks that every job succeeded, and one
+/// that has not ended in 120 s is reported as such. Then an idle worker
+/// listing 1,000 queues against one listing one: its statements per second
+/// and the server's CPU per second.
+fn bench_queues(backend: &'static str, args: &Args, table: &mut Table) {
+    const JOBS: usize = 20_000;
+    const CAP: Duration = Duration::from_secs(120);
+    let name = |n: usize| format!("tenant_{n:04}");
+    for queues in [20, 100, 1_000] {
+        for serves in ["one queue", "*", "tenant_*", "listed"] {
+            let mut seconds = vec![];
+            for _ in 0..args.repeat {
+                let db = BenchDb::new(backend, args);
+                let queue = db.queue();
+                let requests: Vec<JobRequest> = (0..JOBS)
+                    .map(|n| {
+                        let into = if serves == "one queue" { 0 } else { n % queues };
+                        JobRequest::new(&Noop, EnqueueOptions::new().queue(name(into)))
+                            .expect("request")
+                    })
+                    .collect();
+                for chunk in requests.chunks(1_000) {
+                    queue.enqueue_all_with(chunk).expect("enqueue");
+                }
+                let mut raw = Raw::open(&db.url);
+                raw.analyze();
+                let listed: Vec<String> = match serves {
+                    "one queue" => vec![name(0)],
+                    "listed" => (0..queues).map(name).collect(),
+                    pattern => vec![pattern.to_string()],
+                };
+                let start_us = raw.now_us();
+                let started = Instant::now();
+                let handle = Worker::new(db.queue())
+                    .queues(listed)
+                    .threads(8)
+                    .register::<Noop>()
+                    .start()
+                    .expect("worker");
+                let mut drained = true;
+                while db.busy(&mut raw) {
+                    if started.elapsed() > CAP {
+                        drained = false;
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                handle.stop().expect("stop");
+                if !drained {
+                    let done = raw.scalar(
+                        "SELECT count(*) AS v FROM solidq_jobs WHERE finished_at IS NOT NULL",
+                    );
+                    println!(
+                        "  drain of {JOBS} over {queues} queues serving {serves}: not drained in {CAP:?} ({done} of {JOBS})"
+                    );
+                    seconds.push(CAP.as_secs_f64());
+                    continue;
+                }
+                assert_all_succeeded(&mut raw, JOBS);
+                let end_us = raw.epoch_us("SELECT max(finished_at) AS t FROM solidq_jobs");
+                seconds.push((end_us - start_us).max(1) as f64 / 1e6);
+            }
+            table.add(
+                format!("drain {JOBS} over {queues} queues, 1x8, serving {serves} (s)"),
+                seconds,
+            );
+        }
+    }
+    for listed in [1, 1_000] {
+        let (mut statements, mut server) = (vec![], vec![]);
+        for _ in 0..args.repeat {
+            let db = BenchDb::new(backend, args);
+            let handle = Worker::new(db.queue())
+                .queues((0..listed).map(name))
+                .register::<Noop>()
+                .start()
+                .expect("worker");
+            std::thread::sleep(Duration::from_secs(2));
+            let before = solidq::events::statements_executed();
+            let server_before = server_cpu_by_pid(backend);
+            let window = Duration::from_secs(10);
+            std::thread::sleep(window);
+            let ran = solidq::events::statements_executed() - before;
+            let cpu_us = server_cpu_since(backend, &server_before);
+            handle.stop().expect("stop");
+            statements.push(ran as f64 / window.as_secs_f64());
+            server.push(cpu_us as f64 / 1e3 / window.as_secs_f64());
+        }
+        table.add(
+            format!("idle worker listing {listed} queues, statements/s"),
+            statements,
+        );
+        if backend != "sqlite" {
+            table.add(
+                format!("idle worker listing {listed} queues, server CPU (ms/s)"),
+                server,
+            );
+        }
     }
 }
 

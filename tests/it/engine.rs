@@ -13,6 +13,7 @@ use solidq::{EnqueueOptions, JobStatus, Queue, Worker};
 backend_tests!(
     enqueue_runs_the_job_and_stores_its_result,
     claims_follow_queue_list_then_priority_then_id,
+    a_list_of_names_is_claimed_in_its_order_then_priority_then_id,
     wildcard_queues_match_prefixes_only,
     delayed_job_waits_for_its_time,
     bulk_enqueue_of_ten_thousand_runs_each_exactly_once,
@@ -99,6 +100,58 @@ fn claims_follow_queue_list_then_priority_then_id(db: &TestDb) {
         .column("SELECT n AS v FROM test_ledger WHERE event = 'start' ORDER BY seq");
     // critical by priority then id; then mail* merged by priority; then the rest.
     assert_eq!(order, [5, 2, 8, 7, 4, 3, 6, 1]);
+}
+
+/// A list of names only (claimed by one probe per name in order, see
+/// `ClaimQuery::listed`): the list's order, then priority, then id; a
+/// queue not listed is not served; a queue named `null` is a name (an
+/// unquoted `null` in a PostgreSQL array literal would be a NULL).
+fn a_list_of_names_is_claimed_in_its_order_then_priority_then_id(db: &TestDb) {
+    db.create_ledger();
+    let queue = db.queue();
+    // (queue, priority, n), enqueued in this scrambled order.
+    let plan = [
+        ("low", 5, 1),
+        ("critical", 0, 2),
+        ("low", -1, 3),
+        ("null", 0, 4),
+        ("critical", -3, 5),
+        ("other", 0, 6),
+        ("null", -2, 7),
+        ("critical", 0, 8),
+    ];
+    let mut other = 0;
+    for (name, priority, n) in plan {
+        let job = Ledger {
+            url: db.url.clone(),
+            n,
+            sleep_ms: 0,
+        };
+        let id = queue
+            .enqueue_with(&job, EnqueueOptions::new().queue(name).priority(priority))
+            .unwrap();
+        if name == "other" {
+            other = id;
+        }
+    }
+    let worker = worker(&queue)
+        .queues(["critical", "null", "low"])
+        .threads(1)
+        .start()
+        .unwrap();
+    wait_for("the seven listed jobs", WAIT, || {
+        db.scalar("SELECT count(*) AS v FROM test_ledger WHERE event = 'end'") == 7
+    });
+    worker.stop().unwrap();
+    let order = db
+        .conn()
+        .column("SELECT n AS v FROM test_ledger WHERE event = 'start' ORDER BY seq");
+    assert_eq!(order, [5, 2, 8, 7, 4, 3, 1]);
+    assert_eq!(
+        status(&queue, other),
+        JobStatus::Ready,
+        "not a listed queue"
+    );
 }
 
 fn wildcard_queues_match_prefixes_only(db: &TestDb) {

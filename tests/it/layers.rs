@@ -458,7 +458,7 @@ const SQL_IN_RUST: &[(&str, usize)] = &[
     ("store/mysql/explain.rs", 8),
     ("store/mysql/mod.rs", 11),
     ("store/mysql/statement.rs", 3),
-    ("store/params.rs", 1),
+    ("store/params.rs", 5),
     ("store/postgres/health.rs", 1),
     ("store/postgres/jobs.rs", 1),
     ("store/postgres/mod.rs", 11),

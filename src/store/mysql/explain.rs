@@ -40,14 +40,16 @@ pub(in crate::store) fn explain(conn: &mut MysqlConnection) -> QueryResult<Vec<(
     // The claim's own statements, the limit (and the ahead part's ids and
     // kinds) in place of each pattern's `?`s.
     let candidates = |patterns: Vec<_>| {
-        let values = ["16"].repeat(patterns.len());
-        with_literals(ClaimQuery::new(patterns).mysql_candidates(), &values)
+        let claim = ClaimQuery::new(patterns);
+        let values = ["16"].repeat(claim.parts());
+        with_literals(claim.mysql_candidates(), &values)
     };
     let ahead = |patterns: Vec<_>| {
         // JSON_ARRAY: MariaDB prints a condition's string literals in the
         // JSON plan without escaping their double quotes.
-        let values = ["'[1]'", "JSON_ARRAY('echo')", "16"].repeat(patterns.len());
-        with_literals(ClaimQuery::new(patterns).mysql_candidates_ahead(), &values)
+        let claim = ClaimQuery::new(patterns);
+        let values = ["'[1]'", "JSON_ARRAY('echo')", "16"].repeat(claim.parts());
+        with_literals(claim.mysql_candidates_ahead(), &values)
     };
     let ids = "'[1, 2, 3]'";
     let statements: Vec<(&str, String)> = vec![
@@ -88,7 +90,15 @@ pub(in crate::store) fn explain(conn: &mut MysqlConnection) -> QueryResult<Vec<(
             "claim from a list",
             candidates(vec![Exact("critical".into()), Prefix("mail".into()), All]),
         ),
+        (
+            "claim from listed queues",
+            candidates(vec![Exact("critical".into()), Exact("default".into())]),
+        ),
         ("claim ahead from *", ahead(vec![All])),
+        (
+            "claim ahead from listed queues",
+            ahead(vec![Exact("critical".into()), Exact("default".into())]),
+        ),
         (
             "claim ahead from one queue",
             ahead(vec![Exact("default".into())]),

@@ -283,7 +283,7 @@ fn insert_jobs(conn: &mut MysqlConnection, jobs: &[NewJob]) -> QueryResult<Vec<O
 
 impl ClaimQuery {
     /// The candidates, locked (`FOR UPDATE SKIP LOCKED` in each pattern's
-    /// part); binds the limit once per pattern.
+    /// part); binds the limit once per part ([`ClaimQuery::parts`]).
     pub(super) fn mysql_candidates(&self) -> &str {
         self.mysql_sql.get_or_init(|| {
             format!(
@@ -295,7 +295,7 @@ impl ClaimQuery {
 
     /// The candidates that may be claimed ahead, locked: jobs of the kinds
     /// of the second `?` (at least once), not among the ids of the first;
-    /// then the limit. Those three binds once per pattern. The kinds are
+    /// then the limit. Those three binds once per part. The kinds are
     /// filtered before the limit, so that the claim locks only rows it may
     /// take: InnoDB releases at once the lock on a row the `WHERE` refused,
     /// while a row locked and not taken would stay locked to the commit,
@@ -334,7 +334,7 @@ fn load_candidates(
     }
     .into_boxed::<diesel::mysql::Mysql>();
     let filters = ahead.map(|(kinds, taken)| (json_ids(taken), json_strings(kinds)));
-    for _ in &claim.patterns {
+    for _ in 0..claim.parts() {
         if let Some((taken, kinds)) = &filters {
             query = query
                 .bind::<Text, _>(taken.clone())

@@ -69,6 +69,11 @@ pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(Str
             claim(vec![Exact("critical".into()), Prefix("mail".into()), All]),
             CLAIM_ARGS,
         ),
+        (
+            "claim from listed queues",
+            claim(vec![Exact("critical".into()), Exact("default".into())]),
+            CLAIM_ARGS,
+        ),
         ("dispatch due jobs", DISPATCH_SCHEDULED.into(), "(500)"),
         (
             "finish (fence and succeed)",

@@ -33,6 +33,10 @@ pub(in crate::store) fn explain(conn: &mut SqliteConnection) -> QueryResult<Vec<
             "claim from a list",
             candidates(vec![Exact("critical".into()), Prefix("mail".into()), All]),
         ),
+        (
+            "claim from listed queues",
+            candidates(vec![Exact("critical".into()), Exact("default".into())]),
+        ),
         ("claim: process alive", PROCESS_ALIVE.into()),
         ("claim: out of ready", DELETE_READY_CLAIMED.into()),
         ("claim: into claimed", INSERT_CLAIMED.into()),
