@@ -211,6 +211,7 @@ mod tests {
             immediate: 2,
             ahead: 0,
             fast_kinds: Vec::new(),
+            from: 0,
         };
         // What the lost claim returned: two it holds and two it does not
         // (as if the transaction that claimed them had rolled back).

@@ -601,6 +601,7 @@ fn a_claim_is_its_processs_alone_and_finishes_once(d: &mut dyn Driver) {
         immediate: n,
         ahead: 0,
         fast_kinds: Vec::new(),
+        from: 0,
     };
     let claimed: Vec<i64> = d
         .ready_claim(&query, a, &limits(2))
@@ -690,6 +691,7 @@ fn a_failed_job_is_retried_once(d: &mut dyn Driver) {
         immediate: 1,
         ahead: 0,
         fast_kinds: Vec::new(),
+        from: 0,
     };
     let claimed = d.ready_claim(&query, p, &limits).unwrap();
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), [id]);
@@ -723,6 +725,7 @@ fn claim_ids(d: &mut dyn Driver, process: i64, n: usize) -> Vec<i64> {
         immediate: n,
         ahead: 0,
         fast_kinds: Vec::new(),
+        from: 0,
     };
     d.ready_claim(&query, process, &limits)
         .unwrap()
@@ -998,6 +1001,7 @@ fn claims_taken_ahead_are_not_started_until_marked(d: &mut dyn Driver) {
         immediate: 1,
         ahead: 3,
         fast_kinds: vec!["conformance_job".into()],
+        from: 0,
     };
     let claimed: Vec<(i64, bool)> = d
         .ready_claim(&query, p, &limits)
@@ -1082,6 +1086,7 @@ fn a_stalled_job_runs_alone_until_an_attempt_ends(d: &mut dyn Driver) {
         immediate: 2,
         ahead: 0,
         fast_kinds: Vec::new(),
+        from: 0,
     };
     let alone = |d: &mut dyn Driver, p| -> Vec<(i64, bool, bool)> {
         let mut claimed: Vec<(i64, bool, bool)> = d

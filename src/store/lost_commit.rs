@@ -156,6 +156,7 @@ fn a_claim_whose_commit_answer_is_lost_runs_its_jobs(backend: Backend) {
         immediate: 3,
         ahead: 0,
         fast_kinds: Vec::new(),
+        from: 0,
     };
     relay.armed.store(true, Ordering::SeqCst);
     let claimed = store

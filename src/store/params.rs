@@ -150,6 +150,11 @@ impl ClaimQuery {
     /// `*`): such a list is claimed from by one probe per queue in the
     /// list's order that stops at the limit ([`listed_candidates_sql`]),
     /// not by a branch per pattern that each read the limit's rows.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn is_listed(&self) -> bool {
+        self.listed().is_some()
+    }
+
     fn listed(&self) -> Option<Vec<&str>> {
         use crate::types::QueuePattern;
         if self.patterns.len() < 2 {
@@ -243,9 +248,10 @@ fn listed_candidates_sql(
         .map(|name| format!("\"{name}\""))
         .collect::<Vec<_>>()
         .join(",");
+    // `$5`: the first name to probe (1-based; see `ClaimLimits::from`).
     format!(
-        "SELECT c.job_id, q.ord - 1 AS ord, c.priority, c.position \
-         FROM unnest('{{{array}}}'::text[]) WITH ORDINALITY AS q(name, ord) \
+        "SELECT c.job_id, q.ord + $5 - 2 AS ord, c.priority, c.position \
+         FROM unnest(('{{{array}}}'::text[])[$5:]) WITH ORDINALITY AS q(name, ord) \
          CROSS JOIN LATERAL (SELECT job_id, priority, position FROM solidq_ready_executions r \
          WHERE r.queue_name = q.name AND r.{paused}{extra} \
          ORDER BY priority, position LIMIT {limit}{lock}) AS c LIMIT {limit}"
@@ -326,6 +332,12 @@ pub(crate) struct ClaimLimits {
     pub ahead: usize,
     /// The kinds that may be claimed ahead.
     pub fast_kinds: Vec<String>,
+    /// For a list of queue names, the index of the first one to probe:
+    /// the worker's knowledge that those before it are empty (they were
+    /// at its last claim, and no notification named one since). Only
+    /// PostgreSQL, whose notifications name the queue, is told; 0 probes
+    /// them all.
+    pub from: usize,
 }
 
 impl ClaimLimits {

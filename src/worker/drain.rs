@@ -107,6 +107,7 @@ impl Worker {
             immediate: 1,
             ahead: 0,
             fast_kinds: Vec::new(),
+            from: 0,
         };
         let dispatcher = scheduled.then(|| Dispatcher::embedded(queue.clone()));
         let process = process::describe(

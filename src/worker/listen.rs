@@ -51,6 +51,9 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
                             opened_at = seen;
                             failures = 0;
                             shared.listening.store(true, Ordering::SeqCst);
+                            // Nobody listened until now: every queue may
+                            // have jobs.
+                            shared.heard_from.store(0, Ordering::SeqCst);
                             let _ = shared.wake.try_send(());
                         }
                         Err(error) => {
@@ -75,7 +78,12 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
                             shared.cancels.wanted();
                             cancel::tick(&shared);
                         }
-                        if queues.iter().any(|q| shared.patterns.iter().any(|p| p.matches(q))) {
+                        let first = queues
+                            .iter()
+                            .filter_map(|q| shared.patterns.iter().position(|p| p.matches(q)))
+                            .min();
+                        if let Some(first) = first {
+                            shared.heard_from.fetch_min(first, Ordering::SeqCst);
                             let _ = shared.wake.try_send(());
                         }
                     }

@@ -45,6 +45,10 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
     let mut failures = 0u32;
     let mut backlog = false;
     let mut outcomes_failing = false;
+    // A list of queue names: the first that may have jobs, and when all
+    // were last probed (see `ClaimLimits::from`).
+    let mut listed_from = 0usize;
+    let mut probed_all = Instant::now();
     let parent = std::os::unix::process::parent_id();
     while !shared.stopping.load(Ordering::SeqCst) {
         if shared.config.supervisor_id.is_some() && std::os::unix::process::parent_id() != parent {
@@ -91,12 +95,25 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
             let alone = step_alone(shared, &mut parts, threads);
             let may_claim =
                 !alone && !shared.backlog.is_full() && !failing && shared.lease.is_valid();
+            // Queues a notification named since may have jobs; without a
+            // listener any may, and all are probed once per polling
+            // interval whatever was heard.
+            listed_from = listed_from.min(shared.heard_from.swap(usize::MAX, Ordering::SeqCst));
+            if !shared.listening.load(Ordering::SeqCst)
+                || probed_all.elapsed() >= shared.config.polling_interval
+            {
+                listed_from = 0;
+            }
             if free > 0 && may_claim && (!backlog || worth_it(free, parts.work.len())) {
                 let immediate = threads.saturating_sub(inflight).min(free);
+                if listed_from == 0 {
+                    probed_all = Instant::now();
+                }
                 let limits = ClaimLimits {
                     immediate,
                     ahead: free - immediate,
                     fast_kinds: plan.fast_kinds,
+                    from: listed_from,
                 };
                 let started = Instant::now();
                 log::trace!("claiming {limits:?} with {inflight} in flight");
@@ -108,6 +125,7 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
                         }
                         failures = 0;
                         backlog = jobs.len() == limits.total();
+                        listed_from = empty_before(&jobs, &limits, listed_from);
                         let jobs = grant_starts(shared, process_id, jobs);
                         shared.inflight.fetch_add(jobs.len(), Ordering::SeqCst);
                         let claimed = Instant::now();
@@ -130,6 +148,7 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
                     Err(error) => {
                         failures += 1;
                         backlog = false;
+                        listed_from = 0;
                         wait = backoff(shared.config.polling_interval, failures);
                         log::warn!("claiming failed ({error}); retrying in {wait:?}");
                     }
@@ -155,6 +174,25 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
         let _ = parts.wake_rx.recv_timeout(wait);
     }
     shutdown::run(shared, &mut parts)
+}
+
+/// How many queues of a list of names are known to be empty after a
+/// claim: when it took as many jobs for idle threads as it asked for,
+/// every listed queue before the first it took one from had none (or only
+/// rows another claim held). A claim only ahead (no thread idle) keeps
+/// what was `known`; one that took fewer than it asked for says nothing
+/// (0).
+fn empty_before(jobs: &[ClaimedJob], limits: &ClaimLimits, known: usize) -> usize {
+    if limits.immediate == 0 {
+        return known;
+    }
+    let took = jobs.iter().filter(|j| j.started);
+    if took.clone().count() < limits.immediate {
+        return 0;
+    }
+    took.map(|j| usize::try_from(j.ord).unwrap_or(0))
+        .min()
+        .unwrap_or(0)
 }
 
 /// Moves the job that runs alone on: a waiting one starts once it is the

@@ -166,6 +166,7 @@ pub(crate) fn start(
         lease: Arc::clone(&lease),
         inflight: AtomicUsize::new(0),
         wake_when_free: AtomicBool::new(false),
+        heard_from: AtomicUsize::new(0),
         shutdown: Arc::new(ShutdownSignal::with_standing(
             Arc::clone(&lease) as Arc<dyn Standing>
         )),

@@ -50,6 +50,10 @@ pub(super) struct Shared {
     /// Whether a listener currently wakes the poller for new jobs; idle
     /// polling is then only a safety net.
     pub listening: AtomicBool,
+    /// The first queue of the worker's list that a notification named
+    /// since the poller last read it (`usize::MAX`: none): a claim from a
+    /// list of names probes from there on (see `ClaimLimits::from`).
+    pub heard_from: AtomicUsize,
     pub stats: Arc<Stats>,
     /// Recorded outcomes not yet added to the job statistics.
     pub tally: Arc<Tally>,

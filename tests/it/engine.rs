@@ -8,12 +8,13 @@ use std::time::Duration;
 use common::jobs::{self, Count, Echo, Fail, Ledger, MalformedEcho, Panic, Unregistered};
 use common::{TestDb, wait_for};
 use serde_json::json;
-use solidq::{EnqueueOptions, JobStatus, Queue, Worker};
+use solidq::{EnqueueOptions, JobRequest, JobStatus, Queue, Worker};
 
 backend_tests!(
     enqueue_runs_the_job_and_stores_its_result,
     claims_follow_queue_list_then_priority_then_id,
     a_list_of_names_is_claimed_in_its_order_then_priority_then_id,
+    a_job_on_an_earlier_listed_queue_goes_before_the_later_queues_rest,
     wildcard_queues_match_prefixes_only,
     delayed_job_waits_for_its_time,
     bulk_enqueue_of_ten_thousand_runs_each_exactly_once,
@@ -151,6 +152,60 @@ fn a_list_of_names_is_claimed_in_its_order_then_priority_then_id(db: &TestDb) {
         status(&queue, other),
         JobStatus::Ready,
         "not a listed queue"
+    );
+}
+
+/// A worker working down the second queue of its list claims from there
+/// on (on PostgreSQL it skips the first, found empty); a job enqueued on
+/// the first meanwhile is claimed next, not after the second queue's rest:
+/// its notification names its queue. The polling interval is long, so no
+/// periodic probe of the whole list finds it instead.
+fn a_job_on_an_earlier_listed_queue_goes_before_the_later_queues_rest(db: &TestDb) {
+    db.create_ledger();
+    let queue = db.queue();
+    let later: Vec<JobRequest> = (0..300)
+        .map(|n| {
+            let job = Ledger {
+                url: db.url.clone(),
+                n,
+                sleep_ms: 5,
+            };
+            JobRequest::new(&job, EnqueueOptions::new().queue("second")).unwrap()
+        })
+        .collect();
+    queue.enqueue_all_with(&later).unwrap();
+    let worker = jobs::worker(queue.clone())
+        .polling_interval(Duration::from_secs(20))
+        .queues(["first", "second"])
+        .threads(2)
+        .prefetch(4)
+        .start()
+        .unwrap();
+    let starts = || db.scalar("SELECT count(*) AS v FROM test_ledger WHERE event = 'start'");
+    wait_for("the second queue to be under way", WAIT, || starts() >= 40);
+    let before = starts();
+    let early = Ledger {
+        url: db.url.clone(),
+        n: 1_000,
+        sleep_ms: 0,
+    };
+    let id = queue
+        .enqueue_with(&early, EnqueueOptions::new().queue("first"))
+        .unwrap();
+    wait_for("the first queue's job", WAIT, || {
+        status(&queue, id) == JobStatus::Succeeded
+    });
+    worker.stop().unwrap();
+    let order = db
+        .conn()
+        .column("SELECT n AS v FROM test_ledger WHERE event = 'start' ORDER BY seq");
+    let at = order.iter().position(|&n| n == 1_000).unwrap() as i64;
+    // What was claimed before it was enqueued (two threads, four ahead)
+    // and one claim in flight may start first; not the queue's rest.
+    assert!(
+        at - before <= 12,
+        "{} jobs of the second queue started between the first queue's job's enqueue and its start",
+        at - before
     );
 }
 

@@ -24,15 +24,17 @@ impl ClaimsDriver for PgConnection {
         process_id: i64,
         limits: &ClaimLimits,
     ) -> QueryResult<Vec<ClaimedJob>> {
-        let sql = claim.postgres_sql();
-        let mut jobs: Vec<ClaimedJob> = Cached(
-            sql_query(sql)
-                .bind::<BigInt, _>(limits.immediate as i64)
-                .bind::<BigInt, _>(process_id)
-                .bind::<BigInt, _>((limits.total() - limits.immediate) as i64)
-                .bind::<Array<Text>, _>(&limits.fast_kinds),
-        )
-        .load(self)?;
+        let query = sql_query(claim.postgres_sql())
+            .bind::<BigInt, _>(limits.immediate as i64)
+            .bind::<BigInt, _>(process_id)
+            .bind::<BigInt, _>((limits.total() - limits.immediate) as i64)
+            .bind::<Array<Text>, _>(&limits.fast_kinds);
+        let mut jobs: Vec<ClaimedJob> = if claim.is_listed() {
+            let from = i32::try_from(limits.from + 1).unwrap_or(i32::MAX);
+            Cached(query.bind::<diesel::sql_types::Integer, _>(from)).load(self)?
+        } else {
+            Cached(query).load(self)?
+        };
         claim.sort(&mut jobs);
         Ok(jobs)
     }

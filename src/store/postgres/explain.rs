@@ -72,7 +72,7 @@ pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(Str
         (
             "claim from listed queues",
             claim(vec![Exact("critical".into()), Exact("default".into())]),
-            CLAIM_ARGS,
+            "(16, 1, 84, ARRAY['noop'], 1)",
         ),
         ("dispatch due jobs", DISPATCH_SCHEDULED.into(), "(500)"),
         (
