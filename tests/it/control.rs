@@ -17,9 +17,12 @@ use solidq::{
 backend_tests!(
     cancelling_waiting_jobs_discards_them_with_the_reason_and_gives_their_slot_back,
     run_now_moves_scheduled_and_blocked_jobs_to_ready,
-    a_cancelled_running_job_sees_it_within_a_second_and_is_discarded_not_retried,
     a_job_asked_to_stop_is_discarded_when_claimed_again_without_running,
 );
+
+// It measures a time: with nothing else running (MySQL took 1.7 s beside
+// the suite's eight tests at a time).
+backend_tests!(alone: a_cancelled_running_job_sees_it_within_a_second_and_is_discarded_not_retried);
 
 #[derive(Serialize, Deserialize)]
 struct Noop;

@@ -63,6 +63,23 @@ fn enqueue_runs_the_job_and_stores_its_result(db: &TestDb) {
     assert_eq!(db.count("solidq_claimed_executions"), 0);
 }
 
+/// Enqueues a ledger job `n` on `queue` with `priority` for each
+/// `(queue, priority, n)` of `plan`, in order; returns their ids.
+fn enqueue_plan(db: &TestDb, queue: &Queue, plan: &[(&str, i32, i64)]) -> Vec<i64> {
+    plan.iter()
+        .map(|&(name, priority, n)| {
+            let job = Ledger {
+                url: db.url.clone(),
+                n,
+                sleep_ms: 0,
+            };
+            queue
+                .enqueue_with(&job, EnqueueOptions::new().queue(name).priority(priority))
+                .unwrap()
+        })
+        .collect()
+}
+
 fn claims_follow_queue_list_then_priority_then_id(db: &TestDb) {
     db.create_ledger();
     let queue = db.queue();
@@ -77,16 +94,7 @@ fn claims_follow_queue_list_then_priority_then_id(db: &TestDb) {
         ("mail_b", -2, 7),
         ("critical", 0, 8),
     ];
-    for (name, priority, n) in plan {
-        let job = Ledger {
-            url: db.url.clone(),
-            n,
-            sleep_ms: 0,
-        };
-        queue
-            .enqueue_with(&job, EnqueueOptions::new().queue(name).priority(priority))
-            .unwrap();
-    }
+    enqueue_plan(db, &queue, &plan);
     let worker = worker(&queue)
         .queues(["critical", "mail*", "*"])
         .threads(1)
@@ -121,20 +129,8 @@ fn a_list_of_names_is_claimed_in_its_order_then_priority_then_id(db: &TestDb) {
         ("null", -2, 7),
         ("critical", 0, 8),
     ];
-    let mut other = 0;
-    for (name, priority, n) in plan {
-        let job = Ledger {
-            url: db.url.clone(),
-            n,
-            sleep_ms: 0,
-        };
-        let id = queue
-            .enqueue_with(&job, EnqueueOptions::new().queue(name).priority(priority))
-            .unwrap();
-        if name == "other" {
-            other = id;
-        }
-    }
+    let ids = enqueue_plan(db, &queue, &plan);
+    let other = ids[5];
     let worker = worker(&queue)
         .queues(["critical", "null", "low"])
         .threads(1)
