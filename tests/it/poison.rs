@@ -23,10 +23,16 @@ use common::{TestDb, wait_for};
 use solidq::{JobInfo, JobStatus, Queue};
 use tower::ServiceExt;
 
-backend_tests!(
-    a_poison_job_fails_alone_and_every_job_beside_it_succeeds,
-    with_max_stalled_count_3_a_poison_job_runs_at_most_4_times,
-);
+/// Each runs a supervisor and hundreds of jobs through crashes: with no
+/// other test beside them, so the suite's others keep their timing.
+mod heavy {
+    use super::*;
+
+    backend_tests!(
+        alone: a_poison_job_fails_alone_and_every_job_beside_it_succeeds,
+        with_max_stalled_count_3_a_poison_job_runs_at_most_4_times,
+    );
+}
 
 #[test]
 fn a_worker_that_aborts_at_start_is_restarted_with_a_growing_back_off() {
