@@ -120,6 +120,15 @@ impl Store {
         })
     }
 
+    /// Records the claims of `process_id` among `job_ids` as started now
+    /// (a job that waited to run alone starts: a crash from here on is
+    /// its stall).
+    pub(crate) fn claimed_mark_started(&self, process_id: i64, job_ids: &[i64]) -> Result<()> {
+        self.with_driver("claimed_mark_started", |d| {
+            d.claimed_mark_started(process_id, job_ids)
+        })
+    }
+
     /// Hands claimed jobs that never started back to ready (not a stall).
     /// Returns the ids whose claim was still held.
     pub(crate) fn claimed_release(&self, process_id: i64, job_ids: &[i64]) -> Result<Vec<i64>> {

@@ -205,9 +205,10 @@ fn step_alone(shared: &Shared, parts: &mut Parts, threads: usize) -> bool {
         return parts.alone.is_some();
     }
     parts.alone = match parts.alone.take() {
-        Some(Alone::Waiting(assigned)) => {
+        Some(Alone::Waiting(mut assigned)) => {
             let id = assigned.job.id;
             log::info!("job {id} runs alone now: this process's other jobs have ended");
+            record_start(shared, assigned.process_id, &mut assigned.job);
             parts.work.push_all(vec![*assigned], threads);
             Some(Alone::Running(id))
         }
@@ -219,6 +220,25 @@ fn step_alone(shared: &Shared, parts: &mut Parts, threads: usize) -> bool {
     };
     shared.backlog.wake_when_empty(parts.alone.is_some());
     parts.alone.is_some()
+}
+
+/// Records the start of a job that runs alone before it runs, if its
+/// claim did not: it runs alone because it may kill its process, and a
+/// kill must count as its stall (a start left to the completer's next
+/// batch is lost if the process dies first, and its rerun would not be
+/// counted).
+fn record_start(shared: &Shared, process_id: i64, job: &mut ClaimedJob) {
+    if job.started {
+        return;
+    }
+    match shared.store.claimed_mark_started(process_id, &[job.id]) {
+        Ok(()) => job.started = true,
+        Err(error) => log::warn!(
+            "cannot record that job {} started ({error}); the completer records it, \
+             and if this process dies first its run is not counted as a stall",
+            job.id
+        ),
+    }
 }
 
 /// Whether the job that runs alone may start (waiting) or is done
@@ -280,6 +300,7 @@ fn take_alone(
     );
     if running == 0 && shared.backlog.is_empty() {
         parts.alone = Some(Alone::Running(job.id));
+        record_start(shared, process_id, &mut job);
         return vec![job];
     }
     // Recorded as started by the claim, but it waits: a crash meanwhile is
