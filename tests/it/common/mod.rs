@@ -400,6 +400,20 @@ impl TestDb {
         }
     }
 
+    /// SQL for timestamp `column` (UTC) in microseconds since the Unix
+    /// epoch, whatever the session's time zone.
+    pub fn epoch_us(&self, column: &str) -> String {
+        match self.backend {
+            Backend::Postgres => format!("CAST(EXTRACT(EPOCH FROM {column}) * 1000000 AS BIGINT)"),
+            Backend::Sqlite => {
+                format!("CAST((julianday({column}) - 2440587.5) * 86400000000.0 AS INTEGER)")
+            }
+            Backend::Mysql => {
+                format!("TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {column})")
+            }
+        }
+    }
+
     /// `text` as an SQL string literal: quotes doubled, and on MySQL
     /// (where a backslash escapes in a literal) backslashes doubled too.
     pub fn literal(&self, text: &str) -> String {
