@@ -249,6 +249,7 @@ conformance!(
     blocked_jobs_wait_in_priority_order_and_are_taken_once,
     a_queue_is_paused_once_and_resumed_once;
     alone: a_claim_is_its_processs_alone_and_finishes_once,
+    a_many_job_insert_gives_each_job_its_own_id_in_order,
     claims_taken_ahead_are_not_started_until_marked,
     a_lost_claim_finishes_nothing,
     a_stalled_job_runs_alone_until_an_attempt_ends,
@@ -375,6 +376,80 @@ fn a_taken_unique_key_is_no_id_and_is_found_by_its_holder(d: &mut dyn Driver) {
         [("conformance-key".to_string(), id)]
     );
     assert_eq!(d.jobs_options(&[id]).unwrap(), [(id, "{}".to_string())]);
+}
+
+/// More jobs than one multi-row statement takes (MySQL's 500), some with
+/// unique keys (one taken by an earlier job of the same call), some
+/// delayed: each id is its own job's, in the order given, and exactly the
+/// jobs due now are ready, in id order.
+fn a_many_job_insert_gives_each_job_its_own_id_in_order(d: &mut dyn Driver) {
+    let jobs: Vec<NewJob> = (0..1_203)
+        .map(|n| {
+            let key = match n {
+                1_100 => Some("many-key-300".to_string()),
+                n if n % 300 == 0 => Some(format!("many-key-{n}")),
+                _ => None,
+            };
+            NewJob {
+                arguments: format!(r#"{{"n":{n}}}"#),
+                options: format!(r#"{{"n":{n}}}"#),
+                unique_key: key,
+                delay: if n % 7 == 0 {
+                    Duration::from_secs(3_600)
+                } else {
+                    Duration::ZERO
+                },
+                ..job(None)
+            }
+        })
+        .collect();
+    let ids = d.jobs_insert(&jobs, false).unwrap();
+    assert_eq!(ids.len(), jobs.len());
+    assert_eq!(ids[1_100], None, "the key taken by job 300 of the call");
+    let given: Vec<(i64, usize)> = ids
+        .iter()
+        .enumerate()
+        .filter_map(|(n, id)| id.map(|id| (id, n)))
+        .collect();
+    assert_eq!(given.len(), jobs.len() - 1, "every other job has an id");
+    let mut read = d
+        .jobs_options(&given.iter().map(|(id, _)| *id).collect::<Vec<_>>())
+        .unwrap();
+    read.sort();
+    let mut expected: Vec<(i64, String)> = given
+        .iter()
+        .map(|(id, n)| (*id, format!(r#"{{"n":{n}}}"#)))
+        .collect();
+    expected.sort();
+    assert!(
+        read == expected,
+        "each id holds its own job: the first that does not, {:?}",
+        read.iter().zip(&expected).find(|(r, e)| r != e)
+    );
+    let process = process(d, "conformance-many");
+    let query = ClaimQuery::new(vec![QueuePattern::Exact("conformance".into())]);
+    let claimed: Vec<i64> = d
+        .ready_claim(
+            &query,
+            process,
+            &ClaimLimits {
+                immediate: 2_000,
+                ahead: 0,
+                fast_kinds: Vec::new(),
+                from: 0,
+            },
+        )
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    let mut due: Vec<i64> = given
+        .iter()
+        .filter(|(_, n)| n % 7 != 0)
+        .map(|(id, _)| *id)
+        .collect();
+    due.sort();
+    assert_eq!(claimed, due, "the jobs due now, ready in id order");
 }
 
 fn a_process_is_registered_heartbeats_and_goes(d: &mut dyn Driver) {

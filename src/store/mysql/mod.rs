@@ -223,45 +223,43 @@ FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids";
 const PROCESS_ALIVE: &str = "SELECT COUNT(*) AS v FROM (SELECT id FROM solidq_processes WHERE id = ? LOCK IN SHARE MODE) AS p";
 
 fn insert_jobs(conn: &mut MysqlConnection, jobs: &[NewJob]) -> QueryResult<Vec<Option<i64>>> {
-    let mut ids = Vec::with_capacity(jobs.len());
-    // Ready jobs with a fairness key: placed together at the end, each
-    // key's places looked up once (`store::fair`).
-    let mut fair = Vec::new();
-    for job in jobs {
-        Cached(
-            sql_query(INSERT_JOB)
-                .bind::<Text, _>(&job.queue_name)
-                .bind::<Text, _>(&job.kind)
-                .bind::<Text, _>(&job.arguments)
-                .bind::<Integer, _>(job.priority)
-                .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
-                .bind::<Nullable<Text>, _>(job.concurrency_key.as_deref())
-                .bind::<Text, _>(&job.options)
-                .bind::<Text, _>(job.delivery.as_str())
-                .bind::<Integer, _>(job.max_attempts)
-                .bind::<Nullable<Integer>, _>(job.max_stalled_count)
-                .bind::<Nullable<Text>, _>(job.fairness_key.as_deref())
-                .bind::<Nullable<Timestamp>, _>(job.run_at)
-                .bind::<BigInt, _>(micros(job.delay)),
-        )
-        .execute(conn)?;
-        let IdRow { id } = Cached(sql_query(LAST_ID)).get_result(conn)?;
-        if id == 0 {
-            ids.push(None);
-            continue;
+    let mut ids: Vec<Option<i64>> = vec![None; jobs.len()];
+    // Jobs without a unique key, many to a statement when their ids can be
+    // told from the first; the others (and all, when they cannot) one by
+    // one, which also tells a unique key already taken.
+    let plain: Vec<usize> = (0..jobs.len())
+        .filter(|&i| jobs[i].unique_key.is_none())
+        .collect();
+    let step = if plain.len() > 1 {
+        consecutive_ids(conn)?
+    } else {
+        None
+    };
+    let mut single: Vec<usize> = (0..jobs.len()).collect();
+    if let Some(step) = step {
+        for chunk in plain.chunks(ROWS_PER_INSERT) {
+            let first = insert_rows(conn, jobs, chunk)?;
+            for (k, &i) in chunk.iter().enumerate() {
+                ids[i] = Some(first + k as i64 * step);
+            }
         }
+        single.retain(|&i| jobs[i].unique_key.is_some());
+    }
+    for i in single {
+        ids[i] = insert_one(conn, &jobs[i])?;
+    }
+    // Ready jobs with a fairness key: placed together at the end, each
+    // key's places looked up once (`store::fair`). Those without one are
+    // placed by their id, many to a statement.
+    let mut fair = Vec::new();
+    let mut plain = Vec::new();
+    for (job, id) in jobs.iter().zip(&ids) {
+        let Some(id) = *id else { continue };
         // Jobs under a concurrency limit go to scheduled even when due now:
         // the caller places them (a slot, blocked or discarded).
         let now = job.run_at.is_none() && job.delay.is_zero();
         if now && job.concurrency_key.is_none() && job.fairness_key.is_none() {
-            Cached(
-                sql_query(INSERT_READY_BY_ID)
-                    .bind::<BigInt, _>(id)
-                    .bind::<Text, _>(&job.queue_name)
-                    .bind::<Integer, _>(job.priority)
-                    .bind::<BigInt, _>(id),
-            )
-            .execute(conn)?;
+            plain.push((id, job));
         } else if now && job.concurrency_key.is_none() {
             fair.push(id);
         } else {
@@ -273,12 +271,137 @@ fn insert_jobs(conn: &mut MysqlConnection, jobs: &[NewJob]) -> QueryResult<Vec<O
             )
             .execute(conn)?;
         }
-        ids.push(Some(id));
+    }
+    for chunk in plain.chunks(ROWS_PER_INSERT) {
+        insert_ready_rows(conn, chunk)?;
     }
     if !fair.is_empty() {
         Cached(sql_query(MOVE_DUE.as_str()).bind::<Text, _>(json_ids(&fair))).execute(conn)?;
     }
     Ok(ids)
+}
+
+/// The most jobs one multi-row insert takes: 13 values each, well under
+/// the 65,535 placeholders of a prepared statement.
+const ROWS_PER_INSERT: usize = 500;
+
+#[derive(QueryableByName)]
+struct AutoIncrement {
+    #[diesel(sql_type = BigInt)]
+    mode: i64,
+    #[diesel(sql_type = BigInt)]
+    step: i64,
+}
+
+/// The step between the ids of one multi-row insert's rows, when they are
+/// one run from `LAST_INSERT_ID()` (the first row's): under
+/// `innodb_autoinc_lock_mode` 0 or 1 (MariaDB's default) an insert whose
+/// row count is known takes its ids at once, `auto_increment_increment`
+/// apart (more than 1 on Galera). Under 2 (MySQL 8's default,
+/// "interleaved") concurrent inserts may interleave their ids: `None`,
+/// and the jobs go in one by one.
+fn consecutive_ids(conn: &mut MysqlConnection) -> QueryResult<Option<i64>> {
+    let row: AutoIncrement = Cached(sql_query(
+        "SELECT CAST(@@innodb_autoinc_lock_mode AS SIGNED) AS mode, \
+                CAST(@@auto_increment_increment AS SIGNED) AS step",
+    ))
+    .get_result(conn)?;
+    Ok((row.mode <= 1).then_some(row.step.max(1)))
+}
+
+/// [`INSERT_JOB`]'s row for each of the jobs `rows` (none with a unique
+/// key), in one statement; the first row's id.
+fn insert_rows(conn: &mut MysqlConnection, jobs: &[NewJob], rows: &[usize]) -> QueryResult<i64> {
+    let (head, rest) = INSERT_JOB
+        .split_once("VALUES")
+        .expect("INSERT_JOB has VALUES");
+    let (row, _) = rest
+        .split_once("ON DUPLICATE KEY")
+        .expect("INSERT_JOB has its unique-key clause");
+    let sql = format!("{head}VALUES {}", vec![row.trim(); rows.len()].join(", "));
+    let mut query = sql_query(sql).into_boxed::<diesel::mysql::Mysql>();
+    for &i in rows {
+        let job = &jobs[i];
+        query = query
+            .bind::<Text, _>(&job.queue_name)
+            .bind::<Text, _>(&job.kind)
+            .bind::<Text, _>(&job.arguments)
+            .bind::<Integer, _>(job.priority)
+            .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
+            .bind::<Nullable<Text>, _>(job.concurrency_key.as_deref())
+            .bind::<Text, _>(&job.options)
+            .bind::<Text, _>(job.delivery.as_str())
+            .bind::<Integer, _>(job.max_attempts)
+            .bind::<Nullable<Integer>, _>(job.max_stalled_count)
+            .bind::<Nullable<Text>, _>(job.fairness_key.as_deref())
+            .bind::<Nullable<Timestamp>, _>(job.run_at)
+            .bind::<BigInt, _>(micros(job.delay));
+    }
+    let inserted = query.execute(conn)?;
+    let IdRow { id } = Cached(sql_query(LAST_ID)).get_result(conn)?;
+    if inserted != rows.len() || id == 0 {
+        return Err(diesel::result::Error::QueryBuilderError(
+            format!(
+                "a multi-row insert of {} jobs inserted {inserted}, first id {id}",
+                rows.len()
+            )
+            .into(),
+        ));
+    }
+    Ok(id)
+}
+
+/// [`INSERT_READY_BY_ID`]'s row for each of `rows` (job id and job), in
+/// one statement; one row alone takes the fixed statement.
+fn insert_ready_rows(conn: &mut MysqlConnection, rows: &[(i64, &NewJob)]) -> QueryResult<()> {
+    if let [(id, job)] = rows {
+        return Cached(
+            sql_query(INSERT_READY_BY_ID)
+                .bind::<BigInt, _>(*id)
+                .bind::<Text, _>(&job.queue_name)
+                .bind::<Integer, _>(job.priority)
+                .bind::<BigInt, _>(*id),
+        )
+        .execute(conn)
+        .map(drop);
+    }
+    let (head, row) = INSERT_READY_BY_ID
+        .split_once("VALUES")
+        .expect("INSERT_READY_BY_ID has VALUES");
+    let sql = format!("{head}VALUES {}", vec![row.trim(); rows.len()].join(", "));
+    let mut query = sql_query(sql).into_boxed::<diesel::mysql::Mysql>();
+    for (id, job) in rows {
+        query = query
+            .bind::<BigInt, _>(*id)
+            .bind::<Text, _>(&job.queue_name)
+            .bind::<Integer, _>(job.priority)
+            .bind::<BigInt, _>(*id);
+    }
+    query.execute(conn).map(drop)
+}
+
+/// Inserts one job ([`INSERT_JOB`]); its id, or `None` when its unique
+/// key was taken.
+fn insert_one(conn: &mut MysqlConnection, job: &NewJob) -> QueryResult<Option<i64>> {
+    Cached(
+        sql_query(INSERT_JOB)
+            .bind::<Text, _>(&job.queue_name)
+            .bind::<Text, _>(&job.kind)
+            .bind::<Text, _>(&job.arguments)
+            .bind::<Integer, _>(job.priority)
+            .bind::<Nullable<Text>, _>(job.unique_key.as_deref())
+            .bind::<Nullable<Text>, _>(job.concurrency_key.as_deref())
+            .bind::<Text, _>(&job.options)
+            .bind::<Text, _>(job.delivery.as_str())
+            .bind::<Integer, _>(job.max_attempts)
+            .bind::<Nullable<Integer>, _>(job.max_stalled_count)
+            .bind::<Nullable<Text>, _>(job.fairness_key.as_deref())
+            .bind::<Nullable<Timestamp>, _>(job.run_at)
+            .bind::<BigInt, _>(micros(job.delay)),
+    )
+    .execute(conn)?;
+    let IdRow { id } = Cached(sql_query(LAST_ID)).get_result(conn)?;
+    Ok((id != 0).then_some(id))
 }
 
 impl ClaimQuery {
