@@ -573,3 +573,93 @@ fn finalize_survives_transient_database_errors(db: &TestDb) {
     let info = queue.job(id).unwrap();
     assert_eq!((info.attempts, info.result), (1, Some(json!(800))));
 }
+
+/// MySQL's bulk enqueue tells its jobs' ids from the first one's where the
+/// server gives a statement's rows one run of ids, and inserts them one by
+/// one where it may not: on private MariaDB servers with ids 3 apart
+/// (`auto_increment_increment`, as on Galera) and with interleaved
+/// auto-increment locks (`innodb_autoinc_lock_mode` 2, MySQL 8's default),
+/// each id returned is its own job's while another thread enqueues one job
+/// at a time beside the bulk enqueues.
+#[cfg(feature = "mysql")]
+mod mysql_bulk_ids {
+    use super::*;
+    use common::TestConn;
+    use common::mariadb::PrivateMariaDb;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    #[test]
+    fn ids_three_apart_are_each_their_own_jobs() {
+        check(
+            &["--auto-increment-increment=3"],
+            "auto_increment_increment",
+            3,
+        );
+    }
+
+    #[test]
+    fn interleaved_auto_increment_locks_give_each_job_its_own_id() {
+        check(
+            &["--innodb-autoinc-lock-mode=2"],
+            "innodb_autoinc_lock_mode",
+            2,
+        );
+    }
+
+    fn check(options: &[&str], setting: &str, value: i64) {
+        let _machine = common::machine::shared();
+        let Some(server) = PrivateMariaDb::start(options) else {
+            return;
+        };
+        let url = server.url();
+        let mut conn = TestConn::open(&url);
+        assert_eq!(conn.scalar(&format!("SELECT @@{setting} AS v")), value);
+        let queue = Queue::connect(&url).expect("connect");
+        queue.migrate().expect("migrate");
+        let stop = Arc::new(AtomicBool::new(false));
+        let beside = {
+            let (queue, stop) = (queue.clone(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let one = JobRequest::new(
+                        &Echo { value: json!(-1) },
+                        EnqueueOptions::new().priority(-1),
+                    )
+                    .unwrap();
+                    queue.enqueue_all_with(&[one]).unwrap();
+                    n += 1;
+                }
+                n
+            })
+        };
+        let mut expected: Vec<i64> = Vec::new();
+        for _ in 0..4 {
+            let requests: Vec<JobRequest> = (0..1_000)
+                .map(|n| {
+                    JobRequest::new(&Echo { value: json!(n) }, EnqueueOptions::new().priority(n))
+                        .unwrap()
+                })
+                .collect();
+            let ids = queue.enqueue_all_with(&requests).unwrap();
+            assert_eq!(ids.len(), 1_000);
+            expected.extend(ids.iter().zip(0..).map(|(id, n)| id * 10_000 + n));
+        }
+        stop.store(true, Ordering::SeqCst);
+        let singles = beside.join().unwrap();
+        assert!(singles > 0, "no job was enqueued beside the bulk ones");
+        expected.sort_unstable();
+        let read = conn.column(
+            "SELECT id * 10000 + priority AS v FROM solidq_jobs WHERE priority >= 0 ORDER BY id",
+        );
+        assert!(
+            read == expected,
+            "each id holds its own job (id × 10,000 + the job's number): \
+             the first that does not, read {:?}",
+            read.iter().zip(&expected).find(|(r, e)| r != e)
+        );
+        let ready = conn.scalar("SELECT count(*) AS v FROM solidq_ready_executions");
+        assert_eq!(ready, 4_000 + singles, "every job is ready");
+    }
+}

@@ -107,12 +107,15 @@ pub mod machine {
         shared: usize,
         alone: usize,
         alone_waiting: usize,
+        /// An exclusive test runs or waits: no other alone test starts.
+        exclusive: usize,
     }
 
     static STATE: Mutex<State> = Mutex::new(State {
         shared: 0,
         alone: 0,
         alone_waiting: 0,
+        exclusive: 0,
     });
     static CHANGED: Condvar = Condvar::new();
 
@@ -136,11 +139,15 @@ pub mod machine {
     /// Held while a test runs; its drop lets the others on.
     pub struct Guard {
         alone: bool,
+        exclusive: bool,
     }
 
     impl Drop for Guard {
         fn drop(&mut self) {
             let mut state = state();
+            if self.exclusive {
+                state.exclusive -= 1;
+            }
             if self.alone {
                 state.alone -= 1;
             } else {
@@ -157,7 +164,10 @@ pub mod machine {
             state = wait(state);
         }
         state.shared += 1;
-        Guard { alone: false }
+        Guard {
+            alone: false,
+            exclusive: false,
+        }
     }
 
     /// Runs with no shared test at the same time, and with at most
@@ -166,12 +176,34 @@ pub mod machine {
         let limit = alone_at_once();
         let mut state = state();
         state.alone_waiting += 1;
-        while state.shared > 0 || state.alone >= limit {
+        while state.shared > 0 || state.alone >= limit || state.exclusive > 0 {
             state = wait(state);
         }
         state.alone_waiting -= 1;
         state.alone += 1;
-        Guard { alone: true }
+        Guard {
+            alone: true,
+            exclusive: false,
+        }
+    }
+
+    /// Runs with no other test at all: for a test that compares a rate
+    /// before and after an event, which other alone tests starting and
+    /// ending beside it would skew (a throughput measured with two other
+    /// supervisors running, then with none).
+    pub fn exclusive() -> Guard {
+        let mut state = state();
+        state.alone_waiting += 1;
+        state.exclusive += 1;
+        while state.shared > 0 || state.alone > 0 {
+            state = wait(state);
+        }
+        state.alone_waiting -= 1;
+        state.alone += 1;
+        Guard {
+            alone: true,
+            exclusive: true,
+        }
     }
 }
 
