@@ -171,6 +171,9 @@ async function drive(context, base, shots, plan) {
     };
   });
   const page = context.pages()[0] ?? (await context.newPage());
+  // The page's clock runs as the real one, except that `polls` moves it
+  // ahead by the live parts' refresh interval instead of waiting it out.
+  await page.clock.install();
   // Only the confirm dialog of the button being clicked is accepted.
   let expectedConfirm = null;
   let confirmed = [];
@@ -238,9 +241,14 @@ async function drive(context, base, shots, plan) {
   // and for `selector` to be on the page after its swap.
   const polls = async (path, selector) => {
     const t0 = Date.now();
-    const answer = await page
+    const polled = page
       .waitForResponse((r) => new URL(r.url()).pathname === path && r.request().headers()['hx-request'] === 'true', { timeout: TIMEOUT_MS })
       .catch(() => fail(`${page.url()}: no htmx poll of ${path} within ${TIMEOUT_MS} ms`));
+    // The dashboard's refresh interval (solidq_web::LIVE_REFRESH, in the
+    // plan) in the page's time: htmx's `every 2s` fires without the test
+    // waiting for it.
+    await page.clock.fastForward(plan?.liveRefreshMs ?? 2_000);
+    const answer = await polled;
     if (answer.status() !== 200) fail(`${page.url()}: the poll of ${path} answered ${answer.status()}`);
     await checkHeaders(answer, `the poll of ${path}`);
     await page.locator(selector).first().waitFor({ state: 'attached' });

@@ -7,7 +7,7 @@
 
 use crate::common;
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::recorder::{Event, Recorder};
@@ -44,11 +44,14 @@ fn a_process_that_enqueues_and_exits_at_once_exits_0_and_wakes_an_idle_worker(db
                     .arg(format!(r#"{{"value": {}}}"#, wave * AT_ONCE + i))
                     .args(["--database-url", &db.url])
                     .env("RUST_LOG", "warn")
-                    .output()
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("start solidq enqueue")
             })
             .collect();
-        for output in children {
-            let output = output.expect("run solidq enqueue");
+        for child in children {
+            let output = child.wait_with_output().expect("run solidq enqueue");
             if !output.status.success() {
                 bad.push(format!(
                     "{:?}: {}",

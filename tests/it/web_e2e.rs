@@ -653,6 +653,7 @@ fn the_dashboard_shows_every_state_and_its_buttons_change_the_database(db: &Test
     let shots = screenshot_dir(db);
     let plan = json!({
         "secret": SECRET,
+        "liveRefreshMs": solidq_web::LIVE_REFRESH.as_millis() as u64,
         "counts": counts(&queue),
         "pauseQueue": PAUSE_QUEUE,
         "pausedQueue": PAUSED_QUEUE,
