@@ -1,7 +1,7 @@
 //! The server cutting solidq's sessions and refusing new ones (issue 14,
 //! item 5), PostgreSQL only:
 //!
-//! * For 30 s, every solidq backend of the test is terminated
+//! * For 15 s, every solidq backend of the test is terminated
 //!   (`pg_terminate_backend`, SQLSTATE 57P01) five times a second while a
 //!   producer enqueues and a supervisor's two worker processes work: no
 //!   acknowledged job is lost, none runs twice, no process exits, and the
@@ -29,7 +29,7 @@ mod postgres {
     use super::common::jobs::{Echo, FileLedger, file_ledger_starts};
     use super::common::{TestConn, TestDb, wait_for};
 
-    const KILLING: Duration = Duration::from_secs(30);
+    const KILLING: Duration = Duration::from_secs(15);
     const KILL_EVERY: Duration = Duration::from_millis(200);
     /// Pause between the producer's enqueues (about 100 jobs/s).
     const PACE: Duration = Duration::from_millis(10);

@@ -1,7 +1,7 @@
 //! The database away for longer than `process_alive_threshold` (DESIGN:
 //! "nobody alive is pruned for it; no process exits for it"). Three
 //! standalone workers (each a pruner) work a steady stream of jobs while
-//! the database goes away for 2.5 s, five times, with a 1 s alive
+//! the database goes away for 2.5 s, three times, with a 1 s alive
 //! threshold:
 //!
 //! * PostgreSQL: a private server, stopped (`pg_ctl stop -m fast`) and
@@ -40,21 +40,24 @@ use solidq::{
     Scheduler,
 };
 
-const ROUNDS: usize = 5;
+const ROUNDS: usize = 3;
 const OUTAGE: Duration = Duration::from_millis(2500);
 
-const BETWEEN: Duration = Duration::from_secs(3);
-/// Ten alive thresholds of [`fleet`]'s processes.
+/// Ten heartbeats of [`run`]'s workers between two outages.
+const BETWEEN: Duration = Duration::from_secs(2);
+/// Five alive thresholds of [`fleet`]'s processes.
 #[cfg_attr(
     not(any(feature = "postgres", feature = "mysql")),
     allow(dead_code, reason = "server rounds: PostgreSQL and MySQL only")
 )]
-const LONG_OUTAGE: Duration = Duration::from_secs(10);
-/// How long [`disk_full`] keeps the disk full.
-const FULL: Duration = Duration::from_secs(10);
-/// How long [`fleet`] freezes a worker that holds SQLite's write lock.
+const LONG_OUTAGE: Duration = Duration::from_secs(5);
+/// How long [`disk_full`] keeps the disk full: twice its worker's alive
+/// threshold.
+const FULL: Duration = Duration::from_secs(6);
+/// How long [`fleet`] freezes a worker that holds SQLite's write lock:
+/// longer than the others' busy timeout (5 s), eight alive thresholds.
 #[cfg(feature = "sqlite")]
-const FREEZE: Duration = Duration::from_secs(20);
+const FREEZE: Duration = Duration::from_secs(8);
 const WORKERS: usize = 3;
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -110,7 +113,7 @@ mod sqlite {
         );
     }
 
-    /// A worker frozen (SIGSTOP) for 20 s while it holds the write lock.
+    /// A worker frozen (SIGSTOP) for 8 s while it holds the write lock.
     #[test]
     fn a_supervised_fleet_rides_out_a_frozen_writer() {
         let db = super::TestDb::sqlite();

@@ -152,7 +152,7 @@ fn three_schedulers_fire_every_second_exactly_once(db: &TestDb) {
     let schedulers: Vec<Child> = (0..3)
         .map(|_| Child::scheduler(&db.url, "tick", EVERY_SECOND))
         .collect();
-    wait_ticks(db, "tick", 10);
+    wait_ticks(db, "tick", 6);
     let logs: Vec<String> = schedulers.into_iter().map(stop).collect();
 
     let ticks = ticks(db, "tick");
@@ -177,13 +177,13 @@ fn a_scheduler_killed_and_restarted_midway_neither_skips_nor_doubles(db: &TestDb
     let mut schedulers: Vec<Child> = (0..3)
         .map(|_| Child::scheduler(&db.url, "tick", EVERY_SECOND))
         .collect();
-    wait_ticks(db, "tick", 4);
+    wait_ticks(db, "tick", 3);
     let victim = schedulers.remove(0);
     victim.signal(libc::SIGKILL);
     drop(victim);
-    wait_ticks(db, "tick", 6);
+    wait_ticks(db, "tick", 5);
     schedulers.push(Child::scheduler(&db.url, "tick", EVERY_SECOND));
-    wait_ticks(db, "tick", 11);
+    wait_ticks(db, "tick", 8);
     for child in schedulers {
         stop(child);
     }

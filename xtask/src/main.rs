@@ -187,7 +187,7 @@ fn suite(features: &[String], threads: &str) -> ExitCode {
 /// cores), none with the full suite.
 const ALONE_AT_ONCE: usize = 3;
 
-/// The integration tests that take longest (each about 20 s alone, 45 s
+/// The integration tests that take longest (each about 12 s alone, 30 s
 /// in a full run: a browser clicking through the dashboard), by name.
 const FIRST: &[&str] = &["web_e2e::"];
 
