@@ -176,9 +176,9 @@ pub struct ReadmeDoctests;
 pub mod logging;
 
 pub use admin::{
-    AuditEntry, AuditSource, Cancelled, ConcurrencyKey, DatabaseHealth, FailedFilter, JobCount,
-    JobFilter, JobPage, KnownNames, Name, NewAuditEntry, PostgresHealth, ProcessInfo, QueueStats,
-    RecurringInfo, SqliteHealth, StatsBucket, TableHealth, Tick,
+    AuditEntry, AuditSource, Cancelled, ConcurrencyKey, DatabaseHealth, FailedFilter, Horizon,
+    JobCount, JobFilter, JobPage, KnownNames, Name, NewAuditEntry, OpenTransaction, PostgresHealth,
+    ProcessInfo, QueueStats, RecurringInfo, SqliteHealth, StatsBucket, TableHealth, Tick,
 };
 pub use batch::{BatchEnqueued, BatchInfo, BatchOptions};
 pub use client::{DriverRef, EnqueueConnection, Enqueued, JobRequest, Queue};

@@ -2,10 +2,14 @@
 //! their rows and sizes, and what each backend can tell about itself; see
 //! [`DatabaseHealth`].
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::client::Queue;
+use crate::store::HorizonFacts;
+use crate::types::Backend;
 use crate::types::Result;
 
 /// What [`Queue::database_health`] found. Reading it costs the same
@@ -27,6 +31,99 @@ pub struct DatabaseHealth {
     pub sqlite: Option<SqliteHealth>,
     /// PostgreSQL's database and server; `None` on SQLite.
     pub postgres: Option<PostgresHealth>,
+    /// The oldest transaction held open elsewhere and the rows waiting
+    /// behind it; see [`Queue::horizon`].
+    pub horizon: Horizon,
+}
+
+/// What keeps the database server from reclaiming the rows solidq deletes
+/// for every job: a transaction held open in another session (a console's
+/// forgotten `BEGIN`, a report, `pg_dump`, a replica's feedback). While it
+/// is open, every row deleted after it began stays, and claims walk them:
+/// the cost per job grows with the length of the hold. SQLite keeps no old
+/// row versions (a long read holds back the write-ahead log's checkpoint
+/// instead: [`SqliteHealth::wal_bytes`]), so there every field is `None`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Horizon {
+    /// The oldest transaction another session holds open, if any.
+    ///
+    /// PostgreSQL: a session of this database with a snapshot or a
+    /// transaction id (`pg_stat_activity`; other roles' sessions show only
+    /// to superusers and members of `pg_read_all_stats`). MySQL: the
+    /// oldest InnoDB transaction of the whole server
+    /// (`information_schema.INNODB_TRX`, every user's with the `PROCESS`
+    /// privilege; InnoDB serves it from a cache that it refreshes only
+    /// after 100 ms without a read of it).
+    pub oldest_transaction: Option<OpenTransaction>,
+    /// The rows waiting to be reclaimed. PostgreSQL: dead rows in solidq's
+    /// tables (`n_dead_tup`); MySQL: InnoDB's history list length, the
+    /// server's undo records not purged yet.
+    pub dead_rows: Option<u64>,
+    /// Set when the oldest transaction has been open longer than a minute:
+    /// what it holds back and how to end it.
+    pub warning: Option<String>,
+}
+
+/// A transaction open in another session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OpenTransaction {
+    /// How long it has been open, in milliseconds.
+    pub age_ms: u64,
+    /// Its session: PostgreSQL's backend pid, MySQL's connection id.
+    pub session: i64,
+    /// Who holds it: PostgreSQL's `application_name`, MySQL's `user@host`.
+    pub holder: String,
+    /// What the session is doing: `idle in transaction`, `Sleep`, ….
+    pub state: String,
+}
+
+/// A transaction open longer than this gets [`Horizon::warning`]: at 2,000
+/// jobs a second PostgreSQL's claims cost 3× the CPU within two minutes of
+/// a hold (issue 37's measurement); solidq's own transactions last
+/// milliseconds.
+const HOLD_WARNING: Duration = Duration::from_secs(60);
+
+impl Horizon {
+    fn from_facts(facts: HorizonFacts, backend: Backend) -> Horizon {
+        let oldest_transaction = facts.age_ms.map(|age| OpenTransaction {
+            age_ms: unsigned(age),
+            session: facts.pid.unwrap_or_default(),
+            holder: facts.holder.unwrap_or_default(),
+            state: facts.state.unwrap_or_default(),
+        });
+        let dead_rows = facts.backlog.map(unsigned);
+        let warning = oldest_transaction
+            .as_ref()
+            .filter(|t| Duration::from_millis(t.age_ms) >= HOLD_WARNING)
+            .map(|t| hold_warning(t, dead_rows, backend));
+        Horizon {
+            oldest_transaction,
+            dead_rows,
+            warning,
+        }
+    }
+}
+
+fn hold_warning(t: &OpenTransaction, dead_rows: Option<u64>, backend: Backend) -> String {
+    let age = humantime::format_duration(Duration::from_secs(t.age_ms / 1000));
+    let session = t.session;
+    let (rows, end) = match backend {
+        Backend::Mysql => (
+            "undo records not purged (history list length)",
+            format!("KILL {session}"),
+        ),
+        _ => (
+            "dead rows in solidq's tables",
+            format!("SELECT pg_terminate_backend({session})"),
+        ),
+    };
+    let held = dead_rows.map_or(String::new(), |n| format!(", with {n} {rows}"));
+    format!(
+        "a transaction has been open for {age} in session {session} ({}, {}){held}: the \
+         database keeps every row deleted since it began, and every claim walks them; end it \
+         (`{end}`, or a commit by its client) or see the guide's operating chapter",
+        t.holder, t.state
+    )
 }
 
 /// One of solidq's tables.
@@ -103,13 +200,24 @@ fn unsigned(n: i64) -> u64 {
 }
 
 impl Queue {
+    /// The oldest transaction held open in another session and the rows
+    /// waiting behind it, with a warning past a minute: one cheap read of
+    /// the server's activity and statistics views (what `/metrics` shows);
+    /// see [`Horizon`].
+    pub fn horizon(&self) -> Result<Horizon> {
+        let facts = self.store().horizon()?;
+        Ok(Horizon::from_facts(facts, self.backend()))
+    }
+
     /// solidq's tables with their rows (estimated where counting would be
     /// slow) and sizes, PostgreSQL's dead rows and last vacuums, SQLite's
     /// file, WAL and pages; see [`DatabaseHealth`] and [`TableHealth::rows`]
     /// for how each is read.
     pub fn database_health(&self) -> Result<DatabaseHealth> {
         let facts = self.store().database_health()?;
+        let horizon = self.horizon()?;
         Ok(DatabaseHealth {
+            horizon,
             backend: self.backend().to_string(),
             database: self.url().redacted(),
             checked_at: facts.now.and_utc(),
@@ -140,5 +248,57 @@ impl Queue {
                 server_version: p.server_version,
             }),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(age_ms: i64) -> HorizonFacts {
+        HorizonFacts {
+            age_ms: Some(age_ms),
+            pid: Some(4242),
+            holder: Some("psql".into()),
+            state: Some("idle in transaction".into()),
+            backlog: Some(180_000),
+        }
+    }
+
+    #[test]
+    fn a_transaction_open_a_minute_is_warned_of_naming_its_session_and_the_rows() {
+        let young = Horizon::from_facts(facts(59_999), Backend::Postgres);
+        assert_eq!(young.warning, None);
+        assert_eq!(young.oldest_transaction.unwrap().age_ms, 59_999);
+        let old = Horizon::from_facts(facts(125_000), Backend::Postgres);
+        let warning = old.warning.unwrap();
+        for part in [
+            "open for 2m 5s",
+            "session 4242 (psql, idle in transaction)",
+            "180000 dead rows in solidq's tables",
+            "`SELECT pg_terminate_backend(4242)`",
+        ] {
+            assert!(warning.contains(part), "{part:?} not in {warning:?}");
+        }
+        let mysql = Horizon::from_facts(facts(60_000), Backend::Mysql)
+            .warning
+            .unwrap();
+        assert!(
+            mysql.contains("history list length") && mysql.contains("`KILL 4242`"),
+            "{mysql}"
+        );
+    }
+
+    #[test]
+    fn nothing_held_is_nothing_reported() {
+        let none = Horizon::from_facts(HorizonFacts::default(), Backend::Sqlite);
+        assert_eq!(
+            none,
+            Horizon {
+                oldest_transaction: None,
+                dead_rows: None,
+                warning: None
+            }
+        );
     }
 }

@@ -15,7 +15,9 @@ mod stats;
 
 pub use audit::{AuditEntry, AuditSource, NewAuditEntry};
 pub use control::Cancelled;
-pub use health::{DatabaseHealth, PostgresHealth, SqliteHealth, TableHealth};
+pub use health::{
+    DatabaseHealth, Horizon, OpenTransaction, PostgresHealth, SqliteHealth, TableHealth,
+};
 pub use known::KnownNames;
 pub(crate) use known::listed;
 pub use ledger::{ConcurrencyKey, Tick};

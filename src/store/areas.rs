@@ -14,8 +14,9 @@ use diesel::QueryResult;
 
 use super::{
     AttemptStarted, AuditRow, ClaimLimits, ClaimQuery, ClaimedJob, Discarded, Failed, HealthFacts,
-    LimitedJob, NewAudit, NewJob, NewProcess, ProcessRow, Progress, RecurringTaskRow, Released,
-    ReleasedJob, RemovedPending, Retried, Snoozed, StatsDelta, Succeeded, batches, dependencies,
+    HorizonFacts, LimitedJob, NewAudit, NewJob, NewProcess, ProcessRow, Progress, RecurringTaskRow,
+    Released, ReleasedJob, RemovedPending, Retried, Snoozed, StatsDelta, Succeeded, batches,
+    dependencies,
 };
 use crate::types::StoredLimit;
 
@@ -472,6 +473,13 @@ pub(crate) trait HealthDriver {
     /// facts, each read at a cost that does not grow with the tables
     /// (SQLite's table sizes excepted, up to a file size).
     fn database_health(&mut self) -> QueryResult<HealthFacts>;
+
+    /// The oldest transaction another session holds open with a snapshot
+    /// or a transaction id (the server keeps every row version deleted
+    /// after it began, and claims walk them), and how many wait: one row,
+    /// its fields `None` where there is none or the backend keeps no old
+    /// versions (SQLite).
+    fn horizon(&mut self) -> QueryResult<HorizonFacts>;
 
     /// Operation: vacuums and analyzes solidq's tables where their
     /// statistics say it is due; returns what it did ("VACUUM table").

@@ -45,6 +45,30 @@ pub(crate) struct PostgresFacts {
     pub server_version: String,
 }
 
+/// What keeps the server from reclaiming the rows solidq deletes: the
+/// oldest transaction another session holds open, and the rows waiting
+/// behind it (see [`HealthDriver::horizon`](super::HealthDriver::horizon)).
+/// One row: every field `None` where the backend has nothing to say.
+#[derive(Debug, Clone, PartialEq, Eq, Default, diesel::QueryableByName)]
+pub(crate) struct HorizonFacts {
+    /// How long the oldest one has been open, in milliseconds.
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    pub age_ms: Option<i64>,
+    /// Its session: PostgreSQL's backend pid, MySQL's connection id.
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    pub pid: Option<i64>,
+    /// Who holds it: PostgreSQL's `application_name`, MySQL's user@host.
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub holder: Option<String>,
+    /// What that session is doing ("idle in transaction", "Sleep").
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub state: Option<String>,
+    /// PostgreSQL: dead rows in solidq's tables; MySQL: InnoDB's history
+    /// list length (the whole server's undo not purged yet).
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    pub backlog: Option<i64>,
+}
+
 /// Everything [`Store::database_health`] reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct HealthFacts {
@@ -60,5 +84,10 @@ impl Store {
     /// solidq's tables and the backend's facts.
     pub(crate) fn database_health(&self) -> Result<HealthFacts> {
         self.with_read("database_health", |conn| driver(conn).database_health())
+    }
+
+    /// The oldest transaction held open elsewhere and the rows behind it.
+    pub(crate) fn horizon(&self) -> Result<HorizonFacts> {
+        self.with_read("horizon", |conn| driver(conn).horizon())
     }
 }

@@ -78,7 +78,7 @@ pub use connection::{AnyConnection, ConnectionCustomizer, statements_executed};
 pub(crate) use health::PostgresFacts;
 #[cfg(feature = "sqlite")]
 pub(crate) use health::SqliteFacts;
-pub(crate) use health::{HealthFacts, TableFacts};
+pub(crate) use health::{HealthFacts, HorizonFacts, TableFacts};
 pub(crate) use info::{DISCARDED, JobLookup, JobSelection};
 pub(crate) use listener::{Heard, Listener};
 pub(crate) use options::StoredOptions;

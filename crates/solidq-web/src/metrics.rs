@@ -117,6 +117,30 @@ fn collect(queue: &Queue, auth_failures: &[(&str, u64)]) -> solidq::Result<Strin
         oldest,
     );
 
+    if queue.backend() != solidq::Backend::Sqlite {
+        let horizon = queue.horizon()?;
+        let held: Gauge<f64, AtomicU64> = Gauge::default();
+        held.set(
+            horizon
+                .oldest_transaction
+                .map_or(0.0, |t| t.age_ms as f64 / 1000.0),
+        );
+        registry.register(
+            "solidq_oldest_transaction_seconds",
+            "How long the oldest transaction open in another session has been open (0: none): while it is, the server keeps every row deleted since it began",
+            held,
+        );
+        if let Some(n) = horizon.dead_rows {
+            let dead: Gauge<f64, AtomicU64> = Gauge::default();
+            dead.set(n as f64);
+            registry.register(
+                "solidq_dead_rows",
+                "Rows waiting to be reclaimed: PostgreSQL's dead rows in solidq's tables, MySQL's InnoDB history list length",
+                dead,
+            );
+        }
+    }
+
     let jobs_total: Family<Labels, Counter<u64>> = Family::default();
     let wait_total: Family<Labels, Counter<f64, AtomicU64>> = Family::default();
     let run_total: Family<Labels, Counter<f64, AtomicU64>> = Family::default();

@@ -11,9 +11,10 @@ use diesel::sql_types::{BigInt, Text, Timestamp};
 use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
 use crate::store::named::named;
-use crate::store::{Cached, HealthDriver, HealthFacts, TableFacts};
+use crate::store::{Cached, HealthDriver, HealthFacts, HorizonFacts, TableFacts};
 
 const SQL: &str = include_str!("health.sql");
+const HORIZON: &str = named(SQL, "horizon");
 const TABLES: &str = named(SQL, "tables");
 const NOW: &str = named(SQL, "database");
 
@@ -69,6 +70,10 @@ impl HealthDriver for MysqlConnection {
             postgres: None,
             now: now.now,
         })
+    }
+
+    fn horizon(&mut self) -> QueryResult<HorizonFacts> {
+        Cached(sql_query(HORIZON)).get_result(self)
     }
 
     fn tables_tend(&mut self) -> QueryResult<Vec<String>> {

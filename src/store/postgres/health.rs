@@ -11,9 +11,10 @@ use diesel::sql_types::{BigInt, Nullable, Text, Timestamp};
 use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
 
 use crate::store::named::named;
-use crate::store::{Cached, HealthDriver, HealthFacts, PostgresFacts, TableFacts};
+use crate::store::{Cached, HealthDriver, HealthFacts, HorizonFacts, PostgresFacts, TableFacts};
 
 const SQL: &str = include_str!("health.sql");
+const HORIZON: &str = named(SQL, "horizon");
 const TABLES: &str = named(SQL, "tables");
 const DATABASE: &str = named(SQL, "database");
 
@@ -71,6 +72,10 @@ impl HealthDriver for PgConnection {
             }),
             now: database.now,
         })
+    }
+
+    fn horizon(&mut self) -> QueryResult<HorizonFacts> {
+        Cached(sql_query(HORIZON)).get_result(self)
     }
 
     fn tables_tend(&mut self) -> QueryResult<Vec<String>> {

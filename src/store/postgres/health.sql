@@ -24,3 +24,26 @@ ORDER BY c.relname
 -- name: database
 SELECT current_schema()::text AS schema, pg_database_size(current_database()) AS bytes,
 current_setting('server_version') AS version, LOCALTIMESTAMP AS now
+
+-- name: horizon
+-- The oldest transaction another session of this database holds open with
+-- a snapshot or a transaction id (either keeps VACUUM from removing rows
+-- deleted after it began), and the dead rows of solidq's tables. Other
+-- roles' sessions show only to superusers and pg_read_all_stats.
+SELECT h.age_ms, h.pid, h.holder, h.state,
+       (SELECT CAST(COALESCE(SUM(s.n_dead_tup), 0) AS BIGINT)
+        FROM pg_stat_user_tables s
+        WHERE s.schemaname = current_schema() AND s.relname LIKE 'solidq\_%') AS backlog
+FROM (SELECT 1) AS one
+LEFT JOIN LATERAL (
+    SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp() - a.xact_start) * 1000 AS BIGINT) AS age_ms,
+           CAST(a.pid AS BIGINT) AS pid,
+           a.application_name::text AS holder,
+           a.state::text AS state
+    FROM pg_stat_activity a
+    WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+      AND a.xact_start IS NOT NULL
+      AND (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
+    ORDER BY a.xact_start
+    LIMIT 1
+) AS h ON true

@@ -25,9 +25,12 @@ use diesel::sql_types::{BigInt, Text};
 use diesel::{QueryResult, QueryableByName, RunQueryDsl, SqliteConnection, sql_query};
 
 use crate::store::named::named;
-use crate::store::{Cached, HealthDriver, HealthFacts, SqliteFacts, TableFacts, utc_now};
+use crate::store::{
+    Cached, HealthDriver, HealthFacts, HorizonFacts, SqliteFacts, TableFacts, utc_now,
+};
 
 const SQL: &str = include_str!("health.sql");
+const HORIZON: &str = named(SQL, "horizon");
 
 /// Tables up to this many rows are counted exactly.
 pub(in crate::store) const EXACT_ROWS: i64 = 100_000;
@@ -178,6 +181,10 @@ impl HealthDriver for SqliteConnection {
             postgres: None,
             now: utc_now(),
         })
+    }
+
+    fn horizon(&mut self) -> QueryResult<HorizonFacts> {
+        Cached(sql_query(HORIZON)).get_result(self)
     }
 
     fn tables_tend(&mut self) -> QueryResult<Vec<String>> {

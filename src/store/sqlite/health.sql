@@ -25,3 +25,11 @@ SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_stat1'
 -- name: tables/analyzed_rows
 -- What ANALYZE recorded for the table ?1: its own row and its indexes'.
 SELECT stat FROM sqlite_stat1 WHERE tbl = ?1
+
+-- name: horizon
+-- SQLite keeps no old row versions for a reader: a long read holds back
+-- the write-ahead log's checkpoint instead (its size is in health.rs's
+-- facts). Nothing to report, in the columns the other backends fill.
+SELECT CAST(NULL AS INTEGER) AS age_ms, CAST(NULL AS INTEGER) AS pid,
+       CAST(NULL AS TEXT) AS holder, CAST(NULL AS TEXT) AS state,
+       CAST(NULL AS INTEGER) AS backlog

@@ -1,6 +1,8 @@
 //! Database health: solidq's tables with their rows and sizes; dead rows
-//! and vacuums on PostgreSQL; the file, WAL and pages on SQLite. The URL
-//! is shown redacted: never its password.
+//! and vacuums on PostgreSQL; the file, WAL and pages on SQLite; on the
+//! servers, the oldest transaction held open elsewhere, with a warning
+//! past a minute ([`solidq::Horizon`]). The URL is shown redacted: never
+//! its password.
 
 use axum::extract::State;
 use maud::html;
@@ -25,6 +27,19 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
+/// A transaction's age for people: "2 min 5 s", "350 ms".
+fn age(ms: u64) -> String {
+    if ms < 1_000 {
+        return format!("{ms} ms");
+    }
+    let s = ms / 1_000;
+    match (s / 3_600, s / 60 % 60, s % 60) {
+        (0, 0, s) => format!("{s} s"),
+        (0, m, s) => format!("{m} min {s} s"),
+        (h, m, _) => format!("{h} h {m} min"),
+    }
+}
+
 /// `GET /database`.
 pub async fn page(State(app): State<Shared>, ctx: Ctx) -> Page {
     let health = db(&app, |q| q.database_health()).await?;
@@ -43,6 +58,25 @@ pub async fn page(State(app): State<Shared>, ctx: Ctx) -> Page {
                 dt { "File" } dd { code { (lite.path) } " · " (bytes(lite.file_bytes)) }
                 dt { "Write-ahead log" } dd { (bytes(lite.wal_bytes)) }
                 dt { "Pages" } dd { (thousands(lite.page_count)) " of " (bytes(lite.page_size)) ", " (thousands(lite.freelist_pages)) " free" }
+            }
+        }
+        @if let Some(warning) = &health.horizon.warning {
+            p class="flash bad" id="hold-warning" { (warning) }
+        }
+        @if health.sqlite.is_none() {
+            h2 { "Open transactions" }
+            dl class="kv" id="horizon" {
+                dt { "Oldest, in another session" }
+                dd {
+                    @match &health.horizon.oldest_transaction {
+                        Some(t) => {
+                            (age(t.age_ms)) " · session " (t.session) " · " code { (t.holder) } " · " (t.state)
+                        }
+                        None => { "none" }
+                    }
+                }
+                dt { @if health.backend == "mysql" { "History list length" } @else { "Dead rows in solidq's tables" } }
+                dd { (health.horizon.dead_rows.map(thousands).unwrap_or_else(|| "—".into())) }
             }
         }
         h2 { "Tables" }
