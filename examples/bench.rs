@@ -76,7 +76,14 @@ cargo run --release --example bench -- [flags]
                     job after another's burst), queues (20,000 jobs over 20,
                     100 and 1,000 queues drained by one worker of 8 threads
                     serving one queue, `*`, `tenant_*` or the names listed;
-                    an idle worker listing 1,000 queues against one)
+                    an idle worker listing 1,000 queues against one),
+                    mvcc (PostgreSQL and MySQL, only when named: a
+                    transaction held open by another session while a
+                    producer offers a steady rate to one worker process,
+                    then a work-down with a hold against without)
+  --mvcc-rates a,b  offered jobs/s of the mvcc runs (PostgreSQL 500,2000;
+                    MySQL 500)
+  --mvcc-phases c,h,r  seconds clean, held, recovering (40,120,40)
   --sqlite-synchronous normal|full   SQLite's synchronous setting for every
                     connection, solidq's and the raw baseline's (solidq's default)
 ";
@@ -201,6 +208,10 @@ struct Args {
     prefetch: usize,
     soak: Option<usize>,
     only: Option<Vec<String>>,
+    /// `--mvcc-rates`: offered jobs a second of each mvcc run.
+    mvcc_rates: Option<Vec<usize>>,
+    /// `--mvcc-phases`: seconds clean, held, recovering.
+    mvcc_phases: [u64; 3],
 }
 
 /// `--sqlite-synchronous`: set once in `main`, read by every connection the
@@ -229,6 +240,8 @@ fn parse_args() -> Args {
         prefetch: solidq::config::DEFAULT_PREFETCH,
         soak: None,
         only: None,
+        mvcc_rates: None,
+        mvcc_phases: [40, 120, 40],
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -265,6 +278,23 @@ fn parse_args() -> Args {
             "--single" => args.single = number(&flag, value()),
             "--bulk" => args.bulk = number(&flag, value()),
             "--mixed-seconds" => args.mixed_seconds = number(&flag, value()),
+            "--mvcc-rates" => {
+                args.mvcc_rates = Some(
+                    value()
+                        .split(',')
+                        .map(|r| number(&flag, r.to_string()))
+                        .collect(),
+                )
+            }
+            "--mvcc-phases" => {
+                let phases: Vec<u64> = value()
+                    .split(',')
+                    .map(|p| number(&flag, p.to_string()))
+                    .collect();
+                args.mvcc_phases = phases
+                    .try_into()
+                    .unwrap_or_else(|_| usage_error("--mvcc-phases takes three numbers"));
+            }
             "--producers" => args.producers = number(&flag, value()),
             "--latency-samples" => args.latency_samples = number(&flag, value()),
             "--prefetch" => args.prefetch = number(&flag, value()),
@@ -296,8 +326,8 @@ fn parse_args() -> Args {
 }
 
 /// What `--only` can name.
-const SECTIONS: [&str; 8] = [
-    "enqueue", "workdown", "mixed", "latency", "idle", "features", "fairness", "queues",
+const SECTIONS: [&str; 9] = [
+    "enqueue", "workdown", "mixed", "latency", "idle", "features", "fairness", "queues", "mvcc",
 ];
 
 /// Prints `message` and the flags, and exits with status 2.
@@ -315,9 +345,11 @@ fn number<T: std::str::FromStr>(flag: &str, value: String) -> T {
 
 impl Args {
     fn runs(&self, section: &str) -> bool {
-        self.only
-            .as_ref()
-            .is_none_or(|o| o.iter().any(|s| s == section))
+        match &self.only {
+            Some(only) => only.iter().any(|s| s == section),
+            // Minutes a run: only when named.
+            None => section != "mvcc",
+        }
     }
 }
 
@@ -371,6 +403,9 @@ fn main() {
         }
         if args.runs("queues") {
             bench_queues(backend, &args, &mut table);
+        }
+        if args.runs("mvcc") {
+            bench_mvcc(backend, &args, &mut table);
         }
         table.print(backend);
     }
@@ -901,6 +936,52 @@ impl Raw {
         }
         .expect("query");
         row.v
+    }
+
+    /// The rows of `sql`, two numbers each (columns `a` and `b`).
+    fn pairs(&mut self, sql: &str) -> Vec<(i64, i64)> {
+        #[derive(QueryableByName)]
+        struct Pair {
+            #[diesel(sql_type = BigInt)]
+            a: i64,
+            #[diesel(sql_type = BigInt)]
+            b: i64,
+        }
+        let rows: Vec<Pair> = match self {
+            Raw::Pg(c) => diesel::sql_query(sql).load(c),
+            Raw::Sqlite(c) => diesel::sql_query(sql).load(c),
+            #[cfg(feature = "mysql")]
+            Raw::Mysql(c) => diesel::sql_query(sql).load(c),
+        }
+        .expect("pairs");
+        rows.into_iter().map(|p| (p.a, p.b)).collect()
+    }
+
+    fn batch(&mut self, sql: &str) {
+        match self {
+            Raw::Pg(c) => c.batch_execute(sql),
+            Raw::Sqlite(c) => c.batch_execute(sql),
+            #[cfg(feature = "mysql")]
+            Raw::Mysql(c) => c.batch_execute(sql),
+        }
+        .expect("batch");
+    }
+
+    /// Another session's transaction holding a snapshot open, as a
+    /// console's `BEGIN` and a read, a report or `pg_dump` do: PostgreSQL
+    /// keeps every row version deleted after it, InnoDB every undo record.
+    fn hold(url: &str) -> Raw {
+        let mut raw = Raw::open(url);
+        if raw.is_mysql() {
+            raw.batch(
+                "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ;
+                 START TRANSACTION WITH CONSISTENT SNAPSHOT",
+            );
+        } else {
+            raw.batch("BEGIN ISOLATION LEVEL REPEATABLE READ");
+        }
+        raw.scalar("SELECT count(*) AS v FROM solidq_processes");
+        raw
     }
 
     /// The timestamp `sql` returns (column `t`), in µs since the epoch.
@@ -1957,6 +2038,201 @@ fn bench_queues(backend: &'static str, args: &Args, table: &mut Table) {
             );
         }
     }
+}
+
+/// Busy jiffies of the whole machine (all cores): user, nice, system,
+/// irq, softirq and steal of /proc/stat's first line.
+fn machine_busy_jiffies() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    [0, 1, 2, 5, 6, 7]
+        .iter()
+        .filter_map(|&i| fields.get(i))
+        .sum()
+}
+
+/// Cores busy between two readings of [`machine_busy_jiffies`] (100 a
+/// second on Linux).
+fn cores(busy: (u64, Instant), until: (u64, Instant)) -> f64 {
+    (until.0 - busy.0) as f64 / 100.0 / (until.1 - busy.1).as_secs_f64()
+}
+
+/// A transaction held open elsewhere (issue 37): one worker process of
+/// `--threads` threads, a producer enqueueing a tenth of the offered rate
+/// every 100 ms, through a clean phase, a phase while another session
+/// holds a snapshot open ([`Raw::hold`]) and a recovery (`--mvcc-phases`).
+/// Per 10 s window: offered, started within 10 s, pickup p50 and p99 (the
+/// job's start, which it returns, against its enqueue); the machine's CPU
+/// per phase; the rows held back at the release. Then a work-down of
+/// `--jobs` with a hold opened before the enqueue, against one without.
+/// Every run checks that each job succeeded.
+fn bench_mvcc(backend: &'static str, args: &Args, table: &mut Table) {
+    if backend == "sqlite" {
+        println!("mvcc: SQLite keeps no old row versions; not run");
+        return;
+    }
+    let rates = args.mvcc_rates.clone().unwrap_or(if backend == "postgres" {
+        vec![500, 2_000]
+    } else {
+        vec![500]
+    });
+    let [clean, held, recovery] = args.mvcc_phases.map(Duration::from_secs);
+    for rate in rates {
+        let (mut phase_p99, mut phase_cpu) = ([vec![], vec![], vec![]], [vec![], vec![], vec![]]);
+        for run in 0..args.repeat {
+            let db = BenchDb::new(backend, args);
+            let queue = db.queue();
+            let mut raw = Raw::open(&db.url);
+            let workers = Workers::spawn(&db.url, 1, args.threads, args.prefetch);
+            let warm = queue.enqueue(&Stamp).expect("enqueue");
+            wait_done(&queue, warm);
+            let per_tick: Vec<Stamp> = (0..rate.div_ceil(10)).map(|_| Stamp).collect();
+            let mut enqueued: Vec<(i64, i64)> = Vec::new();
+            let mut holder: Option<Raw> = None;
+            let mut behind = None;
+            let started = Instant::now();
+            let mut marks = vec![(machine_busy_jiffies(), started)];
+            let end = clean + held + recovery;
+            for tick in 0.. {
+                let due = started + Duration::from_millis(100 * tick);
+                if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+                let t = started.elapsed();
+                if t >= end {
+                    break;
+                }
+                if holder.is_none() && marks.len() == 1 && t >= clean {
+                    marks.push((machine_busy_jiffies(), Instant::now()));
+                    holder = Some(Raw::hold(&db.url));
+                }
+                if holder.is_some() && t >= clean + held {
+                    behind = queue.horizon().expect("horizon").dead_rows;
+                    holder.take().expect("held").batch("COMMIT");
+                    marks.push((machine_busy_jiffies(), Instant::now()));
+                }
+                let at = now_us();
+                let ids = queue.enqueue_all(&per_tick).expect("enqueue_all");
+                enqueued.extend(ids.into_iter().map(|id| (id, at)));
+            }
+            marks.push((machine_busy_jiffies(), Instant::now()));
+            let drain = Instant::now();
+            while db.busy(&mut raw) {
+                assert!(
+                    drain.elapsed() < Duration::from_secs(600),
+                    "not drained in 10 minutes"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            workers.stop();
+            assert_all_succeeded(&mut raw, enqueued.len() + 1);
+            let cast = if raw.is_mysql() { "SIGNED" } else { "BIGINT" };
+            let starts: std::collections::HashMap<i64, i64> = raw
+                .pairs(&format!(
+                    "SELECT id AS a, CAST(result AS {cast}) AS b FROM solidq_jobs WHERE kind = 'stamp'"
+                ))
+                .into_iter()
+                .collect();
+            println!(
+                "{backend} mvcc, {rate} jobs/s offered, run {}: {} jobs, each started once; rows behind the hold at its release: {} ({})",
+                run + 1,
+                enqueued.len(),
+                behind.map_or("—".into(), |n: u64| n.to_string()),
+                if raw.is_mysql() {
+                    "InnoDB history list length"
+                } else {
+                    "dead rows in solidq's tables"
+                }
+            );
+            let start_us = enqueued.first().map_or(0, |e| e.1);
+            let window_of = |at: i64| ((at - start_us) / 10_000_000) as usize;
+            let windows = window_of(enqueued.last().map_or(0, |e| e.1)) + 1;
+            let mut waits: Vec<Vec<f64>> = vec![Vec::new(); windows];
+            let mut phases: [Vec<f64>; 3] = [vec![], vec![], vec![]];
+            for (id, at) in &enqueued {
+                let wait = (starts[id] - at) as f64 / 1000.0;
+                waits[window_of(*at)].push(wait);
+                let since = Duration::from_micros((at - start_us) as u64);
+                let phase = if since < clean {
+                    0
+                } else if since < clean + held {
+                    1
+                } else {
+                    2
+                };
+                phases[phase].push(wait);
+            }
+            for (w, mut v) in waits.into_iter().enumerate() {
+                v.sort_by(f64::total_cmp);
+                let on_time = v.iter().filter(|&&ms| ms <= 10_000.0).count();
+                let phase = match Duration::from_secs(w as u64 * 10) {
+                    t if t < clean => "clean",
+                    t if t < clean + held => "held",
+                    _ => "recovery",
+                };
+                println!(
+                    "  {:>4}-{:<4} s {phase:<8} offered {:>6}, started within 10 s {:>6}, pickup p50 {:>7.1} ms, p99 {:>7.1} ms",
+                    w * 10,
+                    w * 10 + 10,
+                    v.len(),
+                    on_time,
+                    percentile(&v, 0.50),
+                    percentile(&v, 0.99),
+                );
+            }
+            for (p, mut v) in phases.into_iter().enumerate() {
+                v.sort_by(f64::total_cmp);
+                let cpu = cores(marks[p], marks[p + 1]);
+                println!(
+                    "  {:<8} pickup p50 {:.1} ms, p99 {:.1} ms; machine CPU {cpu:.2} cores, {:.0} µs a job",
+                    ["clean", "held", "recovery"][p],
+                    percentile(&v, 0.50),
+                    percentile(&v, 0.99),
+                    cpu * 1e6 / rate as f64,
+                );
+                phase_p99[p].push(percentile(&v, 0.99));
+                phase_cpu[p].push(cpu * 1e6 / rate as f64);
+            }
+        }
+        for (p, name) in ["clean", "held", "recovery"].iter().enumerate() {
+            let label = |what: &str| format!("mvcc {rate}/s, {name}: {what}");
+            table.add(label("pickup p99 (ms)"), phase_p99[p].clone());
+            table.add(label("machine CPU per job (µs)"), phase_cpu[p].clone());
+        }
+    }
+
+    // Work-down at saturation, with a hold opened before the enqueue.
+    let n = args.jobs / 1_000 * 1_000;
+    let (mut free, mut pinned) = (vec![], vec![]);
+    for _ in 0..args.repeat {
+        for hold in [false, true] {
+            let db = BenchDb::new(backend, args);
+            let holder = hold.then(|| Raw::hold(&db.url));
+            db.fill(n);
+            let mut raw = Raw::open(&db.url);
+            let started = Instant::now();
+            let start_us = raw.now_us();
+            let workers = Workers::spawn(&db.url, args.processes, args.threads, args.prefetch);
+            let elapsed = wait_drained(&db, &mut raw, n, started, start_us);
+            workers.stop();
+            drop(holder);
+            if hold { &mut pinned } else { &mut free }.push(rate(n, elapsed));
+        }
+    }
+    let ratio: Vec<f64> = pinned.iter().zip(&free).map(|(p, f)| p / f).collect();
+    table.add("mvcc work-down, no hold (jobs/s)", free);
+    table.add(
+        "mvcc work-down, held since before the enqueue (jobs/s)",
+        pinned,
+    );
+    table.add("mvcc work-down, held / no hold", ratio);
 }
 
 fn soak(backend: &'static str, args: &Args, total: usize) {

@@ -91,6 +91,19 @@ env = {{ SOLIDQ_TEST_LOGGING_CHILD = "1" }}
         workers().len() == 2
     });
     let pids = workers();
+    // A worker's row is committed a moment before the worker takes its
+    // name for its log lines (CI once sent SIGTERM in between, on MySQL,
+    // and the worker's SIGTERM line named only its pid); its "started"
+    // line comes after.
+    wait_for(
+        "each worker to log that it started",
+        Duration::from_secs(30),
+        || {
+            let logs = supervisor.logs();
+            pids.iter()
+                .all(|pid| logs.contains(&format!("pid {pid}) started")))
+        },
+    );
     supervisor.signal(libc::SIGTERM);
     let status = supervisor
         .wait_timeout(Duration::from_secs(30))
