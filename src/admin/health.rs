@@ -78,9 +78,9 @@ pub struct OpenTransaction {
 }
 
 /// A transaction open longer than this gets [`Horizon::warning`]: at 2,000
-/// jobs a second PostgreSQL's claims cost 3× the CPU within two minutes of
-/// a hold (issue 37's measurement); solidq's own transactions last
-/// milliseconds.
+/// jobs a second PostgreSQL's jobs cost 2.6× the machine's CPU by the end
+/// of a two-minute hold (`bench --only mvcc`); solidq's own transactions
+/// last milliseconds.
 const HOLD_WARNING: Duration = Duration::from_secs(60);
 
 impl Horizon {
