@@ -957,6 +957,28 @@ impl Raw {
         rows.into_iter().map(|p| (p.a, p.b)).collect()
     }
 
+    /// The rows of `sql`, a name and two numbers each (columns `name`,
+    /// `a`, `b`).
+    fn named_pairs(&mut self, sql: &str) -> Vec<(String, i64, i64)> {
+        #[derive(QueryableByName)]
+        struct Named {
+            #[diesel(sql_type = Text)]
+            name: String,
+            #[diesel(sql_type = BigInt)]
+            a: i64,
+            #[diesel(sql_type = BigInt)]
+            b: i64,
+        }
+        let rows: Vec<Named> = match self {
+            Raw::Pg(c) => diesel::sql_query(sql).load(c),
+            Raw::Sqlite(c) => diesel::sql_query(sql).load(c),
+            #[cfg(feature = "mysql")]
+            Raw::Mysql(c) => diesel::sql_query(sql).load(c),
+        }
+        .expect("named pairs");
+        rows.into_iter().map(|r| (r.name, r.a, r.b)).collect()
+    }
+
     fn batch(&mut self, sql: &str) {
         match self {
             Raw::Pg(c) => c.batch_execute(sql),
@@ -2064,6 +2086,27 @@ fn cores(busy: (u64, Instant), until: (u64, Instant)) -> f64 {
     (until.0 - busy.0) as f64 / 100.0 / (until.1 - busy.1).as_secs_f64()
 }
 
+/// PostgreSQL: for each of solidq's tables and indexes, the tuples its
+/// scans read (`idx_tup_read`; a table's: its sequential and index scans'
+/// fetches) and the buffers they touched (hit or read): where claims walk
+/// dead rows.
+fn pg_reads(raw: &mut Raw) -> std::collections::BTreeMap<String, (i64, i64)> {
+    raw.named_pairs(
+        "SELECT 'index ' || s.indexrelname::text AS name, s.idx_tup_read AS a,
+                COALESCE(io.idx_blks_hit + io.idx_blks_read, 0) AS b
+         FROM pg_stat_user_indexes s JOIN pg_statio_user_indexes io USING (indexrelid)
+         WHERE s.schemaname = current_schema()
+         UNION ALL
+         SELECT 'table ' || t.relname::text, COALESCE(t.seq_tup_read, 0) + COALESCE(t.idx_tup_fetch, 0),
+                COALESCE(io.heap_blks_hit + io.heap_blks_read, 0)
+         FROM pg_stat_user_tables t JOIN pg_statio_user_tables io USING (relid)
+         WHERE t.schemaname = current_schema()",
+    )
+    .into_iter()
+    .map(|(name, a, b)| (name, (a, b)))
+    .collect()
+}
+
 /// A transaction held open elsewhere (issue 37): one worker process of
 /// `--threads` threads, a producer enqueueing a tenth of the offered rate
 /// every 100 ms, through a clean phase, a phase while another session
@@ -2101,6 +2144,11 @@ fn bench_mvcc(backend: &'static str, args: &Args, table: &mut Table) {
             let mut behind = None;
             let started = Instant::now();
             let mut marks = vec![(machine_busy_jiffies(), started)];
+            let mut reads = vec![];
+            let is_pg = backend == "postgres";
+            if is_pg {
+                reads.push(pg_reads(&mut raw));
+            }
             let end = clean + held + recovery;
             for tick in 0.. {
                 let due = started + Duration::from_millis(100 * tick);
@@ -2113,12 +2161,18 @@ fn bench_mvcc(backend: &'static str, args: &Args, table: &mut Table) {
                 }
                 if holder.is_none() && marks.len() == 1 && t >= clean {
                     marks.push((machine_busy_jiffies(), Instant::now()));
+                    if is_pg {
+                        reads.push(pg_reads(&mut raw));
+                    }
                     holder = Some(Raw::hold(&db.url));
                 }
                 if holder.is_some() && t >= clean + held {
                     behind = queue.horizon().expect("horizon").dead_rows;
                     holder.take().expect("held").batch("COMMIT");
                     marks.push((machine_busy_jiffies(), Instant::now()));
+                    if is_pg {
+                        reads.push(pg_reads(&mut raw));
+                    }
                 }
                 let at = now_us();
                 let ids = queue.enqueue_all(&per_tick).expect("enqueue_all");
@@ -2187,6 +2241,27 @@ fn bench_mvcc(backend: &'static str, args: &Args, table: &mut Table) {
                     percentile(&v, 0.50),
                     percentile(&v, 0.99),
                 );
+            }
+            // Where the held phase's time goes: tuples read and buffers
+            // touched per job, clean against held, for what changed.
+            if let [before, holding, after] = &reads[..] {
+                let jobs = [
+                    (clean.as_secs_f64() * rate as f64),
+                    (held.as_secs_f64() * rate as f64),
+                ];
+                println!("  reads per job (tuples / buffers), clean -> held:");
+                for (name, (t2, b2)) in after {
+                    let (t1, b1) = holding.get(name).copied().unwrap_or_default();
+                    let (t0, b0) = before.get(name).copied().unwrap_or_default();
+                    let clean_per = ((t1 - t0) as f64 / jobs[0], (b1 - b0) as f64 / jobs[0]);
+                    let held_per = ((t2 - t1) as f64 / jobs[1], (b2 - b1) as f64 / jobs[1]);
+                    if held_per.0 + held_per.1 >= 0.5 {
+                        println!(
+                            "    {name:<60} {:>8.1} / {:>6.1} -> {:>8.1} / {:>6.1}",
+                            clean_per.0, clean_per.1, held_per.0, held_per.1
+                        );
+                    }
+                }
             }
             for (p, mut v) in phases.into_iter().enumerate() {
                 v.sort_by(f64::total_cmp);
