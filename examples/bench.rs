@@ -938,25 +938,6 @@ impl Raw {
         row.v
     }
 
-    /// The rows of `sql`, two numbers each (columns `a` and `b`).
-    fn pairs(&mut self, sql: &str) -> Vec<(i64, i64)> {
-        #[derive(QueryableByName)]
-        struct Pair {
-            #[diesel(sql_type = BigInt)]
-            a: i64,
-            #[diesel(sql_type = BigInt)]
-            b: i64,
-        }
-        let rows: Vec<Pair> = match self {
-            Raw::Pg(c) => diesel::sql_query(sql).load(c),
-            Raw::Sqlite(c) => diesel::sql_query(sql).load(c),
-            #[cfg(feature = "mysql")]
-            Raw::Mysql(c) => diesel::sql_query(sql).load(c),
-        }
-        .expect("pairs");
-        rows.into_iter().map(|p| (p.a, p.b)).collect()
-    }
-
     /// The rows of `sql`, a name and two numbers each (columns `name`,
     /// `a`, `b`).
     fn named_pairs(&mut self, sql: &str) -> Vec<(String, i64, i64)> {
@@ -2191,10 +2172,12 @@ fn bench_mvcc(backend: &'static str, args: &Args, table: &mut Table) {
             assert_all_succeeded(&mut raw, enqueued.len() + 1);
             let cast = if raw.is_mysql() { "SIGNED" } else { "BIGINT" };
             let starts: std::collections::HashMap<i64, i64> = raw
-                .pairs(&format!(
-                    "SELECT id AS a, CAST(result AS {cast}) AS b FROM solidq_jobs WHERE kind = 'stamp'"
+                .named_pairs(&format!(
+                    "SELECT CONCAT('', id) AS name, id AS a, CAST(result AS {cast}) AS b \
+                     FROM solidq_jobs WHERE kind = 'stamp'"
                 ))
                 .into_iter()
+                .map(|(_, id, start)| (id, start))
                 .collect();
             println!(
                 "{backend} mvcc, {rate} jobs/s offered: {} jobs, every one succeeded; rows behind the hold at its release: {} ({})",
