@@ -249,8 +249,8 @@ fn dispatchers_producers_and_workers_surface_no_deadlock(db: &TestDb) {
             .collect();
         panic!(
             "every job ran once and succeeded at its first attempt: {succeeded} of {enqueued}; \
-             the others: {odd:?}\n{}",
-            records.join("\n")
+             the others: {odd:?}: {}",
+            records.join(" | ")
         );
     }
     assert_invariants(db);

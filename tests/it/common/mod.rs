@@ -595,11 +595,16 @@ fn drop_stale_schemas(admin: &mut PgConnection) {
     });
 }
 
+/// A test's own SQLite connection (ledgers, assertions). It waits for the
+/// write lock as long as solidq's most patient callers do: a ledger write
+/// that gives up first panics, failing the attempt of the job that wrote
+/// it, which `deadlocks` (whose solidq connections wait 30 s) would count
+/// against solidq.
 #[cfg(feature = "sqlite")]
 fn open_sqlite(url: &str) -> SqliteConnection {
     let path = url.trim_start_matches("sqlite://");
     let mut c = SqliteConnection::establish(path).expect("open sqlite");
-    c.batch_execute("PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;")
+    c.batch_execute("PRAGMA busy_timeout = 60000; PRAGMA foreign_keys = ON;")
         .expect("pragmas");
     c
 }
