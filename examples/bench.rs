@@ -24,7 +24,8 @@
 //!   from just before `enqueue` to the job starting. Worker in another
 //!   process; on SQLite also in this process.
 //! * worker peak RSS: VmHWM of the worker processes after a work-down.
-//! * idle worker: statements per second of a worker with nothing to do.
+//! * idle worker: statements per second of a worker with nothing to do,
+//!   and the CPU it and the server spend per second.
 //!
 //! The MySQL backend (`--backend mysql` or `all`) needs `--features mysql`;
 //! each measurement gets a database of its own on the `--mysql-url` server,
@@ -86,7 +87,21 @@ cargo run --release --example bench -- [flags]
   --mvcc-phases c,h,r  seconds clean, held, recovering (40,120,40)
   --sqlite-synchronous normal|full   SQLite's synchronous setting for every
                     connection, solidq's and the raw baseline's (solidq's default)
+  --watch-ms N      every worker's sqlite_watch_interval and
+                    mysql_watch_interval (solidq's defaults)
 ";
+
+/// `--watch-ms`, handed to the worker processes as this variable.
+const WATCH_MS: &str = "SOLIDQ_BENCH_WATCH_MS";
+
+/// `config` with `--watch-ms`'s intervals, when it was given.
+fn watching(mut config: WorkerConfig) -> WorkerConfig {
+    if let Some(ms) = std::env::var(WATCH_MS).ok().and_then(|v| v.parse().ok()) {
+        config.sqlite_watch_interval = Duration::from_millis(ms);
+        config.mysql_watch_interval = Duration::from_millis(ms);
+    }
+    config
+}
 
 /// Runs an SQLite transaction again while the database is locked: four
 /// lanes of short write transactions in tight loops can keep one lane's
@@ -278,6 +293,11 @@ fn parse_args() -> Args {
             "--single" => args.single = number(&flag, value()),
             "--bulk" => args.bulk = number(&flag, value()),
             "--mixed-seconds" => args.mixed_seconds = number(&flag, value()),
+            "--watch-ms" => {
+                let ms: u64 = number(&flag, value());
+                // SAFETY: at startup, before any other thread runs.
+                unsafe { std::env::set_var(WATCH_MS, ms.to_string()) };
+            }
             "--mvcc-rates" => {
                 args.mvcc_rates = Some(
                     value()
@@ -423,12 +443,12 @@ fn run_worker(url: &str, threads: usize, prefetch: usize, standalone: bool) {
         },
     )
     .expect("connect");
-    let config = WorkerConfig {
+    let config = watching(WorkerConfig {
         threads,
         prefetch,
         standalone,
         ..WorkerConfig::default()
-    };
+    });
     solidq::install_signal_handlers().expect("signals");
     let handle = Worker::new(queue)
         .config(config)
@@ -1844,12 +1864,12 @@ fn bench_latency(backend: &'static str, args: &Args, table: &mut Table) {
                     None,
                 )
             } else {
-                let config = WorkerConfig {
+                let config = watching(WorkerConfig {
                     threads: args.threads,
                     prefetch: args.prefetch,
                     standalone: false,
                     ..WorkerConfig::default()
-                };
+                });
                 let handle = Worker::new(queue.clone())
                     .config(config)
                     .register::<Noop>()
@@ -1907,15 +1927,15 @@ fn wait_done(queue: &Queue, id: i64) -> i64 {
 /// supervisor's child (`standalone: false`).
 fn bench_idle(backend: &'static str, args: &Args, table: &mut Table) {
     for standalone in [true, false] {
-        let mut per_second = vec![];
+        let (mut per_second, mut own_cpu, mut server_cpu) = (vec![], vec![], vec![]);
         for _ in 0..args.repeat {
             let db = BenchDb::new(backend, args);
             let queue = db.queue();
-            let config = WorkerConfig {
+            let config = watching(WorkerConfig {
                 threads: args.threads,
                 standalone,
                 ..WorkerConfig::default()
-            };
+            });
             let handle = Worker::new(queue)
                 .config(config)
                 .register::<Noop>()
@@ -1923,18 +1943,27 @@ fn bench_idle(backend: &'static str, args: &Args, table: &mut Table) {
                 .expect("worker");
             std::thread::sleep(Duration::from_secs(2));
             let before = solidq::events::statements_executed();
+            let (own_before, server_before) = (own_cpu_us(), server_cpu_by_pid(backend));
             let window = Duration::from_secs(20);
             std::thread::sleep(window);
             let statements = solidq::events::statements_executed() - before;
+            // CPU ms per second: this process holds nothing but the worker.
+            let per_s = |us: u64| us as f64 / 1000.0 / window.as_secs_f64();
+            own_cpu.push(per_s(own_cpu_us() - own_before));
+            server_cpu.push(per_s(server_cpu_since(backend, &server_before)));
             handle.stop().expect("stop");
             per_second.push(statements as f64 / window.as_secs_f64());
         }
         let label = if standalone {
-            "idle worker, defaults (standalone), statements/s"
+            "idle worker, defaults (standalone)"
         } else {
-            "idle worker, standalone: false (supervised), statements/s"
+            "idle worker, standalone: false (supervised)"
         };
-        table.add(label, per_second);
+        table.add(format!("{label}, statements/s"), per_second);
+        table.add(format!("{label}, its CPU ms/s"), own_cpu);
+        if !server_processes(backend).is_empty() {
+            table.add(format!("{label}, server CPU ms/s"), server_cpu);
+        }
     }
 }
 

@@ -56,8 +56,23 @@ pub const DEFAULT_POLLING_INTERVAL: Duration = Duration::from_secs(1);
 /// How often an idle worker polls anyway while a listener tells it about
 /// new jobs (PostgreSQL notifications, SQLite's change counter).
 pub const DEFAULT_FALLBACK_POLLING_INTERVAL: Duration = Duration::from_secs(5);
-/// How often a worker on SQLite reads the database's change counter.
+/// How often a worker on SQLite reads the database's change counter when
+/// nothing told it of a write. On Linux every write to the database file or
+/// its WAL tells it (inotify), so the counter is read within a millisecond
+/// of a commit and this is a safety net: 100 ms. Elsewhere it is what the
+/// pickup of a job enqueued by another process waits: 10 ms.
+#[cfg(target_os = "linux")]
+pub const DEFAULT_SQLITE_WATCH_INTERVAL: Duration = Duration::from_millis(100);
+/// How often a worker on SQLite reads the database's change counter: the
+/// pickup of a job enqueued by another process waits half of it on
+/// average (on Linux, inotify tells the worker of every write and this is
+/// 100 ms, a safety net).
+#[cfg(not(target_os = "linux"))]
 pub const DEFAULT_SQLITE_WATCH_INTERVAL: Duration = Duration::from_millis(10);
+/// How often a worker on MySQL reads the ready jobs' signature (MySQL has
+/// no notifications): a job enqueued by another process waits half of it
+/// on average before the claim.
+pub const DEFAULT_MYSQL_WATCH_INTERVAL: Duration = Duration::from_millis(10);
 /// The most jobs a worker claims beyond its free threads. It claims ahead
 /// only as many as its threads are expected to finish while its next claim
 /// is in flight (threads × claim time ÷ job time), so fast jobs come in large
@@ -211,9 +226,13 @@ pub struct WorkerConfig {
     /// change counter) wakes the worker for new jobs: a safety net only.
     /// Defaults to [`DEFAULT_FALLBACK_POLLING_INTERVAL`].
     pub fallback_polling_interval: Duration,
-    /// SQLite only: how often the change counter is read. Defaults to
-    /// [`DEFAULT_SQLITE_WATCH_INTERVAL`].
+    /// SQLite only: how often the change counter is read when no write was
+    /// seen (on Linux every write to the file or its WAL is seen at once).
+    /// Defaults to [`DEFAULT_SQLITE_WATCH_INTERVAL`].
     pub sqlite_watch_interval: Duration,
+    /// MySQL only: how often the ready jobs' signature is read (three index
+    /// probes). Defaults to [`DEFAULT_MYSQL_WATCH_INTERVAL`].
+    pub mysql_watch_interval: Duration,
     /// The most jobs claimed beyond the free threads, waiting in memory for
     /// a thread (claimed like any other: released at shutdown, released by
     /// the stall rules if the process dies). The worker claims ahead only as
@@ -275,6 +294,7 @@ impl Default for WorkerConfig {
             polling_interval: DEFAULT_POLLING_INTERVAL,
             fallback_polling_interval: DEFAULT_FALLBACK_POLLING_INTERVAL,
             sqlite_watch_interval: DEFAULT_SQLITE_WATCH_INTERVAL,
+            mysql_watch_interval: DEFAULT_MYSQL_WATCH_INTERVAL,
             prefetch: DEFAULT_PREFETCH,
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             process_alive_threshold: DEFAULT_PROCESS_ALIVE_THRESHOLD,

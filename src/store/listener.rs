@@ -9,12 +9,17 @@
 //!   nothing. Installations in other schemas of the same database are told
 //!   apart by the payload's schema.
 //! * SQLite: no server to notify. A dedicated connection reads
-//!   `PRAGMA data_version` every few milliseconds: a counter in shared
-//!   memory that changes when another connection commits. No table is read
-//!   until it changes.
+//!   `PRAGMA data_version`: a counter in shared memory that changes when
+//!   another connection commits. No table is read until it changes. On
+//!   Linux an inotify watch on the database's directory reports every
+//!   write to the file or its WAL (every process that commits to the file
+//!   runs on this host: WAL needs shared memory), and the counter is read
+//!   at once and every 0.5 ms for the next 5 ms, while the commit's last
+//!   frame is synced and counted; `sqlite_watch_interval` (100 ms there,
+//!   10 ms elsewhere) is how often it is read when nothing was written.
 //! * MySQL: no notifications either, and no change counter. A dedicated
 //!   connection reads a signature of the ready jobs every
-//!   [`MYSQL_WATCH_INTERVAL`]: the highest ready job id, the first ready
+//!   `mysql_watch_interval` (10 ms): the highest ready job id, the first ready
 //!   job in claim order, and the number of paused queues — three index
 //!   probes, no lock, no transaction. It changes when a job becomes ready
 //!   (enqueued: a higher id; retried, released or dispatched while the
@@ -25,7 +30,9 @@
 //!   fallback poll finds that one.
 
 #[cfg(feature = "postgres")]
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
+#[cfg(any(feature = "postgres", all(feature = "sqlite", target_os = "linux")))]
+use std::ffi::CString;
 #[cfg(feature = "postgres")]
 use std::ptr::NonNull;
 use std::time::Duration;
@@ -106,19 +113,19 @@ pub(crate) trait Listener: Send {
 }
 
 impl Store {
-    /// Opens a listener on this database; `sqlite_interval` is how often
-    /// SQLite's change counter is read.
-    pub(crate) fn listener(&self, sqlite_interval: Duration) -> Result<Box<dyn Listener>> {
+    /// Opens a listener on this database; `interval` is how often SQLite's
+    /// change counter or MySQL's signature is read (PostgreSQL is told).
+    pub(crate) fn listener(&self, interval: Duration) -> Result<Box<dyn Listener>> {
         match self.backend() {
             #[cfg(feature = "postgres")]
             Backend::Postgres => Ok(Box::new(PgListener::connect(self.url())?)),
             #[cfg(feature = "sqlite")]
-            Backend::Sqlite => Ok(Box::new(SqliteWatcher::open(self, sqlite_interval)?)),
+            Backend::Sqlite => Ok(Box::new(SqliteWatcher::open(self, interval)?)),
             #[cfg(feature = "mysql")]
-            Backend::Mysql => Ok(Box::new(MysqlWatcher::open(self)?)),
+            Backend::Mysql => Ok(Box::new(MysqlWatcher::open(self, interval)?)),
             #[allow(unreachable_patterns)]
             _ => {
-                let _ = sqlite_interval;
+                let _ = interval;
                 unreachable!("DatabaseUrl::parse refuses a backend left out of the build")
             }
         }
@@ -291,6 +298,129 @@ struct SqliteWatcher {
     conn: SqliteConnection,
     version: i64,
     interval: Duration,
+    /// Linux: told of every write to the database file or its WAL, so the
+    /// counter is read at once instead of at the next interval.
+    #[cfg(target_os = "linux")]
+    writes: Option<WriteWatch>,
+    /// Until when the counter is read every [`AFTER_WRITE_CHECK`]: a
+    /// commit's last write reaches the WAL before the counter moves.
+    #[cfg(target_os = "linux")]
+    checking_until: Option<Instant>,
+}
+
+/// How often the counter is read in the moments after a write was seen.
+#[cfg(all(feature = "sqlite", target_os = "linux"))]
+const AFTER_WRITE_CHECK: Duration = Duration::from_micros(500);
+
+/// How long after a write the counter is read that often: a commit's last
+/// frame is written, synced (`synchronous = FULL`), then counted. A sync
+/// slower than this is found at the next interval.
+#[cfg(all(feature = "sqlite", target_os = "linux"))]
+const AFTER_WRITE_WINDOW: Duration = Duration::from_millis(5);
+
+/// An inotify watch on the database's directory for writes (`IN_MODIFY`)
+/// to the database file or its `-wal`: every commit of any process on this
+/// host writes one of them with `write(2)`, which inotify reports.
+#[cfg(all(feature = "sqlite", target_os = "linux"))]
+struct WriteWatch {
+    fd: std::os::fd::OwnedFd,
+    /// The database file's name and its WAL's.
+    names: [Vec<u8>; 2],
+}
+
+#[cfg(all(feature = "sqlite", target_os = "linux"))]
+impl WriteWatch {
+    /// The watch, or why not (inotify's limits, a directory it cannot
+    /// read): then the interval alone finds commits.
+    fn open(db: &std::path::Path) -> std::io::Result<WriteWatch> {
+        use std::io::{Error, ErrorKind};
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        use std::os::unix::ffi::OsStrExt;
+        // The real file: SQLite puts the WAL beside it, through symlinks.
+        let db = std::fs::canonicalize(db)?;
+        let odd = || Error::new(ErrorKind::InvalidInput, "an odd path");
+        let dir =
+            CString::new(db.parent().ok_or_else(odd)?.as_os_str().as_bytes()).map_err(|_| odd())?;
+        let name = db.file_name().ok_or_else(odd)?.as_bytes().to_vec();
+        let mut wal = name.clone();
+        wal.extend_from_slice(b"-wal");
+        // SAFETY: a plain system call; the descriptor is owned at once.
+        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        if fd < 0 {
+            return Err(Error::last_os_error());
+        }
+        // SAFETY: a descriptor just opened and owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: a valid descriptor and NUL-terminated path.
+        let watch =
+            unsafe { libc::inotify_add_watch(fd.as_raw_fd(), dir.as_ptr(), libc::IN_MODIFY) };
+        if watch < 0 {
+            return Err(Error::last_os_error());
+        }
+        Ok(WriteWatch {
+            fd,
+            names: [name, wal],
+        })
+    }
+
+    /// Waits up to `timeout` for a write to the database or its WAL;
+    /// whether one came (a queue overflow counts as one).
+    fn wait(&mut self, timeout: Duration) -> bool {
+        use std::os::fd::AsRawFd;
+        let mut poll = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let timeout = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: one valid pollfd and timespec; no signal mask.
+        let ready = unsafe { libc::ppoll(&mut poll, 1, &timeout, std::ptr::null()) };
+        ready > 0 && self.drain()
+    }
+
+    /// Reads every queued event; whether one names the database or its WAL.
+    fn drain(&mut self) -> bool {
+        use std::os::fd::AsRawFd;
+        const HEADER: usize = std::mem::size_of::<libc::inotify_event>();
+        // Aligned for the events' header.
+        let mut buffer = [0u64; 512];
+        let mut seen = false;
+        loop {
+            // SAFETY: reads into a buffer of the length given.
+            let read = unsafe {
+                libc::read(
+                    self.fd.as_raw_fd(),
+                    buffer.as_mut_ptr().cast(),
+                    std::mem::size_of_val(&buffer),
+                )
+            };
+            if read <= 0 {
+                // EAGAIN: nothing more queued.
+                return seen;
+            }
+            // SAFETY: the bytes the kernel wrote, within the buffer.
+            let bytes =
+                unsafe { std::slice::from_raw_parts(buffer.as_ptr().cast::<u8>(), read as usize) };
+            let mut at = 0;
+            while at + HEADER <= bytes.len() {
+                // SAFETY: a whole header lies at `at`, read unaligned.
+                let event: libc::inotify_event =
+                    unsafe { std::ptr::read_unaligned(bytes[at..].as_ptr().cast()) };
+                let end = (at + HEADER + event.len as usize).min(bytes.len());
+                let name = &bytes[at + HEADER..end];
+                let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+                if event.mask & libc::IN_Q_OVERFLOW != 0
+                    || self.names.iter().any(|n| n.as_slice() == name)
+                {
+                    seen = true;
+                }
+                at = end;
+            }
+        }
+    }
 }
 
 #[cfg(feature = "sqlite")]
@@ -316,6 +446,19 @@ impl SqliteWatcher {
             conn,
             version,
             interval: interval.max(Duration::from_millis(1)),
+            #[cfg(target_os = "linux")]
+            writes: store.url().sqlite_path().and_then(|path| {
+                WriteWatch::open(path)
+                    .inspect_err(|error| {
+                        log::info!(
+                            "cannot watch {} for writes (inotify: {error}); reading its change counter every {interval:?}",
+                            path.display()
+                        )
+                    })
+                    .ok()
+            }),
+            #[cfg(target_os = "linux")]
+            checking_until: None,
         })
     }
 }
@@ -342,20 +485,45 @@ impl Listener for SqliteWatcher {
             if now >= deadline {
                 return Ok(Heard::Nothing);
             }
-            std::thread::sleep(self.interval.min(deadline - now));
+            self.nap(now, deadline - now);
         }
     }
 }
 
-/// How often a MySQL worker reads the ready jobs' signature: the pickup
-/// latency of a job enqueued by another process is about half of it.
-#[cfg(feature = "mysql")]
-pub(crate) const MYSQL_WATCH_INTERVAL: Duration = Duration::from_millis(50);
+#[cfg(feature = "sqlite")]
+impl SqliteWatcher {
+    /// Waits at most `left` before the counter is read again: the
+    /// interval, or until a write is seen (Linux), and only briefly in the
+    /// moments after one.
+    #[cfg(target_os = "linux")]
+    fn nap(&mut self, now: Instant, left: Duration) {
+        let Some(writes) = self.writes.as_mut() else {
+            std::thread::sleep(self.interval.min(left));
+            return;
+        };
+        let wait = match self.checking_until {
+            Some(until) if now < until => AFTER_WRITE_CHECK,
+            _ => self.interval,
+        };
+        if writes.wait(wait.min(left)) {
+            self.checking_until = Some(Instant::now() + AFTER_WRITE_WINDOW);
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn nap(&mut self, _now: Instant, left: Duration) {
+        std::thread::sleep(self.interval.min(left));
+    }
+}
 
 #[cfg(feature = "mysql")]
 struct MysqlWatcher {
     conn: diesel::MysqlConnection,
     signature: Signature,
+    /// How often the signature is read (`mysql_watch_interval`): the
+    /// pickup latency of a job enqueued by another process is about half
+    /// of it, plus the claim.
+    interval: Duration,
 }
 
 #[cfg(feature = "mysql")]
@@ -371,14 +539,18 @@ struct Signature {
 
 #[cfg(feature = "mysql")]
 impl MysqlWatcher {
-    fn open(store: &Store) -> Result<MysqlWatcher> {
+    fn open(store: &Store, interval: Duration) -> Result<MysqlWatcher> {
         let mut conn = match store.dedicated_connection()? {
             super::AnyConnection::Mysql(conn) => conn,
             #[allow(unreachable_patterns)]
             _ => unreachable!("the backend is MySQL"),
         };
         let signature = read_signature(&mut conn)?;
-        Ok(MysqlWatcher { conn, signature })
+        Ok(MysqlWatcher {
+            conn,
+            signature,
+            interval: interval.max(Duration::from_millis(1)),
+        })
     }
 }
 
@@ -409,7 +581,71 @@ impl Listener for MysqlWatcher {
             if now >= deadline {
                 return Ok(Heard::Nothing);
             }
-            std::thread::sleep(MYSQL_WATCH_INTERVAL.min(deadline - now));
+            std::thread::sleep(self.interval.min(deadline - now));
         }
+    }
+}
+
+#[cfg(all(test, feature = "sqlite", target_os = "linux"))]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use diesel::connection::SimpleConnection;
+    use diesel::{Connection, SqliteConnection};
+
+    use super::WriteWatch;
+
+    /// A commit by another connection is seen as a write to the WAL; a
+    /// write to another file of the same directory is not; a quiet
+    /// database waits out the timeout.
+    #[test]
+    fn a_commit_elsewhere_is_seen_and_other_files_are_not() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("jobs.db");
+        let mut writer = SqliteConnection::establish(path.to_str().unwrap()).expect("open");
+        writer
+            .batch_execute("PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER);")
+            .expect("setup");
+        let mut watch = WriteWatch::open(&path).expect("inotify watches the directory");
+        watch.drain();
+
+        let started = Instant::now();
+        assert!(
+            !watch.wait(Duration::from_millis(50)),
+            "nothing was written"
+        );
+        assert!(started.elapsed() >= Duration::from_millis(50), "it waited");
+
+        std::fs::write(dir.path().join("jobs.db.other"), b"x").expect("other file");
+        assert!(
+            !watch.wait(Duration::from_millis(50)),
+            "another file's write"
+        );
+
+        writer
+            .batch_execute("INSERT INTO t VALUES (1)")
+            .expect("commit");
+        assert!(watch.wait(Duration::from_secs(5)), "the commit's WAL write");
+    }
+
+    /// A database reached through a symlink is watched where SQLite writes
+    /// its WAL: beside the real file.
+    #[test]
+    fn a_symlinked_database_is_watched_beside_the_real_file() {
+        let real = tempfile::tempdir().expect("dir");
+        let links = tempfile::tempdir().expect("dir");
+        let path = real.path().join("jobs.db");
+        let link = links.path().join("link.db");
+        std::os::unix::fs::symlink(&path, &link).expect("symlink");
+        let mut writer = SqliteConnection::establish(link.to_str().unwrap()).expect("open");
+        writer
+            .batch_execute("PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER);")
+            .expect("setup");
+        let mut watch = WriteWatch::open(&link).expect("inotify watches the directory");
+        watch.drain();
+        writer
+            .batch_execute("INSERT INTO t VALUES (1)")
+            .expect("commit");
+        assert!(watch.wait(Duration::from_secs(5)), "the commit's WAL write");
     }
 }

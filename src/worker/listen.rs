@@ -11,7 +11,7 @@ use super::cancel;
 use super::poller::backoff;
 use super::state::Shared;
 use crate::store::{CANCEL_CHANNEL_QUEUE, Heard, Listener};
-use crate::types::{Error, Result};
+use crate::types::{Backend, Error, Result};
 
 /// How long a listener waits before checking whether the worker stops.
 const LISTEN_SLICE: Duration = Duration::from_millis(200);
@@ -45,7 +45,12 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
                 }
                 let Some(active) = listener.as_mut() else {
                     let seen = shared.store.read_only_seen();
-                    match shared.store.listener(shared.config.sqlite_watch_interval) {
+                    let config = &shared.config;
+                    let interval = match shared.store.backend() {
+                        Backend::Mysql => config.mysql_watch_interval,
+                        _ => config.sqlite_watch_interval,
+                    };
+                    match shared.store.listener(interval) {
                         Ok(opened) => {
                             listener = Some(opened);
                             opened_at = seen;
