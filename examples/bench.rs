@@ -12,12 +12,20 @@
 //! * enqueue bulk: `enqueue_all` of 1,000 jobs per call.
 //! * work-down: `--jobs` no-op jobs enqueued beforehand, then P worker
 //!   processes of T threads (this binary with `--worker`); time until none
-//!   is ready or claimed. Baseline: 2×P connections, each claiming T jobs
-//!   (`SKIP LOCKED` into claimed_executions) then finishing them (mark
-//!   finished, delete the claim), one transaction each, until none is left.
-//!   On MySQL, which has neither arrays nor writable CTEs, the claim is
-//!   `SELECT … FOR UPDATE SKIP LOCKED`, a DELETE and an INSERT…SELECT, and
-//!   the ids travel as a JSON array through `JSON_TABLE`.
+//!   is ready or claimed. Baselines, the fastest hand-written SQL for the
+//!   same lifecycle: 2×P connections, each claiming the batch solidq's
+//!   workers claimed on average (`SKIP LOCKED` into the claimed table)
+//!   then finishing it (mark finished, delete the claims), one statement
+//!   or transaction each, until none is left; ids pass between steps as
+//!   index lookups (`= ANY(ARRAY(…))` on PostgreSQL, a JSON array through
+//!   `json_each`/`JSON_TABLE` elsewhere), so no generic plan joins two row
+//!   sets. On MySQL, which has neither arrays nor writable CTEs, the claim
+//!   is `SELECT … FOR UPDATE SKIP LOCKED`, a DELETE and an INSERT…SELECT.
+//!   Run twice: on solidq's own migrated tables ("raw": what solidq's code
+//!   costs), and on a minimal SolidQueue-like schema of three tables with
+//!   primary keys and the claim index only ("raw on a minimal schema", the
+//!   limit: the gap between the two is the price of solidq's schema).
+//!   Every lane's count is added up and must be every job.
 //! * mixed: K threads enqueue single jobs for S seconds while P×T workers
 //!   consume them.
 //! * pickup latency: one job at a time enqueued while the worker is idle;
@@ -911,7 +919,86 @@ struct IdRow {
     job_id: i64,
 }
 
+/// Which tables the raw work-down runs on: solidq's own (migrated, every
+/// index and column), or a minimal SolidQueue-like schema beside them
+/// (`raw_jobs`, `raw_ready`, `raw_claimed`: the columns the lifecycle
+/// writes, primary keys and the claim index only). solidq against the
+/// first is the price of its code; against the second, of its schema too.
+#[derive(Clone, Copy, PartialEq)]
+enum Schema {
+    Solidq,
+    Minimal,
+}
+
+impl Schema {
+    /// `sql`, written for solidq's tables, on this schema's.
+    fn on(self, sql: &str) -> String {
+        match self {
+            Schema::Solidq => sql.to_string(),
+            Schema::Minimal => sql
+                // Its claim index: solidq's orders by place (fairness).
+                .replace("priority, position", "priority, job_id")
+                .replace("solidq_ready_executions", "raw_ready")
+                .replace("solidq_claimed_executions", "raw_claimed")
+                .replace("solidq_jobs", "raw_jobs"),
+        }
+    }
+}
+
 impl Raw {
+    /// Creates the minimal schema ([`Schema::Minimal`]) and fills it with
+    /// `n` ready jobs, as [`BenchDb::fill`] fills solidq's.
+    fn fill_minimal(&mut self, n: usize) {
+        let (id, text, time, now, engine) = match self {
+            Raw::Pg(_) => ("bigint", "text", "timestamp", "LOCALTIMESTAMP", ""),
+            Raw::Sqlite(_) => ("INTEGER", "TEXT", "TEXT", "datetime('now')", ""),
+            #[cfg(feature = "mysql")]
+            Raw::Mysql(_) => (
+                "BIGINT",
+                "VARCHAR(255)",
+                "DATETIME(6)",
+                "UTC_TIMESTAMP(6)",
+                " ENGINE = InnoDB",
+            ),
+        };
+        self.batch(&format!(
+            "CREATE TABLE raw_jobs (id {id} NOT NULL PRIMARY KEY, queue_name {text} NOT NULL,
+                 class_name {text} NOT NULL, arguments {text} NOT NULL, priority INTEGER NOT NULL,
+                 attempts INTEGER NOT NULL, created_at {time} NOT NULL, updated_at {time} NOT NULL,
+                 finished_at {time}, expires_at {time}){engine}"
+        ));
+        self.batch(&format!(
+            "CREATE TABLE raw_ready (job_id {id} NOT NULL PRIMARY KEY, queue_name {text} NOT NULL,
+                 priority INTEGER NOT NULL, created_at {time} NOT NULL){engine}"
+        ));
+        self.batch("CREATE INDEX raw_ready_claim ON raw_ready (priority, job_id)");
+        self.batch(&format!(
+            "CREATE TABLE raw_claimed (job_id {id} NOT NULL PRIMARY KEY, process_id {id} NOT NULL,
+                 created_at {time} NOT NULL){engine}"
+        ));
+        for first in (1..=n).step_by(1_000) {
+            let rows: Vec<String> = (first..(first + 1_000).min(n + 1))
+                .map(|id| format!("({id}, 'default', 'noop', '{{}}', 0, 0, {now}, {now})"))
+                .collect();
+            self.batch(&format!(
+                "INSERT INTO raw_jobs (id, queue_name, class_name, arguments, priority, attempts,
+                                       created_at, updated_at) VALUES {}",
+                rows.join(", ")
+            ));
+        }
+        self.batch(
+            "INSERT INTO raw_ready (job_id, queue_name, priority, created_at)
+             SELECT id, queue_name, priority, created_at FROM raw_jobs",
+        );
+        let analyze = match self {
+            Raw::Pg(_) => "ANALYZE raw_jobs, raw_ready, raw_claimed",
+            Raw::Sqlite(_) => "ANALYZE",
+            #[cfg(feature = "mysql")]
+            Raw::Mysql(_) => "ANALYZE TABLE raw_jobs, raw_ready, raw_claimed",
+        };
+        self.batch(analyze);
+    }
+
     fn open(url: &str) -> Raw {
         #[cfg(feature = "mysql")]
         if url.starts_with("mysql://") || url.starts_with("mariadb://") {
@@ -1123,18 +1210,19 @@ impl Raw {
     /// The raw lifecycle: claim up to `batch` with SKIP LOCKED into
     /// claimed_executions (one transaction), then mark them finished and
     /// delete their claims (another). Returns how many it claimed.
-    fn claim_and_finish(&mut self, lane: i64, batch: usize) -> usize {
+    fn claim_and_finish(&mut self, schema: Schema, lane: i64, batch: usize) -> usize {
         match self {
             Raw::Pg(c) => {
                 let claimed: Vec<IdRow> = Cached(
-                    diesel::sql_query(
-                        "WITH picked AS (SELECT job_id FROM solidq_ready_executions ORDER BY priority, job_id
+                    diesel::sql_query(schema.on(
+                        "WITH picked AS (SELECT job_id FROM solidq_ready_executions ORDER BY priority, position
                                          LIMIT $1 FOR UPDATE SKIP LOCKED),
-                              deleted AS (DELETE FROM solidq_ready_executions r USING picked p
-                                          WHERE r.job_id = p.job_id RETURNING r.job_id)
+                              deleted AS (DELETE FROM solidq_ready_executions
+                                          WHERE job_id = ANY(ARRAY(SELECT job_id FROM picked))
+                                          RETURNING job_id)
                          INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
                          SELECT job_id, $2, LOCALTIMESTAMP FROM deleted RETURNING job_id",
-                    )
+                    ))
                     .bind::<BigInt, _>(batch as i64)
                     .bind::<BigInt, _>(lane),
                 )
@@ -1145,14 +1233,14 @@ impl Raw {
                 }
                 let ids: Vec<i64> = claimed.iter().map(|r| r.job_id).collect();
                 Cached(
-                    diesel::sql_query(
+                    diesel::sql_query(schema.on(
                         "WITH fenced AS (DELETE FROM solidq_claimed_executions WHERE process_id = $1
                                          AND job_id = ANY($2) RETURNING job_id)
-                         UPDATE solidq_jobs j SET finished_at = LOCALTIMESTAMP,
-                                expires_at = LOCALTIMESTAMP + INTERVAL '1 day', attempts = j.attempts + 1,
+                         UPDATE solidq_jobs SET finished_at = LOCALTIMESTAMP,
+                                expires_at = LOCALTIMESTAMP + INTERVAL '1 day', attempts = attempts + 1,
                                 updated_at = LOCALTIMESTAMP
-                         FROM fenced WHERE j.id = fenced.job_id",
-                    )
+                         WHERE id = ANY(ARRAY(SELECT job_id FROM fenced))",
+                    ))
                     .bind::<BigInt, _>(lane)
                     .bind::<Array<BigInt>, _>(&ids),
                 )
@@ -1164,9 +1252,9 @@ impl Raw {
                 let ids: Vec<i64> = retry_busy(|| {
                     c.immediate_transaction::<_, diesel::result::Error, _>(|c| {
                         let picked: Vec<IdRow> = Cached(
-                            diesel::sql_query(
-                                "SELECT job_id FROM solidq_ready_executions ORDER BY priority, job_id LIMIT ?1",
-                            )
+                            diesel::sql_query(schema.on(
+                                "SELECT job_id FROM solidq_ready_executions ORDER BY priority, position LIMIT ?1",
+                            ))
                             .bind::<BigInt, _>(batch as i64),
                         )
                         .load(c)?;
@@ -1176,17 +1264,17 @@ impl Raw {
                         }
                         let json = serde_json::to_string(&ids).unwrap();
                         Cached(
-                            diesel::sql_query(
+                            diesel::sql_query(schema.on(
                                 "DELETE FROM solidq_ready_executions WHERE job_id IN (SELECT value FROM json_each(?1))",
-                            )
+                            ))
                             .bind::<Text, _>(&json),
                         )
                         .execute(c)?;
                         Cached(
-                            diesel::sql_query(
+                            diesel::sql_query(schema.on(
                                 "INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
                                  SELECT value, ?2, datetime('now') FROM json_each(?1)",
-                            )
+                            ))
                             .bind::<Text, _>(&json)
                             .bind::<BigInt, _>(lane),
                         )
@@ -1201,20 +1289,20 @@ impl Raw {
                 let json = serde_json::to_string(&ids).unwrap();
                 retry_busy(|| c.immediate_transaction::<_, diesel::result::Error, _>(|c| {
                     Cached(
-                        diesel::sql_query(
+                        diesel::sql_query(schema.on(
                             "DELETE FROM solidq_claimed_executions WHERE process_id = ?1
                              AND job_id IN (SELECT value FROM json_each(?2))",
-                        )
+                        ))
                         .bind::<BigInt, _>(lane)
                         .bind::<Text, _>(&json),
                     )
                     .execute(c)?;
                     Cached(
-                        diesel::sql_query(
+                        diesel::sql_query(schema.on(
                             "UPDATE solidq_jobs SET finished_at = datetime('now'), expires_at = datetime('now', '+1 day'),
                                     attempts = attempts + 1, updated_at = datetime('now')
                              WHERE id IN (SELECT value FROM json_each(?1))",
-                        )
+                        ))
                         .bind::<Text, _>(&json),
                     )
                     .execute(c)?;
@@ -1228,10 +1316,10 @@ impl Raw {
                 let ids: Vec<i64> = c
                     .transaction::<_, diesel::result::Error, _>(|c| {
                         let picked: Vec<IdRow> = Cached(
-                            diesel::sql_query(
-                                "SELECT job_id FROM solidq_ready_executions ORDER BY priority, job_id
+                            diesel::sql_query(schema.on(
+                                "SELECT job_id FROM solidq_ready_executions ORDER BY priority, position
                                  LIMIT ? FOR UPDATE SKIP LOCKED",
-                            )
+                            ))
                             .bind::<BigInt, _>(batch as i64),
                         )
                         .load(c)?;
@@ -1241,20 +1329,20 @@ impl Raw {
                         }
                         let json = serde_json::to_string(&ids).unwrap();
                         Cached(
-                            diesel::sql_query(concat!(
+                            diesel::sql_query(schema.on(concat!(
                                 "DELETE r FROM ",
                                 mysql_ids!(),
                                 " STRAIGHT_JOIN solidq_ready_executions r ON r.job_id = ids.value"
-                            ))
+                            )))
                             .bind::<Text, _>(&json),
                         )
                         .execute(c)?;
                         Cached(
-                            diesel::sql_query(concat!(
+                            diesel::sql_query(schema.on(concat!(
                                 "INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
                                  SELECT ids.value, ?, UTC_TIMESTAMP(6) FROM ",
                                 mysql_ids!()
-                            ))
+                            )))
                             .bind::<BigInt, _>(lane)
                             .bind::<Text, _>(&json),
                         )
@@ -1268,25 +1356,25 @@ impl Raw {
                 let json = serde_json::to_string(&ids).unwrap();
                 c.transaction::<_, diesel::result::Error, _>(|c| {
                     Cached(
-                        diesel::sql_query(concat!(
+                        diesel::sql_query(schema.on(concat!(
                             "DELETE c FROM ",
                             mysql_ids!(),
                             " STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value
                              WHERE c.process_id = ?"
-                        ))
+                        )))
                         .bind::<Text, _>(&json)
                         .bind::<BigInt, _>(lane),
                     )
                     .execute(c)?;
                     Cached(
-                        diesel::sql_query(concat!(
+                        diesel::sql_query(schema.on(concat!(
                             "UPDATE ",
                             mysql_ids!(),
                             " STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
                              SET j.finished_at = UTC_TIMESTAMP(6),
                                  j.expires_at = UTC_TIMESTAMP(6) + INTERVAL 1 DAY,
                                  j.attempts = j.attempts + 1, j.updated_at = UTC_TIMESTAMP(6)"
-                        ))
+                        )))
                         .bind::<Text, _>(&json),
                     )
                     .execute(c)?;
@@ -1486,6 +1574,7 @@ fn bench_workdown(backend: &'static str, args: &Args, table: &mut Table) {
     let n = args.jobs / 1_000 * 1_000;
     let (mut ours, mut base, mut rss, mut per_job) = (vec![], vec![], vec![], vec![]);
     let (mut worker_cpu, mut server_cpu, mut base_server_cpu) = (vec![], vec![], vec![]);
+    let (mut limit, mut limit_server_cpu) = (vec![], vec![]);
     let mut batches = vec![];
     for _ in 0..args.repeat {
         let db = BenchDb::new(backend, args);
@@ -1505,32 +1594,56 @@ fn bench_workdown(backend: &'static str, args: &Args, table: &mut Table) {
         server_cpu.push(server as f64 / n as f64);
         batches.push(report.batch() as f64);
 
-        // The raw baseline on a fresh database, claiming what our workers
-        // claimed per claim on average.
+        // The raw baselines, each on a fresh database, claiming what our
+        // workers claimed per claim on average: on solidq's schema, then on
+        // the minimal one (the limit).
         let batch = report.batch();
-        let db = BenchDb::new(backend, args);
-        db.fill(n);
-        let lanes = 2 * args.processes;
-        let server_before = server_cpu_by_pid(backend);
-        let started = Instant::now();
-        // Lanes hand their connections back, so their server processes are
-        // still there to be measured.
-        let connections: Vec<Raw> = std::thread::scope(|s| {
-            let lanes: Vec<_> = (0..lanes)
-                .map(|lane| {
-                    let url = db.url.clone();
-                    s.spawn(move || {
-                        let mut conn = Raw::open(&url);
-                        while conn.claim_and_finish(1_000 + lane as i64, batch) > 0 {}
-                        conn
+        for schema in [Schema::Solidq, Schema::Minimal] {
+            let db = BenchDb::new(backend, args);
+            match schema {
+                Schema::Solidq => db.fill(n),
+                Schema::Minimal => Raw::open(&db.url).fill_minimal(n),
+            }
+            let lanes = 2 * args.processes;
+            let server_before = server_cpu_by_pid(backend);
+            let started = Instant::now();
+            // Lanes hand their connections back, so their server processes
+            // are still there to be measured.
+            let connections: Vec<(Raw, usize)> = std::thread::scope(|s| {
+                let lanes: Vec<_> = (0..lanes)
+                    .map(|lane| {
+                        let url = db.url.clone();
+                        s.spawn(move || {
+                            let mut conn = Raw::open(&url);
+                            let mut done = 0;
+                            loop {
+                                match conn.claim_and_finish(schema, 1_000 + lane as i64, batch) {
+                                    0 => break,
+                                    k => done += k,
+                                }
+                            }
+                            (conn, done)
+                        })
                     })
-                })
-                .collect();
-            lanes.into_iter().map(|l| l.join().expect("lane")).collect()
-        });
-        base.push(rate(n, started.elapsed()));
-        base_server_cpu.push(server_cpu_since(backend, &server_before) as f64 / n as f64);
-        drop(connections);
+                    .collect();
+                lanes.into_iter().map(|l| l.join().expect("lane")).collect()
+            });
+            let elapsed = started.elapsed();
+            let cpu = server_cpu_since(backend, &server_before) as f64 / n as f64;
+            let done: usize = connections.iter().map(|(_, k)| k).sum();
+            assert_eq!(done, n, "the raw lanes finished every job once");
+            match schema {
+                Schema::Solidq => {
+                    base.push(rate(n, elapsed));
+                    base_server_cpu.push(cpu);
+                }
+                Schema::Minimal => {
+                    limit.push(rate(n, elapsed));
+                    limit_server_cpu.push(cpu);
+                }
+            }
+            drop(connections);
+        }
     }
     let batch = median(&batches);
     table.add_vs(
@@ -1538,9 +1651,15 @@ fn bench_workdown(backend: &'static str, args: &Args, table: &mut Table) {
             "work-down {n} no-op, {}x{} (jobs/s)",
             args.processes, args.threads
         ),
-        ours,
+        ours.clone(),
         format!("raw, {} conns, batch {batch:.0}", 2 * args.processes),
         base,
+    );
+    table.add_vs(
+        "work-down, against the limit (jobs/s)",
+        ours,
+        format!("raw on a minimal schema, {} conns", 2 * args.processes),
+        limit,
     );
     table.add("jobs per claim (work-down)", batches);
     table.add("statements per job (work-down)", per_job);
@@ -1548,9 +1667,15 @@ fn bench_workdown(backend: &'static str, args: &Args, table: &mut Table) {
     if !server_processes(backend).is_empty() {
         table.add_vs(
             "server CPU per job (µs)",
-            server_cpu,
+            server_cpu.clone(),
             "raw",
             base_server_cpu,
+        );
+        table.add_vs(
+            "server CPU per job, against the limit (µs)",
+            server_cpu,
+            "raw on a minimal schema",
+            limit_server_cpu,
         );
     }
     table.add(
