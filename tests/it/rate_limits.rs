@@ -25,9 +25,17 @@ backend_tests!(
     alone:
     ten_a_second_across_three_processes_for_ten_seconds,
     each_key_has_its_own_limit_and_jobs_sent_back_are_not_claimed_over_and_over,
-    a_backlog_starts_its_full_rate_for_small_and_large_limits,
     claims_that_could_not_be_sent_back_are_released_once_the_database_takes_it,
 );
+
+/// The full rate of a limit of 100 a second, from 8 threads: with the
+/// same test of another backend beside it (.ci/run's alone phase runs
+/// three at a time), PostgreSQL and MySQL once reached 94.6 and 93.6.
+mod full_rate {
+    use super::*;
+
+    backend_tests!(exclusive: a_backlog_starts_its_full_rate_for_small_and_large_limits);
+}
 
 /// The documented accuracy: a start may come this long after its grant.
 const MARGIN_US: i64 = 50_000;

@@ -36,7 +36,8 @@ use solidq::{Backend, Queue, QueueConfig};
 ///
 /// `backend_tests!(alone: a, b)` runs each of them with no other such test
 /// at the same time (see [`machine`]): for tests that measure a rate or a
-/// time, which a busy machine would skew. Their names hold `::alone::`
+/// time, which a busy machine would skew; `backend_tests!(exclusive: a)`
+/// with no other test at all. Their names hold `::alone::`
 /// (`area::alone::sqlite::name`), so a run can leave them out
 /// (`--skip ::alone::`) and run them apart, as `cargo xtask test` does.
 #[macro_export]
@@ -49,6 +50,17 @@ macro_rules! backend_tests {
             use super::*;
 
             $crate::backend_tests!(@machine alone; $($name),*);
+        }
+    };
+    (exclusive: $($name:ident),* $(,)?) => {
+        /// Tests that run with no other test at all beside them, not even
+        /// another alone test: for a rate that two such tests side by side
+        /// pull below what one reaches (named `::alone::` all the same).
+        mod alone {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $crate::backend_tests!(@machine exclusive; $($name),*);
         }
     };
     (@machine $mode:ident; $($name:ident),*) => {
