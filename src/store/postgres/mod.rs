@@ -266,7 +266,13 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
     // see `LIMIT $1`, assumes a tenth of the table, and would hash-join
     // against full scans of ready and jobs (or, with other statistics,
     // nested-loop every claimed row against every picked one). An array
-    // lookup is an index lookup whatever the array's size.
+    // lookup is an index lookup whatever the array's size. The jobs are
+    // read row by row of `deleted` through a LATERAL subquery that cannot
+    // be flattened (`OFFSET 0`): one primary key probe per claimed job,
+    // whatever the plan guesses, with each row's place at hand. A
+    // correlated `(SELECT position FROM deleted WHERE job_id = j.id)` per
+    // job scanned all of `deleted` each time: a claim of 139 jobs compared
+    // 19,000 pairs, and the work-down ran at 35,200 jobs/s against 45,500.
     format!(
         "WITH alive AS (SELECT id FROM solidq_processes WHERE id = $2 FOR KEY SHARE),
          immediate AS ({immediate}),
@@ -284,10 +290,11 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
                 j.max_attempts, j.attempts, j.stalled_count, j.snoozes, j.checkpoint, j.batch_id,
                 j.cancel_requested_at IS NOT NULL AS cancel_requested, j.created_at,
                 GREATEST(j.scheduled_at, j.updated_at) AS due_at, LOCALTIMESTAMP AS claimed_at,
-                0::bigint AS ord, (SELECT d.position FROM deleted d WHERE d.job_id = j.id) AS position,
+                0::bigint AS ord, d.position,
                 j.id = ANY ((SELECT ids FROM started)::bigint[]) AS started, j.run_alone
-         FROM solidq_jobs j
-         WHERE j.id = ANY (ARRAY(SELECT job_id FROM claimed))"
+         FROM deleted d,
+              LATERAL (SELECT * FROM solidq_jobs j WHERE j.id = d.job_id OFFSET 0) j
+         WHERE EXISTS (SELECT 1 FROM claimed)"
     )
 }
 
