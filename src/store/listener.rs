@@ -293,11 +293,20 @@ impl Drop for PgListener {
     }
 }
 
+/// The least time between two changes an SQLite watcher reports: at most
+/// 100 wake-ups a second while others write without pause, as when the
+/// counter was read every 10 ms; the first change after a quiet spell is
+/// reported at once.
+#[cfg(feature = "sqlite")]
+const SQLITE_CHANGES_GAP: Duration = Duration::from_millis(10);
+
 #[cfg(feature = "sqlite")]
 struct SqliteWatcher {
     conn: SqliteConnection,
     version: i64,
     interval: Duration,
+    /// When it last reported a change.
+    reported: Option<Instant>,
     /// Linux: told of every write to the database file or its WAL, so the
     /// counter is read at once instead of at the next interval.
     #[cfg(target_os = "linux")]
@@ -446,6 +455,7 @@ impl SqliteWatcher {
             conn,
             version,
             interval: interval.max(Duration::from_millis(1)),
+            reported: None,
             #[cfg(target_os = "linux")]
             writes: store.url().sqlite_path().and_then(|path| {
                 WriteWatch::open(path)
@@ -476,9 +486,20 @@ impl Listener for SqliteWatcher {
     fn wait(&mut self, timeout: Duration) -> Result<Heard> {
         let deadline = Instant::now() + timeout;
         loop {
+            // A change right after the last one waits out the gap: every
+            // change wakes the poller, whose claim takes the write lock
+            // even when it finds nothing (jobs of queues it does not
+            // serve, others' heartbeats).
+            if let Some(next) = self.reported.map(|at| at + SQLITE_CHANGES_GAP) {
+                let now = Instant::now();
+                if now < next {
+                    std::thread::sleep(next - now);
+                }
+            }
             let version = read_version(&mut self.conn)?;
             if version != self.version {
                 self.version = version;
+                self.reported = Some(Instant::now());
                 return Ok(Heard::Changes);
             }
             let now = Instant::now();
@@ -626,6 +647,93 @@ mod tests {
             .batch_execute("INSERT INTO t VALUES (1)")
             .expect("commit");
         assert!(watch.wait(Duration::from_secs(5)), "the commit's WAL write");
+    }
+
+    /// A path that does not lead to a file is an error (the watcher then
+    /// reads the counter at its interval), not a panic.
+    #[test]
+    fn a_missing_file_is_an_error() {
+        let dir = tempfile::tempdir().expect("dir");
+        assert!(WriteWatch::open(&dir.path().join("nothing/here.db")).is_err());
+    }
+
+    /// An idle watcher hears one commit by another connection long before
+    /// its interval (5 s here) would have read the counter; commits without
+    /// pause wake it at most once per `SQLITE_CHANGES_GAP`.
+    #[test]
+    fn one_commit_is_heard_at_once_and_a_stream_at_most_every_gap() {
+        use crate::store::connection::SqliteSettings;
+        use crate::store::{Heard, PoolOptions, Store};
+        use crate::types::DatabaseUrl;
+
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("jobs.db");
+        let mut writer = SqliteConnection::establish(path.to_str().unwrap()).expect("open");
+        writer
+            .batch_execute("PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER);")
+            .expect("setup");
+        let url = DatabaseUrl::parse(path.to_str().unwrap()).expect("url");
+        let store = Store::connect(
+            &url,
+            &PoolOptions {
+                size: 1,
+                timeout: Duration::from_secs(5),
+                sqlite: SqliteSettings {
+                    busy_timeout: Duration::from_secs(5),
+                    synchronous: crate::config::DEFAULT_SQLITE_SYNCHRONOUS,
+                },
+            },
+        )
+        .expect("store");
+        let interval = Duration::from_secs(5);
+        let mut watcher = store.listener(interval).expect("watcher");
+        // Whatever opening the store wrote is behind it.
+        while watcher.wait(Duration::from_millis(50)).expect("wait") != Heard::Nothing {}
+
+        writer
+            .batch_execute("INSERT INTO t VALUES (1)")
+            .expect("commit");
+        let started = Instant::now();
+        assert_eq!(watcher.wait(interval * 2).expect("wait"), Heard::Changes);
+        assert!(
+            started.elapsed() < interval / 2,
+            "heard after {:?}: the interval's read, not the write watch",
+            started.elapsed()
+        );
+
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stream = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut commits = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    writer
+                        .batch_execute("INSERT INTO t VALUES (2)")
+                        .expect("commit");
+                    commits += 1;
+                }
+                commits
+            })
+        };
+        let window = Instant::now();
+        let mut heard = 0u32;
+        while window.elapsed() < Duration::from_millis(300) {
+            if watcher.wait(Duration::from_millis(50)).expect("wait") == Heard::Changes {
+                heard += 1;
+            }
+        }
+        let elapsed = window.elapsed();
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let commits = stream.join().expect("writer");
+        let most = (elapsed.as_millis() / super::SQLITE_CHANGES_GAP.as_millis()) as u32 + 1;
+        assert!(
+            commits > most,
+            "the stream committed more often than the gap: {commits}"
+        );
+        assert!(
+            (1..=most).contains(&heard),
+            "{heard} changes heard in {elapsed:?} of {commits} commits (at most {most})"
+        );
     }
 
     /// A database reached through a symlink is watched where SQLite writes
