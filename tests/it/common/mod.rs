@@ -288,6 +288,21 @@ pub fn skip(reason: &str) {
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 impl TestDb {
+    /// A fresh database of the same backend, for a test that measures
+    /// again.
+    pub fn another(&self) -> TestDb {
+        match self.backend {
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite => TestDb::sqlite(),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres => TestDb::postgres().expect("PostgreSQL answered a moment ago"),
+            #[cfg(feature = "mysql")]
+            Backend::Mysql => TestDb::mysql().expect("MySQL answered a moment ago"),
+            #[allow(unreachable_patterns)]
+            other => panic!("{other} is not in this build"),
+        }
+    }
+
     pub fn sqlite() -> TestDb {
         init_logs();
         let dir = tempfile::tempdir().expect("temporary directory");
