@@ -616,6 +616,15 @@ mod tests {
 
     use super::WriteWatch;
 
+    /// A connection to a new WAL database at `path` holding a table `t`.
+    fn wal_database(path: &std::path::Path) -> SqliteConnection {
+        let mut writer = SqliteConnection::establish(path.to_str().unwrap()).expect("open");
+        writer
+            .batch_execute("PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER);")
+            .expect("setup");
+        writer
+    }
+
     /// A commit by another connection is seen as a write to the WAL; a
     /// write to another file of the same directory is not; a quiet
     /// database waits out the timeout.
@@ -623,10 +632,7 @@ mod tests {
     fn a_commit_elsewhere_is_seen_and_other_files_are_not() {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("jobs.db");
-        let mut writer = SqliteConnection::establish(path.to_str().unwrap()).expect("open");
-        writer
-            .batch_execute("PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER);")
-            .expect("setup");
+        let mut writer = wal_database(&path);
         let mut watch = WriteWatch::open(&path).expect("inotify watches the directory");
         watch.drain();
 
@@ -668,10 +674,7 @@ mod tests {
 
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("jobs.db");
-        let mut writer = SqliteConnection::establish(path.to_str().unwrap()).expect("open");
-        writer
-            .batch_execute("PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER);")
-            .expect("setup");
+        let mut writer = wal_database(&path);
         let url = DatabaseUrl::parse(path.to_str().unwrap()).expect("url");
         let store = Store::connect(
             &url,
@@ -745,10 +748,7 @@ mod tests {
         let path = real.path().join("jobs.db");
         let link = links.path().join("link.db");
         std::os::unix::fs::symlink(&path, &link).expect("symlink");
-        let mut writer = SqliteConnection::establish(link.to_str().unwrap()).expect("open");
-        writer
-            .batch_execute("PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER);")
-            .expect("setup");
+        let mut writer = wal_database(&link);
         let mut watch = WriteWatch::open(&link).expect("inotify watches the directory");
         watch.drain();
         writer
