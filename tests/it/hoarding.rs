@@ -147,12 +147,7 @@ fn hold_ahead(db: &TestDb, worker: &Child, long_ms: u64, ahead: usize) -> (i64, 
         let job = Echo { value: n.into() };
         batch.push(JobRequest::new(&job, EnqueueOptions::new()).unwrap());
     }
-    let ids: Vec<i64> = queue
-        .enqueue_batch(&batch)
-        .unwrap()
-        .into_iter()
-        .map(|e| e.id())
-        .collect();
+    let ids: Vec<i64> = queue.enqueue_all_with(&batch).unwrap();
     // How many are claimed ahead is the worker's plan (a claim round trip
     // over the warm-up's run time, so fewer on a loaded machine): the long
     // job and at least one behind it is what the tests need.

@@ -75,12 +75,7 @@ fn a_frozen_worker_starts_none_of_the_jobs_it_claimed_ahead(db: &TestDb) {
                 .unwrap(),
             );
         }
-        let ids: Vec<i64> = queue
-            .enqueue_batch(&batch)
-            .unwrap()
-            .into_iter()
-            .map(|e| e.id())
-            .collect();
+        let ids: Vec<i64> = queue.enqueue_all_with(&batch).unwrap();
         let long = ids[0];
         wait_for("the victim to claim the long job", WAIT, || {
             claimed_from(long).first() == Some(&long)
