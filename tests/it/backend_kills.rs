@@ -60,10 +60,14 @@ mod postgres {
     /// test beside it (beside two other alone tests in .ci/run, "after"
     /// was once 61/s against 84/s "before").
     mod alone {
-        #[test]
-        fn terminating_every_backend_five_times_a_second_loses_nothing_and_stops_nobody() {
-            let _machine = crate::common::machine::exclusive();
-            super::terminating_every_backend();
+        /// `::alone::exclusive::` in its name, as `backend_tests!(exclusive:
+        /// …)` names theirs: `cargo xtask test` runs it with no other test.
+        mod exclusive {
+            #[test]
+            fn terminating_every_backend_five_times_a_second_loses_nothing_and_stops_nobody() {
+                let _machine = crate::common::machine::exclusive();
+                super::super::terminating_every_backend();
+            }
         }
     }
 

@@ -18,7 +18,8 @@
 //!
 //! Without arguments it builds every test binary once, then runs the
 //! suite in two phases: every test that may run beside others (the
-//! integration tests `RUST_TEST_THREADS` at a time, 2 unless set, with the
+//! integration tests `RUST_TEST_THREADS` at a time, unless set 2 to 4 by
+//! what the servers' `max_connections` allow, with the
 //! other test binaries and the doctests beside them), then the few that
 //! measure a rate or a time (`::alone::` in their names), three at a time
 //! with nothing else running.
@@ -83,10 +84,13 @@ fn test(rest: &[String]) -> ExitCode {
         );
     }
 
-    // Two tests at a time unless told otherwise: each holds pools on both
-    // servers, and two fit in their default max_connections (PostgreSQL
-    // 100, MariaDB 151). `.ci/run` raises those and runs more.
-    let threads = std::env::var("RUST_TEST_THREADS").unwrap_or_else(|_| "2".into());
+    // As many tests at a time as the servers' connections allow, 2 to 4
+    // unless told otherwise: each holds pools on both servers (about 50
+    // connections at most on PostgreSQL), so two fit in their defaults
+    // (PostgreSQL 100, MariaDB 151), and four in what `.ci/run` sets
+    // (400 and 500).
+    let threads = std::env::var("RUST_TEST_THREADS")
+        .unwrap_or_else(|_| default_threads(features.contains(&"mysql")).to_string());
     let features: Vec<String> = if features.is_empty() {
         Vec::new()
     } else {
@@ -131,7 +135,7 @@ fn suite(features: &[String], threads: &str) -> ExitCode {
         rest_args.extend(["--skip", filter]);
     }
     first_args.extend(["--skip", "::alone::"]);
-    let first = it.spawn(&first_args, &FIRST.len().max(1).to_string());
+    let first = it.spawn(&first_args, &FIRST_AT_ONCE.to_string());
     let shared = it.spawn(&rest_args, threads);
     // Beside it: the other binaries in turn, their output held and shown
     // whole when each ends (so it does not interleave with `it`'s).
@@ -162,22 +166,53 @@ fn suite(features: &[String], threads: &str) -> ExitCode {
         return ExitCode::FAILURE;
     }
     let started = Instant::now();
-    let alone = it
-        .command(&["::alone::"], &ALONE_AT_ONCE.to_string())
-        .env("SOLIDQ_TEST_ALONE_AT_ONCE", ALONE_AT_ONCE.to_string())
-        .spawn()
-        .and_then(|mut child| child.wait());
+    // The tests that run with nothing at all beside them first, one after
+    // another (run among the others, each would wait for the running
+    // ones to end and leave their places empty meanwhile), then the rest.
+    // The longest of the rest start at once in a lane of their own, one
+    // at a time, beside the others `ALONE_AT_ONCE` at a time: in name
+    // order they would start last and end the phase alone. They measure
+    // no rate or time of their own (they are alone for the kills' sake).
+    let mut rest_args = vec!["::alone::", "--skip", "::alone::exclusive::"];
+    for filter in ALONE_FIRST {
+        rest_args.extend(["--skip", filter]);
+    }
+    let lanes: [&[(&str, Vec<&str>, usize)]; 2] = [
+        &[("exclusive", vec!["::alone::exclusive::"], 1)],
+        &[
+            ("alone, longest", ALONE_FIRST.to_vec(), 1),
+            ("alone", rest_args, ALONE_AT_ONCE),
+        ],
+    ];
+    let mut failed = Vec::new();
+    for lanes in lanes {
+        let children: Vec<_> = lanes
+            .iter()
+            .map(|(lane, args, at_once)| {
+                let child = it
+                    .command(args, &at_once.to_string())
+                    .env("SOLIDQ_TEST_ALONE_AT_ONCE", at_once.to_string())
+                    .spawn();
+                (lane, child)
+            })
+            .collect();
+        for (lane, child) in children {
+            match child.and_then(|mut child| child.wait()) {
+                Ok(status) if status.success() => {}
+                Ok(_) => failed.push(format!("{} ({lane})", it.label())),
+                Err(error) => {
+                    eprintln!("xtask: could not run {}: {error}", it.label());
+                    failed.push(it.label());
+                }
+            }
+        }
+    }
     println!("xtask: phase 2 (alone) took {:.1?}", started.elapsed());
-    match alone {
-        Ok(status) if status.success() => ExitCode::SUCCESS,
-        Ok(_) => {
-            eprintln!("xtask: failed: {} (alone phase)", it.label());
-            ExitCode::FAILURE
-        }
-        Err(error) => {
-            eprintln!("xtask: could not run {}: {error}", it.label());
-            ExitCode::FAILURE
-        }
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("xtask: failed: {}", failed.join(", "));
+        ExitCode::FAILURE
     }
 }
 
@@ -187,9 +222,30 @@ fn suite(features: &[String], threads: &str) -> ExitCode {
 /// cores), none with the full suite.
 const ALONE_AT_ONCE: usize = 3;
 
-/// The integration tests that take longest (each about 12 s alone, 30 s
-/// in a full run: a browser clicking through the dashboard), by name.
-const FIRST: &[&str] = &["web_e2e::"];
+/// The tests of the second phase that take longest (a fleet killed every
+/// 300 ms for 10 s, then drained: 15 to 30 s each), by name.
+const ALONE_FIRST: &[&str] = &["supervisor::chaos::"];
+
+/// The integration tests that take longest and spend it waiting, by
+/// name, run from the start in a lane of their own, [`FIRST_AT_ONCE`] at
+/// a time: a browser clicking through the dashboard (each about 12 s
+/// alone, 25 s in a full run), and schedules waiting for the clock's next
+/// seconds (15 tests of 5 to 8 s). The other lane keeps the tests that
+/// use the machine, `RUST_TEST_THREADS` at a time; the waiting ones
+/// would otherwise fill its places at the end of the phase, when the
+/// cores are idle.
+const FIRST: &[&str] = &[
+    "deploy::",
+    "exit::",
+    "outage::",
+    "recurring::",
+    "steps::",
+    "supervisor::",
+    "web_e2e::",
+];
+
+/// How many of the [`FIRST`] tests run at once.
+const FIRST_AT_ONCE: usize = 3;
 
 /// A test binary cargo built, and the package directory it runs in (as
 /// `cargo test` runs it).
@@ -360,6 +416,76 @@ fn pkg_config(library: &str) -> bool {
         .status()
         .map(|status| status.success())
         .unwrap_or(false)
+}
+
+/// How many integration tests run at once when `RUST_TEST_THREADS` is
+/// not set: one per 100 connections PostgreSQL allows and per 125 MySQL
+/// allows (`max_connections`, read with `psql` and `mysql` when they are
+/// installed and the server answers), at least 2 and at most 4.
+fn default_threads(mysql: bool) -> usize {
+    let postgres_url =
+        std::env::var("SOLIDQ_TEST_POSTGRES_URL").unwrap_or_else(|_| POSTGRES_DEFAULT.into());
+    let mut fits = Vec::new();
+    let postgres = Command::new("psql")
+        .args([postgres_url.as_str(), "-tAc", "SHOW max_connections"])
+        .stderr(std::process::Stdio::null())
+        .output();
+    if let Some(n) = parsed(postgres) {
+        fits.push(("PostgreSQL", n, n / 100));
+    }
+    if mysql {
+        let url = std::env::var("SOLIDQ_TEST_MYSQL_URL").unwrap_or_else(|_| MYSQL_DEFAULT.into());
+        let (host, port) = host_port(&url)
+            .rsplit_once(':')
+            .map(|(h, p)| (h.to_string(), p.to_string()))
+            .unwrap_or_else(|| (host_port(&url), "3306".into()));
+        let user = url
+            .split_once("://")
+            .and_then(|(_, rest)| rest.split_once('@'))
+            .map(|(user, _)| user.split(':').next().unwrap_or("root").to_string())
+            .unwrap_or_else(|| "root".into());
+        let mut command = Command::new("mysql");
+        command.args(["-h", &host, "-P", &port, "-u", &user, "-N", "-B"]);
+        if let Some(password) = url
+            .split_once("://")
+            .and_then(|(_, rest)| rest.split_once('@'))
+            .and_then(|(user, _)| user.split_once(':'))
+            .map(|(_, password)| password.to_string())
+        {
+            command.env("MYSQL_PWD", password);
+        }
+        let output = command
+            .args(["-e", "SELECT @@max_connections"])
+            .stderr(std::process::Stdio::null())
+            .output();
+        if let Some(n) = parsed(output) {
+            fits.push(("MySQL", n, n / 125));
+        }
+    }
+    let threads = fits
+        .iter()
+        .map(|(_, _, fit)| *fit)
+        .min()
+        .unwrap_or(2)
+        .clamp(2, 4);
+    println!(
+        "xtask: {threads} tests at a time (RUST_TEST_THREADS unset; max_connections: {})",
+        if fits.is_empty() {
+            "not read".to_string()
+        } else {
+            fits.iter()
+                .map(|(name, n, _)| format!("{name} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    threads
+}
+
+/// The number a client printed, if it ran and printed one.
+fn parsed(output: std::io::Result<std::process::Output>) -> Option<usize> {
+    let output = output.ok().filter(|o| o.status.success())?;
+    String::from_utf8_lossy(&output.stdout).trim().parse().ok()
 }
 
 /// Says up front whether the server of `variable` (or `default`) accepts

@@ -16,6 +16,7 @@ pub mod recorder;
 pub mod template;
 pub mod tmpfs;
 
+use std::sync::Mutex;
 #[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -60,7 +61,15 @@ macro_rules! backend_tests {
             #[allow(unused_imports)]
             use super::*;
 
-            $crate::backend_tests!(@machine exclusive; $($name),*);
+            /// `::alone::exclusive::` in their names: `cargo xtask test`
+            /// runs them first of the second phase, one after another,
+            /// so no alone test has to drain before each.
+            mod exclusive {
+                #[allow(unused_imports)]
+                use super::*;
+
+                $crate::backend_tests!(@machine exclusive; $($name),*);
+            }
         }
     };
     (@machine $mode:ident; $($name:ident),*) => {
@@ -227,6 +236,12 @@ pub struct TestDb {
     pub url: String,
     pub backend: Backend,
     guard: Guard,
+    /// PostgreSQL and MySQL: sessions [`TestDb::scalar`] and
+    /// [`TestDb::column_of`] keep for their next call. A test polling
+    /// `db.scalar` every 10 ms opened 100 sessions a second: PostgreSQL
+    /// forked a backend for each, about 10,000 in a run of the suite, and
+    /// that was a fifth of its CPU.
+    kept: Mutex<Vec<TestConn>>,
 }
 
 enum Guard {
@@ -311,6 +326,7 @@ impl TestDb {
             url,
             backend: Backend::Sqlite,
             guard: Guard::Sqlite(dir),
+            kept: Mutex::default(),
         }
     }
 
@@ -355,6 +371,7 @@ impl TestDb {
             url,
             backend: Backend::Postgres,
             guard: Guard::Postgres { admin_url, schema },
+            kept: Mutex::default(),
         })
     }
 
@@ -407,6 +424,7 @@ impl TestDb {
                 admin_url,
                 database,
             },
+            kept: Mutex::default(),
         })
     }
 
@@ -438,12 +456,43 @@ impl TestDb {
     }
 
     pub fn scalar(&self, sql: &str) -> i64 {
-        self.conn().scalar(sql)
+        self.read(|conn| conn.scalar(sql))
     }
 
     /// The first column of every row of `sql` (aliased `v`).
     pub fn column_of(&self, sql: &str) -> Vec<i64> {
-        self.conn().column(sql)
+        self.read(|conn| conn.column(sql))
+    }
+
+    /// Runs `read` on a kept session (PostgreSQL and MySQL, see
+    /// [`TestDb::kept`]) or a new one, and keeps the session for the next
+    /// call. A kept session the server or the test ended meanwhile (a
+    /// restart, a kill) panics; `read` then runs once more on a new one,
+    /// as it would have without keeping. SQLite opens a connection each
+    /// time: a test may swap or freeze the file under it.
+    fn read<R>(&self, read: impl Fn(&mut TestConn) -> R) -> R {
+        if self.backend == Backend::Sqlite {
+            return read(&mut self.conn());
+        }
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        if let Some(mut conn) = kept
+            && let Ok(value) =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read(&mut conn)))
+        {
+            self.keep(conn);
+            return value;
+        }
+        let mut conn = self.conn();
+        let value = read(&mut conn);
+        self.keep(conn);
+        value
+    }
+
+    fn keep(&self, conn: TestConn) {
+        self.kept
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(conn);
     }
 
     pub fn count(&self, table: &str) -> i64 {
@@ -549,6 +598,10 @@ impl TestDb {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
+        self.kept
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         #[cfg(feature = "postgres")]
         if let Guard::Postgres { admin_url, schema } = &self.guard
             && let Ok(mut admin) = PgConnection::establish(admin_url)

@@ -358,6 +358,7 @@ impl super::TestDb {
             backend: solidq::Backend::Postgres,
             // The one guard that deletes nothing in the database.
             guard: super::Guard::Sqlite(tempfile::tempdir().expect("temporary directory")),
+            kept: Default::default(),
         }
     }
 }
