@@ -51,8 +51,8 @@ fn a_job_failing_once_then_succeeding_reports_each_step(db: &TestDb) {
         .polling_interval(Duration::from_millis(50))
         .start()
         .unwrap();
-    wait_for("the second attempt to succeed", WAIT, || {
-        recorder.has(id, "succeeded")
+    recorder.wait_until("the second attempt to succeed", WAIT, |r| {
+        r.has(id, "succeeded")
     });
     let process_id = worker.process_id().unwrap();
     worker.stop().unwrap();
@@ -151,7 +151,7 @@ fn a_job_failing_for_good_reports_failed_to_the_workers_hooks(db: &TestDb) {
         .polling_interval(Duration::from_millis(50))
         .start()
         .unwrap();
-    wait_for("the job to fail", WAIT, || worker_hooks.has(id, "failed"));
+    worker_hooks.wait_until("the job to fail", WAIT, |r| r.has(id, "failed"));
     worker.stop().unwrap();
 
     assert_eq!(queue_hooks.names_of_job(id), ["enqueued"]);
@@ -277,8 +277,11 @@ shutdown_timeout = "1s"
         .events(supervisor_hooks.clone())
         .start()
         .unwrap();
-    wait_for("the supervisor to release the job", WAIT, || {
-        supervisor_hooks.has(id, "stalled")
+    // The release's two events, the job's stall and its process's prune,
+    // are told one after the other once its transaction commits: wait for
+    // both (woken at the first, the test would read the list between them).
+    supervisor_hooks.wait_until("the supervisor to release the job", WAIT, |r| {
+        r.has(id, "stalled") && r.all().iter().any(|e| e.name() == "pruned")
     });
     let released_seen = Instant::now();
     let events = supervisor_hooks.all();
@@ -333,9 +336,7 @@ shutdown_timeout = "1s"
         .polling_interval(Duration::from_millis(50))
         .start()
         .unwrap();
-    wait_for("the job to run again", WAIT, || {
-        worker_hooks.has(id, "succeeded")
-    });
+    worker_hooks.wait_until("the job to run again", WAIT, |r| r.has(id, "succeeded"));
     let since_release = released_seen.elapsed();
     let process_id = worker.process_id().unwrap();
     worker.stop().unwrap();
@@ -397,7 +398,7 @@ fn a_second_scheduler_reports_the_ticks_the_first_fired_as_skipped(db: &TestDb) 
             })
             .collect()
     };
-    wait_for("a tick to fire", WAIT, || !fired(&one).is_empty());
+    one.wait_until("a tick to fire", WAIT, |r| !fired(r).is_empty());
     let tick = fired(&one)[0].clone();
     assert_eq!(
         (

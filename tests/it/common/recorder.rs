@@ -1,7 +1,11 @@
-//! A hook that records every event it hears, for the tests to read.
+//! A hook that records every event it hears, for the tests to read, and
+//! wakes a test waiting for one ([`Recorder::wait_until`]): the signals
+//! the worker, the dispatcher and the scheduler emit (as River's
+//! `testsignal`), so a test that waits for their internal state wakes on
+//! the event instead of polling for it.
 
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use solidq::events::{
     Events, JobClaimed, JobDiscarded, JobEnqueued, JobFailed, JobReleased, JobRetried, JobStalled,
@@ -61,15 +65,44 @@ impl Event {
 
 /// Hooks that record every event, in order, with when it arrived.
 #[derive(Clone, Default)]
-pub struct Recorder(Arc<Mutex<Vec<(Instant, Event)>>>);
+pub struct Recorder(Arc<Heard>);
+
+#[derive(Default)]
+struct Heard {
+    events: Mutex<Vec<(Instant, Event)>>,
+    pushed: Condvar,
+}
 
 impl Recorder {
     fn push(&self, event: Event) {
-        self.0.lock().unwrap().push((Instant::now(), event));
+        self.0.events.lock().unwrap().push((Instant::now(), event));
+        self.0.pushed.notify_all();
+    }
+
+    /// Returns once `condition` holds, checking it again at each event
+    /// heard; panics after `timeout`, naming `what`.
+    pub fn wait_until(&self, what: &str, timeout: Duration, condition: impl Fn(&Recorder) -> bool) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let heard = self.0.events.lock().unwrap().len();
+            if condition(self) {
+                return;
+            }
+            let events = self.0.events.lock().unwrap();
+            let now = Instant::now();
+            assert!(
+                now < deadline,
+                "timed out after {timeout:?} waiting for {what}"
+            );
+            if events.len() == heard {
+                drop(self.0.pushed.wait_timeout(events, deadline - now).unwrap());
+            }
+        }
     }
 
     pub fn all(&self) -> Vec<Event> {
         self.0
+            .events
             .lock()
             .unwrap()
             .iter()
@@ -88,6 +121,7 @@ impl Recorder {
     /// When the events about job `id` arrived.
     pub fn times_of_job(&self, id: i64) -> Vec<Instant> {
         self.0
+            .events
             .lock()
             .unwrap()
             .iter()
