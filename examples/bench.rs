@@ -27,7 +27,9 @@
 //!   limit: the gap between the two is the price of solidq's schema).
 //!   Every lane's count is added up and must be every job.
 //! * mixed: K threads enqueue single jobs for S seconds while P×T workers
-//!   consume them.
+//!   consume them; against one thread enqueuing alone with no worker, on a
+//!   database of its own, in the same run (issue 28's "enqueue under load":
+//!   both ratios ≥ 1.5 on PostgreSQL).
 //! * pickup latency: one job at a time enqueued while the worker is idle;
 //!   from just before `enqueue` to the job starting. Worker in another
 //!   process; on SQLite also in this process.
@@ -1906,36 +1908,53 @@ fn bench_fairness(backend: &'static str, args: &Args, table: &mut Table) {
 }
 
 fn bench_mixed(backend: &'static str, args: &Args, table: &mut Table) {
-    let (mut produced_rates, mut consumed_rates) = (vec![], vec![]);
+    let (mut produced_rates, mut consumed_rates, mut alone_rates) = (vec![], vec![], vec![]);
+    let length = Duration::from_secs(args.mixed_seconds);
     for _ in 0..args.repeat {
+        // The baseline, in the same run: one thread enqueuing alone, on a
+        // database of its own with no worker.
+        let db = BenchDb::new(backend, args);
+        let (alone, _, elapsed) = run_mixed(&db, 1, length, None);
+        alone_rates.push(rate(alone, elapsed));
+        drop(db);
         let db = BenchDb::new(backend, args);
         let workers = Workers::spawn(&db.url, args.processes, args.threads, args.prefetch);
         std::thread::sleep(Duration::from_millis(500));
-        let (produced, consumed, elapsed) =
-            run_mixed(&db, args, Duration::from_secs(args.mixed_seconds), None);
+        let (produced, consumed, elapsed) = run_mixed(&db, args.producers, length, None);
         let _ = workers.stop();
         produced_rates.push(rate(produced, elapsed));
         consumed_rates.push(rate(consumed, elapsed));
     }
     table.add(
+        "mixed: one thread enqueuing alone, no worker (jobs/s)",
+        alone_rates.clone(),
+    );
+    table.add_vs(
         format!("mixed: enqueued by {} threads (jobs/s)", args.producers),
         produced_rates,
+        "one thread alone",
+        alone_rates.clone(),
     );
-    table.add("mixed: worked by the workers (jobs/s)", consumed_rates);
+    table.add_vs(
+        "mixed: worked by the workers (jobs/s)",
+        consumed_rates,
+        "one thread alone",
+        alone_rates,
+    );
 }
 
 /// Producers enqueue single jobs until `length` passes or `total` are
 /// enqueued; returns (enqueued, finished meanwhile, elapsed).
 fn run_mixed(
     db: &BenchDb,
-    args: &Args,
+    producers: usize,
     length: Duration,
     total: Option<usize>,
 ) -> (usize, usize, Duration) {
     let produced = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
-    let producers: Vec<_> = (0..args.producers)
+    let producers: Vec<_> = (0..producers)
         .map(|_| {
             let queue = db.queue();
             let produced = Arc::clone(&produced);

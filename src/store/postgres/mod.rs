@@ -231,15 +231,20 @@ impl InsertShape {
 /// Every row locked is a row claimed: the ahead candidates are filtered
 /// (on their job's kind and delivery) before they are locked, not after.
 /// A row locked and left behind would be skipped by every concurrent
-/// claimer, who would then sleep while it waits.
+/// claimer, who would then sleep while it waits. The filter is a scalar
+/// subquery, one primary-key probe per candidate in the ready index's
+/// order, because an `EXISTS` was flattened into a join: on a generic plan
+/// with the jobs table's statistics behind its growth, PostgreSQL drove
+/// it from a sequential scan of every job (kept ones included) and sorted
+/// the result, 7,455 buffers per claim under a stream of single enqueues.
 pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
     const LOCK: &str = " FOR UPDATE SKIP LOCKED";
     let immediate = claim.candidates_sql("$1", LOCK);
     let ahead = claim.candidates_where_sql(
         "$3",
         " AND job_id <> ALL ((SELECT ids FROM started)::bigint[]) \
-         AND EXISTS (SELECT 1 FROM solidq_jobs j WHERE j.id = r.job_id \
-                     AND j.kind = ANY ($4) AND j.delivery = 'at_least_once')",
+         AND (SELECT j.kind = ANY ($4) AND j.delivery = 'at_least_once' \
+              FROM solidq_jobs j WHERE j.id = r.job_id)",
         LOCK,
     );
     // Ahead candidates exclude the jobs picked for idle threads, not every
