@@ -420,8 +420,9 @@ fn pkg_config(library: &str) -> bool {
 
 /// How many integration tests run at once when `RUST_TEST_THREADS` is
 /// not set: one per 100 connections PostgreSQL allows and per 125 MySQL
-/// allows (`max_connections`, read with `psql` and `mysql` when they are
-/// installed and the server answers), at least 2 and at most 4.
+/// allows (`max_connections`, read with `psql` and `mysql`; a limit that
+/// cannot be read, no client installed or no server answering, counts as
+/// 2), at least 2 and at most 4.
 fn default_threads(mysql: bool) -> usize {
     let postgres_url =
         std::env::var("SOLIDQ_TEST_POSTGRES_URL").unwrap_or_else(|_| POSTGRES_DEFAULT.into());
@@ -430,8 +431,10 @@ fn default_threads(mysql: bool) -> usize {
         .args([postgres_url.as_str(), "-tAc", "SHOW max_connections"])
         .stderr(std::process::Stdio::null())
         .output();
-    if let Some(n) = parsed(postgres) {
-        fits.push(("PostgreSQL", n, n / 100));
+    // A limit that cannot be read counts as the default's two.
+    match parsed(postgres) {
+        Some(n) => fits.push(("PostgreSQL", Some(n), n / 100)),
+        None => fits.push(("PostgreSQL", None, 2)),
     }
     if mysql {
         let url = std::env::var("SOLIDQ_TEST_MYSQL_URL").unwrap_or_else(|_| MYSQL_DEFAULT.into());
@@ -458,8 +461,9 @@ fn default_threads(mysql: bool) -> usize {
             .args(["-e", "SELECT @@max_connections"])
             .stderr(std::process::Stdio::null())
             .output();
-        if let Some(n) = parsed(output) {
-            fits.push(("MySQL", n, n / 125));
+        match parsed(output) {
+            Some(n) => fits.push(("MySQL", Some(n), n / 125)),
+            None => fits.push(("MySQL", None, 2)),
         }
     }
     let threads = fits
@@ -470,14 +474,13 @@ fn default_threads(mysql: bool) -> usize {
         .clamp(2, 4);
     println!(
         "xtask: {threads} tests at a time (RUST_TEST_THREADS unset; max_connections: {})",
-        if fits.is_empty() {
-            "not read".to_string()
-        } else {
-            fits.iter()
-                .map(|(name, n, _)| format!("{name} {n}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
+        fits.iter()
+            .map(|(name, n, _)| match n {
+                Some(n) => format!("{name} {n}"),
+                None => format!("{name} not read"),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     threads
 }
