@@ -151,14 +151,7 @@ fn suite(features: &[String], threads: &str) -> ExitCode {
         failed.push("the doctests".into());
     }
     for (lane, child) in [("the longest tests", first), ("shared phase", shared)] {
-        match child.and_then(|mut child| child.wait()) {
-            Ok(status) if status.success() => {}
-            Ok(_) => failed.push(format!("{} ({lane})", it.label())),
-            Err(error) => {
-                eprintln!("xtask: could not run {}: {error}", it.label());
-                failed.push(it.label());
-            }
-        }
+        wait_lane(it, lane, child, &mut failed);
     }
     println!("xtask: phase 1 (shared) took {:.1?}", started.elapsed());
     if !failed.is_empty() {
@@ -197,14 +190,7 @@ fn suite(features: &[String], threads: &str) -> ExitCode {
             })
             .collect();
         for (lane, child) in children {
-            match child.and_then(|mut child| child.wait()) {
-                Ok(status) if status.success() => {}
-                Ok(_) => failed.push(format!("{} ({lane})", it.label())),
-                Err(error) => {
-                    eprintln!("xtask: could not run {}: {error}", it.label());
-                    failed.push(it.label());
-                }
-            }
+            wait_lane(it, lane, child, &mut failed);
         }
     }
     println!("xtask: phase 2 (alone) took {:.1?}", started.elapsed());
@@ -213,6 +199,23 @@ fn suite(features: &[String], threads: &str) -> ExitCode {
     } else {
         eprintln!("xtask: failed: {}", failed.join(", "));
         ExitCode::FAILURE
+    }
+}
+
+/// Waits for a lane of `it` to end; adds it to `failed` unless it passed.
+fn wait_lane(
+    it: &TestBinary,
+    lane: &str,
+    child: std::io::Result<std::process::Child>,
+    failed: &mut Vec<String>,
+) {
+    match child.and_then(|mut child| child.wait()) {
+        Ok(status) if status.success() => {}
+        Ok(_) => failed.push(format!("{} ({lane})", it.label())),
+        Err(error) => {
+            eprintln!("xtask: could not run {}: {error}", it.label());
+            failed.push(it.label());
+        }
     }
 }
 
