@@ -174,7 +174,8 @@ fn main() {
             println!(
                 "  fleet {:.1} statements/s, producer {:.1}/s; \
                  server CPU {:.1} % of a core (fleet's backends {:.1} %, producer's {:.1} %, \
-                 background {:.1} %); workers' CPU {:.1} %; {} backends; {} jobs",
+                 background {:.1} %); workers' CPU {:.1} %; {} backends; {} jobs; \
+                 {:.2} claims per job; pickup p50 {:.2} ms, p99 {:.2} ms",
                 f.fleet_statements,
                 f.producer_statements,
                 f.server_cpu,
@@ -183,7 +184,10 @@ fn main() {
                 f.background_cpu,
                 f.worker_cpu,
                 f.backends,
-                f.jobs
+                f.jobs,
+                f.claims_per_job,
+                f.pickup_p50,
+                f.pickup_p99
             );
             figures.push(f);
         }
@@ -191,25 +195,31 @@ fn main() {
     }
     println!("\nmedian [range] of {} runs", args.repeat);
     println!(
-        "{:<16} {:>24} {:>24} {:>22} {:>22} {:>22} {:>14}",
+        "{:<16} {:>24} {:>24} {:>22} {:>22} {:>22} {:>14} {:>18} {:>20} {:>20}",
         "scenario",
         "fleet statements/s",
         "producer statements/s",
         "server CPU %",
         "fleet backends CPU %",
         "workers' CPU %",
-        "backends"
+        "backends",
+        "claims per job",
+        "pickup p50 ms",
+        "pickup p99 ms"
     );
     for (name, figures) in &rows {
         let col = |f: fn(&Figures) -> f64| summary(&figures.iter().map(f).collect::<Vec<_>>());
         println!(
-            "{name:<16} {:>24} {:>24} {:>22} {:>22} {:>22} {:>14}",
+            "{name:<16} {:>24} {:>24} {:>22} {:>22} {:>22} {:>14} {:>18} {:>20} {:>20}",
             col(|f| f.fleet_statements),
             col(|f| f.producer_statements),
             col(|f| f.server_cpu),
             col(|f| f.fleet_backend_cpu),
             col(|f| f.worker_cpu),
             col(|f| f.backends as f64),
+            col(|f| f.claims_per_job),
+            col(|f| f.pickup_p50),
+            col(|f| f.pickup_p99),
         );
     }
 }
@@ -250,6 +260,12 @@ struct Figures {
     worker_cpu: f64,
     backends: i64,
     jobs: i64,
+    /// Claim statements per job enqueued in the window (busy).
+    claims_per_job: f64,
+    /// Pickup of the jobs enqueued in the window: the claim's start less
+    /// the enqueue's, both on the server's clock (ms).
+    pickup_p50: f64,
+    pickup_p99: f64,
 }
 
 /// What the fleet runs as: the children, or a supervisor and its children.
@@ -368,11 +384,24 @@ fn measure(cluster: &Cluster, args: &Args, run: usize, shape: Shape, busy: bool)
         .unwrap();
     let server_before = cluster.cpu();
     let workers_before = cpu_of(&worker_pids);
+    let enqueued_before = enqueued.load(Ordering::SeqCst);
+    let window_from: std::time::SystemTime = admin.query_one("SELECT now()", &[]).unwrap().get(0);
     let started = Instant::now();
     std::thread::sleep(Duration::from_secs(args.seconds));
     let server_after = cluster.cpu();
     let workers_after = cpu_of(&worker_pids);
     let window = started.elapsed().as_secs_f64();
+    let enqueued_in_window = enqueued.load(Ordering::SeqCst) - enqueued_before;
+    let window_to: std::time::SystemTime = admin.query_one("SELECT now()", &[]).unwrap().get(0);
+    // The claim statement (`claim_sql` in src/store/postgres/mod.rs).
+    let claims: i64 = admin
+        .query_one(
+            "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements
+             WHERE dbid = $1 AND query LIKE 'WITH alive AS (SELECT id FROM solidq_processes%'",
+            &[&db_oid],
+        )
+        .unwrap()
+        .get(0);
     let calls: Vec<(String, i64)> = admin
         .query(
             "SELECT userid::regrole::text, sum(calls)::bigint
@@ -420,8 +449,23 @@ fn measure(cluster: &Cluster, args: &Args, run: usize, shape: Shape, busy: bool)
         producer.join().expect("producer");
     }
     let jobs = enqueued.load(Ordering::SeqCst) as i64;
+    let (mut pickup_p50, mut pickup_p99) = (f64::NAN, f64::NAN);
     if busy {
         assert_all_succeeded(&fleet_url, jobs);
+        let mut fleet_db = postgres::Client::connect(&fleet_url, postgres::NoTls).expect("connect");
+        let row = fleet_db
+            .query_one(
+                "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms),
+                        percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)
+                 FROM (SELECT extract(epoch FROM started_at - created_at) * 1000 AS ms
+                       FROM solidq_jobs
+                       WHERE created_at >= $1::timestamptz AT TIME ZONE 'UTC'
+                         AND created_at < $2::timestamptz AT TIME ZONE 'UTC') s",
+                &[&window_from, &window_to],
+            )
+            .unwrap();
+        pickup_p50 = row.get::<_, Option<f64>>(0).unwrap_or(f64::NAN);
+        pickup_p99 = row.get::<_, Option<f64>>(1).unwrap_or(f64::NAN);
     }
     fleet.stop();
     drop(admin);
@@ -466,6 +510,9 @@ fn measure(cluster: &Cluster, args: &Args, run: usize, shape: Shape, busy: bool)
         ),
         backends,
         jobs,
+        claims_per_job: claims as f64 / enqueued_in_window.max(1) as f64,
+        pickup_p50,
+        pickup_p99,
     }
 }
 

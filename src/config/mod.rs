@@ -233,6 +233,14 @@ pub struct WorkerConfig {
     /// MySQL only: how often the ready jobs' signature is read (three index
     /// probes). Defaults to [`DEFAULT_MYSQL_WATCH_INTERVAL`].
     pub mysql_watch_interval: Duration,
+    /// PostgreSQL: whether every worker claims on every new-job
+    /// notification it hears. By default (false) the workers serving the
+    /// same queue list take turns: the one holding a session advisory lock
+    /// acts, and hands the lock to the next in line once its threads are
+    /// full, so a job costs one claim however many workers idle (each also
+    /// holds one more connection, the lock's). See the guide's
+    /// performance chapter, "One wake-up per job".
+    pub wake_all: bool,
     /// The most jobs claimed beyond the free threads, waiting in memory for
     /// a thread (claimed like any other: released at shutdown, released by
     /// the stall rules if the process dies). The worker claims ahead only as
@@ -295,6 +303,7 @@ impl Default for WorkerConfig {
             fallback_polling_interval: DEFAULT_FALLBACK_POLLING_INTERVAL,
             sqlite_watch_interval: DEFAULT_SQLITE_WATCH_INTERVAL,
             mysql_watch_interval: DEFAULT_MYSQL_WATCH_INTERVAL,
+            wake_all: false,
             prefetch: DEFAULT_PREFETCH,
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             process_alive_threshold: DEFAULT_PROCESS_ALIVE_THRESHOLD,

@@ -132,17 +132,17 @@ impl Store {
     }
 }
 
+/// A libpq connection of its own (diesel does not expose its socket, nor
+/// a way to cancel a statement from another thread).
 #[cfg(feature = "postgres")]
-struct PgListener {
+struct RawPg {
     conn: NonNull<pq_sys::PGconn>,
-    /// `"<schema>:"`: payloads for this installation start with it.
-    prefix: String,
 }
 
 // SAFETY: the connection is owned by this value and used by one thread at a
 // time (`&mut self`); libpq connections may move between threads.
 #[cfg(feature = "postgres")]
-unsafe impl Send for PgListener {}
+unsafe impl Send for RawPg {}
 
 #[cfg(feature = "postgres")]
 fn lost(message: String) -> Error {
@@ -156,8 +156,10 @@ fn lost(message: String) -> Error {
 }
 
 #[cfg(feature = "postgres")]
-impl PgListener {
-    fn connect(url: &DatabaseUrl) -> Result<PgListener> {
+impl RawPg {
+    /// Connects to where the URL's `LISTEN` connection goes (a session of
+    /// its own: through a transaction pooler it goes to `listen_host`).
+    fn connect(url: &DatabaseUrl) -> Result<RawPg> {
         let listen = url.listen_conninfo().unwrap_or_default();
         let conninfo = CString::new(listen).map_err(|_| Error::InvalidDatabaseUrl {
             url: url.redacted(),
@@ -168,21 +170,15 @@ impl PgListener {
         let raw = unsafe { pq_sys::PQconnectdb(conninfo.as_ptr()) };
         let conn = NonNull::new(raw)
             .ok_or_else(|| lost("libpq could not allocate a connection".into()))?;
-        let mut listener = PgListener {
-            conn,
-            prefix: String::new(),
-        };
-        // SAFETY: conn is a live connection owned by `listener`.
+        let pg = RawPg { conn };
+        // SAFETY: conn is a live connection owned by `pg`.
         if unsafe { pq_sys::PQstatus(conn.as_ptr()) } != pq_sys::ConnStatusType::CONNECTION_OK {
             return Err(Error::Connect {
                 url: url.redacted(),
-                source: listener.error_message().into(),
+                source: pg.error_message().into(),
             });
         }
-        let schema = listener.query_one("SELECT current_schema()")?;
-        listener.prefix = format!("{schema}:");
-        listener.query_one(&format!("LISTEN {CHANNEL}"))?;
-        Ok(listener)
+        Ok(pg)
     }
 
     fn error_message(&self) -> String {
@@ -195,10 +191,21 @@ impl PgListener {
 
     /// Runs `sql`; returns the first column of the first row, if any.
     fn query_one(&mut self, sql: &str) -> Result<String> {
-        let sql = CString::new(sql).expect("static SQL has no NUL");
+        let sql = CString::new(sql).map_err(|_| lost("a statement with a NUL byte".into()))?;
         // SAFETY: live connection, valid C string; the result is cleared below.
         unsafe {
             let result = pq_sys::PQexec(self.conn.as_ptr(), sql.as_ptr());
+            self.take(result)
+        }
+    }
+
+    /// The first column of `result`'s first row, if any; clears it.
+    ///
+    /// # Safety
+    /// `result` is null or a result of this connection not yet cleared.
+    unsafe fn take(&self, result: *mut pq_sys::PGresult) -> Result<String> {
+        // SAFETY: per the contract; libpq accepts a null result.
+        unsafe {
             let status = pq_sys::PQresultStatus(result);
             let ok = matches!(
                 status,
@@ -211,24 +218,115 @@ impl PgListener {
             } else {
                 String::new()
             };
+            let error = if ok || result.is_null() {
+                String::new()
+            } else {
+                CStr::from_ptr(pq_sys::PQresultErrorMessage(result))
+                    .to_string_lossy()
+                    .trim()
+                    .to_string()
+            };
             pq_sys::PQclear(result);
             if ok {
                 Ok(value)
-            } else {
+            } else if error.is_empty() {
                 Err(lost(self.error_message()))
+            } else {
+                Err(lost(error))
             }
         }
     }
 
+    /// Waits up to `timeout` for the socket to have something to read;
+    /// returns whether it has.
+    fn readable(&self, timeout: Duration) -> Result<bool> {
+        // SAFETY: live connection.
+        let fd = unsafe { pq_sys::PQsocket(self.conn.as_ptr()) };
+        if fd < 0 {
+            return Err(lost("the connection has no socket".into()));
+        }
+        let mut poll = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let millis = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd.
+        let ready = unsafe { libc::poll(&mut poll, 1, millis) };
+        if ready < 0 {
+            let error = std::io::Error::last_os_error();
+            if error.kind() != std::io::ErrorKind::Interrupted {
+                return Err(lost(format!("poll on the socket: {error}")));
+            }
+        }
+        Ok(ready > 0)
+    }
+
+    /// Reads what the socket has.
+    fn consume(&mut self) -> Result<()> {
+        // SAFETY: live connection.
+        if unsafe { pq_sys::PQconsumeInput(self.conn.as_ptr()) } == 0 {
+            return Err(lost(self.error_message()));
+        }
+        Ok(())
+    }
+
+    fn check(&self) -> Result<()> {
+        // SAFETY: live connection.
+        if unsafe { pq_sys::PQstatus(self.conn.as_ptr()) } != pq_sys::ConnStatusType::CONNECTION_OK
+        {
+            return Err(lost(self.error_message()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl Drop for RawPg {
+    fn drop(&mut self) {
+        // SAFETY: the connection is owned and not used afterwards; a
+        // statement still running (a lock wait) is cancelled first, so the
+        // server does not go on waiting for a client that left.
+        unsafe {
+            if pq_sys::PQisBusy(self.conn.as_ptr()) != 0 {
+                let cancel = pq_sys::PQgetCancel(self.conn.as_ptr());
+                if !cancel.is_null() {
+                    let mut buf = [0 as std::ffi::c_char; 256];
+                    pq_sys::PQcancel(cancel, buf.as_mut_ptr(), buf.len() as i32);
+                    pq_sys::PQfreeCancel(cancel);
+                }
+            }
+            pq_sys::PQfinish(self.conn.as_ptr())
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+struct PgListener {
+    pg: RawPg,
+    /// `"<schema>:"`: payloads for this installation start with it.
+    prefix: String,
+}
+
+#[cfg(feature = "postgres")]
+impl PgListener {
+    fn connect(url: &DatabaseUrl) -> Result<PgListener> {
+        let mut pg = RawPg::connect(url)?;
+        let schema = pg.query_one("SELECT current_schema()")?;
+        pg.query_one(&format!("LISTEN {CHANNEL}"))?;
+        Ok(PgListener {
+            pg,
+            prefix: format!("{schema}:"),
+        })
+    }
+
     /// Reads what the socket has and returns this installation's queues.
     fn drain(&mut self, queues: &mut Vec<String>) -> Result<()> {
+        self.pg.consume()?;
         // SAFETY: live connection; every notification is freed with PQfreemem.
         unsafe {
-            if pq_sys::PQconsumeInput(self.conn.as_ptr()) == 0 {
-                return Err(lost(self.error_message()));
-            }
             loop {
-                let notify = pq_sys::PQnotifies(self.conn.as_ptr());
+                let notify = pq_sys::PQnotifies(self.pg.conn.as_ptr());
                 if notify.is_null() {
                     break;
                 }
@@ -248,35 +346,10 @@ impl Listener for PgListener {
     fn wait(&mut self, timeout: Duration) -> Result<Heard> {
         let mut queues = Vec::new();
         self.drain(&mut queues)?;
-        if queues.is_empty() {
-            // SAFETY: live connection.
-            let fd = unsafe { pq_sys::PQsocket(self.conn.as_ptr()) };
-            if fd < 0 {
-                return Err(lost("the listener's connection has no socket".into()));
-            }
-            let mut poll = libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let millis = timeout.as_millis().min(i32::MAX as u128) as i32;
-            // SAFETY: one valid pollfd.
-            let ready = unsafe { libc::poll(&mut poll, 1, millis) };
-            if ready < 0 {
-                let error = std::io::Error::last_os_error();
-                if error.kind() != std::io::ErrorKind::Interrupted {
-                    return Err(lost(format!("poll on the listener's socket: {error}")));
-                }
-            }
-            if ready > 0 {
-                self.drain(&mut queues)?;
-            }
+        if queues.is_empty() && self.pg.readable(timeout)? {
+            self.drain(&mut queues)?;
         }
-        // SAFETY: live connection.
-        if unsafe { pq_sys::PQstatus(self.conn.as_ptr()) } != pq_sys::ConnStatusType::CONNECTION_OK
-        {
-            return Err(lost(self.error_message()));
-        }
+        self.pg.check()?;
         Ok(if queues.is_empty() {
             Heard::Nothing
         } else {
@@ -285,11 +358,137 @@ impl Listener for PgListener {
     }
 }
 
+/// Takes turns at acting on new-job notifications with the other workers
+/// of the same queue list (see `worker/duty.rs`): a PostgreSQL session
+/// advisory lock, waited for in line. The server grants a lock to its
+/// waiters one at a time, in the order they asked, as a blocking pop
+/// hands an item to one waiting client.
+pub(crate) trait Duty: Send {
+    /// Gets in line for the lock (the answer comes through `granted`).
+    fn ask(&mut self) -> Result<()>;
+    /// Waits up to `timeout` for the lock asked for; true once it is held.
+    fn granted(&mut self, timeout: Duration) -> Result<bool>;
+    /// Proves the holder alive: a holder idle for longer than
+    /// [`DUTY_LEASE`] (a frozen or partitioned process) has its session
+    /// ended by the server, which passes the lock on.
+    fn ping(&mut self) -> Result<()>;
+    /// Lets the lock go to the next in line.
+    fn release(&mut self) -> Result<()>;
+}
+
+/// How long the server keeps the duty of a holder that sends nothing
+/// (`idle_session_timeout` of the duty's session, set while it holds the
+/// lock): a frozen holder hands the duty on after this.
+pub(crate) const DUTY_LEASE: Duration = Duration::from_secs(3);
+
+impl Store {
+    /// A duty session for the workers of queue list `queues` (its text
+    /// names the lock), where the backend has one (PostgreSQL, with
+    /// notifications on and `idle_session_timeout`, PostgreSQL 14 and
+    /// later); `None` where every worker acts on what it hears.
+    pub(crate) fn duty(&self, queues: &str) -> Result<Option<Box<dyn Duty>>> {
+        match self.backend() {
+            #[cfg(feature = "postgres")]
+            Backend::Postgres if self.url().listens() => PgDuty::connect(self.url(), queues),
+            _ => {
+                let _ = queues;
+                Ok(None)
+            }
+        }
+    }
+}
+
 #[cfg(feature = "postgres")]
-impl Drop for PgListener {
-    fn drop(&mut self) {
-        // SAFETY: the connection is owned and not used afterwards.
-        unsafe { pq_sys::PQfinish(self.conn.as_ptr()) }
+struct PgDuty {
+    pg: RawPg,
+    /// `pg_advisory_lock`'s argument: the schema and the queue list.
+    key: String,
+    /// A lock asked for and not yet granted.
+    asked: bool,
+}
+
+#[cfg(feature = "postgres")]
+impl PgDuty {
+    fn connect(url: &DatabaseUrl, queues: &str) -> Result<Option<Box<dyn Duty>>> {
+        let mut pg = RawPg::connect(url)?;
+        let version: u32 = pg
+            .query_one("SHOW server_version_num")?
+            .parse()
+            .unwrap_or(0);
+        if version < 140_000 {
+            log::info!(
+                "PostgreSQL {version} has no idle_session_timeout: every worker acts on every notification"
+            );
+            return Ok(None);
+        }
+        let schema = pg.query_one("SELECT current_schema()")?;
+        let name = format!("solidq duty {schema} {queues}");
+        let key = format!("hashtextextended('{}', 0)", name.replace('\'', "''"));
+        Ok(Some(Box::new(PgDuty {
+            pg,
+            key,
+            asked: false,
+        })))
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl Duty for PgDuty {
+    fn ask(&mut self) -> Result<()> {
+        // The lease applies while it holds the lock: a session idle
+        // without it (its worker busy) is left alone.
+        let sql = CString::new(format!(
+            "SELECT pg_advisory_lock({}), set_config('idle_session_timeout', '{}', false)",
+            self.key,
+            DUTY_LEASE.as_millis()
+        ))
+        .map_err(|_| lost("a queue list with a NUL byte".into()))?;
+        // SAFETY: live connection, valid C string.
+        if unsafe { pq_sys::PQsendQuery(self.pg.conn.as_ptr(), sql.as_ptr()) } == 0 {
+            return Err(lost(self.pg.error_message()));
+        }
+        self.asked = true;
+        Ok(())
+    }
+
+    fn granted(&mut self, timeout: Duration) -> Result<bool> {
+        if !self.asked {
+            return Ok(true);
+        }
+        self.pg.readable(timeout)?;
+        self.pg.consume()?;
+        // SAFETY: live connection; every result is taken (and cleared).
+        unsafe {
+            if pq_sys::PQisBusy(self.pg.conn.as_ptr()) != 0 {
+                self.pg.check()?;
+                return Ok(false);
+            }
+            let mut outcome = Ok(());
+            loop {
+                let result = pq_sys::PQgetResult(self.pg.conn.as_ptr());
+                if result.is_null() {
+                    break;
+                }
+                if let Err(error) = self.pg.take(result) {
+                    outcome = Err(error);
+                }
+            }
+            self.asked = false;
+            outcome.map(|()| true)
+        }
+    }
+
+    fn ping(&mut self) -> Result<()> {
+        self.pg.query_one("SELECT 1").map(drop)
+    }
+
+    fn release(&mut self) -> Result<()> {
+        self.pg
+            .query_one(&format!(
+                "SELECT pg_advisory_unlock({}), set_config('idle_session_timeout', '0', false)",
+                self.key
+            ))
+            .map(drop)
     }
 }
 

@@ -80,7 +80,7 @@ pub(crate) use health::PostgresFacts;
 pub(crate) use health::SqliteFacts;
 pub(crate) use health::{HealthFacts, HorizonFacts, TableFacts};
 pub(crate) use info::{DISCARDED, JobLookup, JobSelection};
-pub(crate) use listener::{Heard, Listener};
+pub(crate) use listener::{DUTY_LEASE, Duty, Heard, Listener};
 pub(crate) use options::StoredOptions;
 pub(crate) use params::*;
 pub(crate) use recurring::{Fire, RecurringTaskRow, TickFire};

@@ -41,6 +41,7 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
                     // writes now, and notifications come from elsewhere.
                     log::warn!("a server refused writes as read-only; listening again through the URL's hosts");
                     shared.listening.store(false, Ordering::SeqCst);
+                    shared.duty.reach.hears_them.store(false, Ordering::SeqCst);
                     listener = None;
                 }
                 let Some(active) = listener.as_mut() else {
@@ -56,6 +57,12 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
                             opened_at = seen;
                             failures = 0;
                             shared.listening.store(true, Ordering::SeqCst);
+                            // PostgreSQL tells it of this process's own
+                            // enqueues too.
+                            shared.duty.reach.hears_them.store(
+                                shared.store.backend() == Backend::Postgres,
+                                Ordering::SeqCst,
+                            );
                             // Nobody listened until now: every queue may
                             // have jobs.
                             shared.heard_from.store(0, Ordering::SeqCst);
@@ -88,17 +95,26 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
                             .filter_map(|q| shared.patterns.iter().position(|p| p.matches(q)))
                             .min();
                         if let Some(first) = first {
+                            // Where its next claim starts, whoever claims
+                            // now: a worker working down a backlog claims
+                            // as its threads free up, from there.
                             shared.heard_from.fetch_min(first, Ordering::SeqCst);
-                            let _ = shared.wake.try_send(());
+                            // Another worker of the same queues claims on
+                            // it unless this one holds the duty (`duty.rs`).
+                            if shared.duty.acting() {
+                                let _ = shared.wake.try_send(());
+                            }
                         }
                     }
                     Err(error) => {
                         log::warn!("the listener broke ({error}); polling until it is back");
                         shared.listening.store(false, Ordering::SeqCst);
+                        shared.duty.reach.hears_them.store(false, Ordering::SeqCst);
                         listener = None;
                     }
                 }
             }
+            shared.duty.reach.hears_them.store(false, Ordering::SeqCst);
         })
         .map_err(|source| Error::Thread {
             name: "solidq-listener".into(),

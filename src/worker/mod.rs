@@ -20,6 +20,7 @@
 mod cancel;
 mod completer;
 mod drain;
+mod duty;
 mod executor;
 mod listen;
 mod poller;

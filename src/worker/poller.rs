@@ -49,6 +49,11 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
     // were last probed (see `ClaimLimits::from`).
     let mut listed_from = 0usize;
     let mut probed_all = Instant::now();
+    // When the last claim was sent, and whether the last wait ended only
+    // because jobs queued ahead were due a look (`REBALANCE_INTERVAL`):
+    // that alone is no reason to claim again before the interval.
+    let mut last_claim = Instant::now();
+    let mut rebalance_tick = false;
     let parent = std::os::unix::process::parent_id();
     while !shared.stopping.load(Ordering::SeqCst) {
         if shared.config.supervisor_id.is_some() && std::os::unix::process::parent_id() != parent {
@@ -62,8 +67,11 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
             shared.config.polling_interval
         };
         pool::release_pending(shared);
+        let due = !rebalance_tick || last_claim.elapsed() >= wait;
+        rebalance_tick = false;
         let process_id = shared.process_id();
         if process_id == 0 {
+            shared.duty.want(false);
             if !reregister(shared, &mut failures) {
                 wait = backoff(shared.config.polling_interval, failures);
             }
@@ -104,7 +112,8 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
             {
                 listed_from = 0;
             }
-            if free > 0 && may_claim && (!backlog || worth_it(free, parts.work.len())) {
+            if free > 0 && due && may_claim && (!backlog || worth_it(free, parts.work.len())) {
+                last_claim = Instant::now();
                 let immediate = threads.saturating_sub(inflight).min(free);
                 if listed_from == 0 {
                     probed_all = Instant::now();
@@ -154,6 +163,11 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
                     }
                 }
             }
+            // With room for more and no backlog, it claims on what it
+            // hears: it gets in line for the duty (`duty.rs`).
+            shared
+                .duty
+                .want(may_claim && !backlog && shared.inflight.load(Ordering::SeqCst) < threads);
             // A job waiting to run alone, or running alone, wants to hear
             // of each thread that frees up.
             shared
@@ -167,8 +181,10 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
             if alone_may_move(shared, &parts) {
                 continue;
             }
-            if parts.work.len() > 0 {
-                wait = wait.min(REBALANCE_INTERVAL);
+            if parts.work.len() > 0 && wait > REBALANCE_INTERVAL {
+                let woken = parts.wake_rx.recv_timeout(REBALANCE_INTERVAL).is_ok();
+                rebalance_tick = !woken;
+                continue;
             }
         }
         let _ = parts.wake_rx.recv_timeout(wait);

@@ -15,9 +15,9 @@ use super::completer::{Backlog, Completer, Message};
 use super::executor;
 use super::pool;
 use super::registry::Registry;
-use super::state::{Parts, Shared, Slots, WorkQueue};
+use super::state::{DutyState, Parts, Shared, Slots, WorkQueue};
 use super::stats::{Ewma, WorkerStats};
-use super::{listen, poller};
+use super::{duty, listen, poller};
 use crate::client::Queue;
 use crate::config::{EXIT_HARD_TIMEOUT, WorkerConfig};
 use crate::dispatcher::Dispatcher;
@@ -154,7 +154,8 @@ pub(crate) fn start(
     );
 
     let (wake, wake_rx) = bounded(1);
-    wakeups::subscribe(store.url().expose(), wake.clone());
+    let duty = DutyState::new();
+    wakeups::subscribe(store.url().expose(), wake.clone(), Arc::clone(&duty.reach));
     let backlog = Arc::new(Backlog::new(2 * config.completion_batch_size, wake.clone()));
     let shared = Arc::new(Shared {
         store: store.clone(),
@@ -182,6 +183,7 @@ pub(crate) fn start(
         wake,
         fatal: Mutex::new(None),
         unreleased: Mutex::new(Vec::new()),
+        duty,
     });
 
     let started = (|| -> Result<Parts> {
@@ -207,6 +209,7 @@ pub(crate) fn start(
         }
         let heartbeat = spawn_heartbeat(&shared, completer.tx.clone())?;
         let listener = listen::spawn(&shared)?;
+        let duty = duty::spawn(&shared)?;
         // Without a supervisor, this worker does what one would: dispatch
         // delayed jobs and retries, and keep house (prune dead processes
         // and release their jobs, clean, tend).
@@ -236,6 +239,7 @@ pub(crate) fn start(
             claim: ClaimQuery::new(patterns),
             alone: None,
             listener: Some(listener),
+            duty,
             work,
             exited_rx,
             completer,

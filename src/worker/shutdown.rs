@@ -34,6 +34,9 @@ pub(super) fn run(shared: &Arc<Shared>, parts: &mut Parts) -> Result<()> {
     if let Some(listener) = parts.listener.take() {
         let _ = listener.join();
     }
+    if let Some(duty) = parts.duty.take() {
+        let _ = duty.join();
+    }
 
     // Claimed but never started: hand back at once. Closing the queue ends
     // the threads once their current job returns.

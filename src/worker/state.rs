@@ -24,6 +24,7 @@ use crate::events::Events;
 use crate::job::ShutdownSignal;
 use crate::maintenance::Maintenance;
 use crate::process::heartbeat::{Heartbeat, Lease};
+use crate::process::wakeups::Reach;
 use crate::store::{ClaimQuery, ClaimedJob, NewProcess, Store};
 use crate::types::{Error, QueuePattern};
 
@@ -69,6 +70,8 @@ pub(super) struct Shared {
     /// Why the worker stopped itself, if it did (never for the database
     /// being away).
     pub fatal: Mutex<Option<Error>>,
+    /// Whether this worker acts on new-job notifications now (`duty.rs`).
+    pub duty: DutyState,
     /// Claims of jobs that never started which could not be handed back
     /// (the database was away): the poller tries again at every turn
     /// until it takes them. The process no longer exits for an outage, so
@@ -82,10 +85,53 @@ impl Shared {
             self.shutdown.request(self.config.shutdown_timeout);
         }
         let _ = self.wake.try_send(());
+        self.duty.nudge();
     }
 
     pub fn process_id(&self) -> i64 {
         self.process_id.load(Ordering::SeqCst)
+    }
+}
+
+/// Whether this worker acts on new-job notifications, and whether it
+/// wants to: see `duty.rs`.
+pub(super) struct DutyState {
+    /// `acting`: set while it holds the duty, or has no duty session
+    /// (then it acts on everything it hears); the listener and this
+    /// process's enqueues read it.
+    pub reach: Arc<Reach>,
+    /// Whether it has room for more jobs and claims on notifications only
+    /// (no backlog); the poller writes it after every claim.
+    pub wanted: AtomicBool,
+    nudge_tx: Sender<()>,
+    pub nudge_rx: Receiver<()>,
+}
+
+impl DutyState {
+    pub fn new() -> DutyState {
+        let (nudge_tx, nudge_rx) = crossbeam_channel::bounded(1);
+        DutyState {
+            reach: Arc::default(),
+            wanted: AtomicBool::new(false),
+            nudge_tx,
+            nudge_rx,
+        }
+    }
+
+    pub fn acting(&self) -> bool {
+        self.reach.acting.load(Ordering::SeqCst)
+    }
+
+    /// Records whether the duty is wanted; the duty thread hears of a
+    /// change at once.
+    pub fn want(&self, wanted: bool) {
+        if self.wanted.swap(wanted, Ordering::SeqCst) != wanted {
+            self.nudge();
+        }
+    }
+
+    pub fn nudge(&self) {
+        let _ = self.nudge_tx.try_send(());
     }
 }
 
@@ -107,6 +153,7 @@ pub(super) struct Parts {
     /// The job running alone, or waiting to.
     pub alone: Option<Alone>,
     pub listener: Option<JoinHandle<()>>,
+    pub duty: Option<JoinHandle<()>>,
     pub work: Arc<WorkQueue>,
     pub exited_rx: Receiver<()>,
     pub completer: Completer,

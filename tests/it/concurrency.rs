@@ -108,7 +108,22 @@ fn limit_one_never_overlaps_across_four_processes(db: &TestDb) {
         .collect();
     let ids = queue.enqueue_all(&jobs).unwrap();
     assert_eq!(db.count("solidq_blocked_executions"), 199);
-    let children = workers(db, 4);
+    // Every worker claims on every notification (`wake_all`), so each
+    // next job of the chain goes to whichever process claims first and
+    // the slot is contested across processes. By default the one holding
+    // the duty takes each next job (it never fills up: one runs at a
+    // time), and the chain would stay in one process.
+    let children: Vec<Child> = (0..4)
+        .map(|_| {
+            Child::worker(
+                &db.url,
+                &[
+                    ("SOLIDQ_TEST_THREADS", "4"),
+                    ("SOLIDQ_TEST_WAKE_ALL", "true"),
+                ],
+            )
+        })
+        .collect();
     wait_all_finished(&queue, &ids, Duration::from_secs(120));
     stop_all(children);
 

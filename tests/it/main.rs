@@ -55,6 +55,8 @@ mod statements;
 mod steps;
 mod supervisor;
 mod testing_helpers;
+#[cfg(feature = "postgres")]
+mod wakeups;
 mod web;
 mod web_api;
 mod web_e2e;

@@ -424,7 +424,24 @@ env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
             },
         );
 
-        // It takes work again.
+        // It takes work again. A burst goes to the workers whose claims
+        // keep coming back full and to those waiting in line for the duty
+        // (one wake-up per job: src/worker/duty.rs), so the second batch
+        // comes once the first is done and the cut host's two workers are
+        // back in line: then it is spread over every host.
+        wait_for(
+            "the first batch to end and the cut host's workers to wait in line for the duty",
+            WAIT,
+            || {
+                db.scalar("SELECT count(*) AS v FROM solidq_jobs WHERE finished_at IS NULL") == 0
+                    && db.scalar(&format!(
+                        "SELECT count(DISTINCT l.pid) AS v FROM pg_locks l
+                         JOIN pg_stat_activity a ON a.pid = l.pid
+                         WHERE l.locktype = 'advisory' AND a.client_addr = '{}'",
+                        net.host_address(CUT)
+                    )) >= 2
+            },
+        );
         ids.extend(enqueue(&queue, &remote, FIRST_BATCH, SECOND_BATCH));
         let deadline = Instant::now() + WAIT;
         let first_again = loop {

@@ -80,12 +80,17 @@ fn run_worker() {
             .map(|q| q.split(',').map(str::to_string).collect())
             .unwrap_or_else(|_| vec!["*".into()]),
         polling_interval: Duration::from_millis(var("SOLIDQ_TEST_POLLING_MS", 50)),
+        fallback_polling_interval: Duration::from_millis(var(
+            "SOLIDQ_TEST_FALLBACK_MS",
+            solidq::config::DEFAULT_FALLBACK_POLLING_INTERVAL.as_millis() as u64,
+        )),
         heartbeat_interval: Duration::from_millis(var("SOLIDQ_TEST_HEARTBEAT_MS", 200)),
         process_alive_threshold: Duration::from_millis(var("SOLIDQ_TEST_ALIVE_MS", 5000)),
         shutdown_timeout: Duration::from_millis(var("SOLIDQ_TEST_SHUTDOWN_MS", 2000)),
         standalone: var("SOLIDQ_TEST_STANDALONE", true),
         prefetch: var("SOLIDQ_TEST_PREFETCH", solidq::config::DEFAULT_PREFETCH),
         wait_for_migrations: var("SOLIDQ_TEST_WAIT_FOR_MIGRATIONS", false),
+        wake_all: var("SOLIDQ_TEST_WAKE_ALL", false),
         ..WorkerConfig::default()
     };
     jobs::worker(queue)
