@@ -510,7 +510,11 @@ fn measure(cluster: &Cluster, args: &Args, run: usize, shape: Shape, busy: bool)
         ),
         backends,
         jobs,
-        claims_per_job: claims as f64 / enqueued_in_window.max(1) as f64,
+        claims_per_job: if busy {
+            claims as f64 / enqueued_in_window.max(1) as f64
+        } else {
+            f64::NAN
+        },
         pickup_p50,
         pickup_p99,
     }
