@@ -9,30 +9,35 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::Sender;
 
-/// Whether an in-process wake-up reaches a worker.
+/// What a worker hears of new jobs, which decides whether an in-process
+/// wake-up reaches it.
 #[derive(Debug)]
 pub(crate) struct Reach {
     /// It acts on new jobs: it holds the duty, or has none (a worker that
     /// does not hold it leaves new jobs to the one that does:
     /// `worker/duty.rs`).
     pub acting: AtomicBool,
-    /// Its PostgreSQL listener hears this process's enqueues as it hears
-    /// anyone's: a wake-up here too would cost a second claim per job.
-    pub hears_them: AtomicBool,
-}
-
-impl Default for Reach {
-    fn default() -> Reach {
-        Reach {
-            acting: AtomicBool::new(true),
-            hears_them: AtomicBool::new(false),
-        }
-    }
+    /// A listener wakes it for new jobs (idle polling is then a safety
+    /// net only).
+    pub listening: AtomicBool,
+    /// Its listener hears this process's enqueues as it hears anyone's
+    /// (PostgreSQL's notifications): a wake-up here too would cost a second
+    /// claim per job.
+    hears_own: bool,
 }
 
 impl Reach {
+    pub(crate) fn new(hears_own: bool) -> Reach {
+        Reach {
+            acting: AtomicBool::new(true),
+            listening: AtomicBool::new(false),
+            hears_own,
+        }
+    }
+
     fn reached(&self) -> bool {
-        self.acting.load(Ordering::SeqCst) && !self.hears_them.load(Ordering::SeqCst)
+        self.acting.load(Ordering::SeqCst)
+            && !(self.hears_own && self.listening.load(Ordering::SeqCst))
     }
 }
 

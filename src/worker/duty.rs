@@ -51,8 +51,7 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> Result<Option<JoinHandle<()>>> {
     let first = match shared.store.duty(&queues) {
         Ok(None) => return Ok(None),
         Ok(Some(duty)) => Some(duty),
-        Err(_) if shared.store.backend() == crate::types::Backend::Postgres => None,
-        Err(_) => return Ok(None),
+        Err(_) => None,
     };
     let shared = Arc::clone(shared);
     std::thread::Builder::new()
@@ -155,7 +154,7 @@ fn run(shared: &Shared, queues: &str, mut session: Option<Box<dyn Duty>>) {
 /// does, it claims at once from every queue, for jobs heard of while it
 /// did not.
 fn set_acting(shared: &Shared, acting: bool) {
-    if !shared.duty.reach.acting.swap(acting, Ordering::SeqCst) && acting {
+    if !shared.reach.acting.swap(acting, Ordering::SeqCst) && acting {
         shared.heard_from.store(0, Ordering::SeqCst);
         let _ = shared.wake.try_send(());
     }

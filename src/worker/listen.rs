@@ -40,8 +40,7 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
                     // A failover: the server this listens on refuses
                     // writes now, and notifications come from elsewhere.
                     log::warn!("a server refused writes as read-only; listening again through the URL's hosts");
-                    shared.listening.store(false, Ordering::SeqCst);
-                    shared.duty.reach.hears_them.store(false, Ordering::SeqCst);
+                    shared.reach.listening.store(false, Ordering::SeqCst);
                     listener = None;
                 }
                 let Some(active) = listener.as_mut() else {
@@ -56,13 +55,7 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
                             listener = Some(opened);
                             opened_at = seen;
                             failures = 0;
-                            shared.listening.store(true, Ordering::SeqCst);
-                            // PostgreSQL tells it of this process's own
-                            // enqueues too.
-                            shared.duty.reach.hears_them.store(
-                                shared.store.backend() == Backend::Postgres,
-                                Ordering::SeqCst,
-                            );
+                            shared.reach.listening.store(true, Ordering::SeqCst);
                             // Nobody listened until now: every queue may
                             // have jobs.
                             shared.heard_from.store(0, Ordering::SeqCst);
@@ -101,20 +94,19 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
                             shared.heard_from.fetch_min(first, Ordering::SeqCst);
                             // Another worker of the same queues claims on
                             // it unless this one holds the duty (`duty.rs`).
-                            if shared.duty.acting() {
+                            if shared.reach.acting.load(Ordering::SeqCst) {
                                 let _ = shared.wake.try_send(());
                             }
                         }
                     }
                     Err(error) => {
                         log::warn!("the listener broke ({error}); polling until it is back");
-                        shared.listening.store(false, Ordering::SeqCst);
-                        shared.duty.reach.hears_them.store(false, Ordering::SeqCst);
+                        shared.reach.listening.store(false, Ordering::SeqCst);
                         listener = None;
                     }
                 }
             }
-            shared.duty.reach.hears_them.store(false, Ordering::SeqCst);
+            shared.reach.listening.store(false, Ordering::SeqCst);
         })
         .map_err(|source| Error::Thread {
             name: "solidq-listener".into(),

@@ -61,7 +61,7 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
             shared.request_stop();
             break;
         }
-        let mut wait = if shared.listening.load(Ordering::SeqCst) {
+        let mut wait = if shared.reach.listening.load(Ordering::SeqCst) {
             shared.config.fallback_polling_interval
         } else {
             shared.config.polling_interval
@@ -107,7 +107,7 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
             // listener any may, and all are probed once per polling
             // interval whatever was heard.
             listed_from = listed_from.min(shared.heard_from.swap(usize::MAX, Ordering::SeqCst));
-            if !shared.listening.load(Ordering::SeqCst)
+            if !shared.reach.listening.load(Ordering::SeqCst)
                 || probed_all.elapsed() >= shared.config.polling_interval
             {
                 listed_from = 0;
@@ -165,17 +165,21 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
             }
             // With room for more and no backlog, it claims on what it
             // hears: it gets in line for the duty (`duty.rs`).
-            shared
-                .duty
-                .want(may_claim && !backlog && shared.inflight.load(Ordering::SeqCst) < threads);
+            let full = shared.inflight.load(Ordering::SeqCst) >= threads;
+            shared.duty.want(may_claim && !backlog && !full);
             // A job waiting to run alone, or running alone, wants to hear
-            // of each thread that frees up.
+            // of each thread that frees up; so does a worker without room:
+            // it let the duty go, and hears of new jobs no more until it
+            // has room and takes it again.
             shared
                 .wake_when_free
-                .store(backlog || parts.alone.is_some(), Ordering::SeqCst);
+                .store(backlog || full || parts.alone.is_some(), Ordering::SeqCst);
             // Threads that freed up before the flag was set did not wake us.
             let free = capacity.saturating_sub(shared.inflight.load(Ordering::SeqCst));
             if backlog && may_claim && worth_it(free, parts.work.len()) {
+                continue;
+            }
+            if full && shared.inflight.load(Ordering::SeqCst) < threads {
                 continue;
             }
             if alone_may_move(shared, &parts) {

@@ -25,9 +25,10 @@ use crate::job::{ShutdownSignal, Standing};
 use crate::lifecycle::ReleaseReason;
 use crate::maintenance::{self, MaintenanceConfig, Pruner};
 use crate::process::heartbeat::{self, Beat, Heartbeat, Lease};
-use crate::process::{self, ProcessKind, wakeups};
+use crate::process::wakeups::{self, Reach};
+use crate::process::{self, ProcessKind};
 use crate::store::ClaimQuery;
-use crate::types::{Error, QueuePattern, Result};
+use crate::types::{Backend, Error, QueuePattern, Result};
 
 /// Connections a worker's own loops use (poller, completer, heartbeat,
 /// dispatcher) plus one per thread for jobs that enqueue.
@@ -154,8 +155,8 @@ pub(crate) fn start(
     );
 
     let (wake, wake_rx) = bounded(1);
-    let duty = DutyState::new();
-    wakeups::subscribe(store.url().expose(), wake.clone(), Arc::clone(&duty.reach));
+    let reach = Arc::new(Reach::new(store.backend() == Backend::Postgres));
+    wakeups::subscribe(store.url().expose(), wake.clone(), Arc::clone(&reach));
     let backlog = Arc::new(Backlog::new(2 * config.completion_batch_size, wake.clone()));
     let shared = Arc::new(Shared {
         store: store.clone(),
@@ -173,7 +174,7 @@ pub(crate) fn start(
         )),
         stopping: AtomicBool::new(false),
         patterns: patterns.clone(),
-        listening: AtomicBool::new(false),
+        reach,
         stats: Arc::default(),
         tally: Arc::default(),
         cancels: Default::default(),
@@ -183,7 +184,7 @@ pub(crate) fn start(
         wake,
         fatal: Mutex::new(None),
         unreleased: Mutex::new(Vec::new()),
-        duty,
+        duty: DutyState::new(),
     });
 
     let started = (|| -> Result<Parts> {

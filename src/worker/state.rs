@@ -48,9 +48,9 @@ pub(super) struct Shared {
     pub stopping: AtomicBool,
     /// The queue list, to tell which notifications concern this worker.
     pub patterns: Vec<QueuePattern>,
-    /// Whether a listener currently wakes the poller for new jobs; idle
-    /// polling is then only a safety net.
-    pub listening: AtomicBool,
+    /// Whether a listener wakes it for new jobs, whether it acts on them
+    /// (`duty.rs`), and so whether this process's enqueues wake it.
+    pub reach: Arc<Reach>,
     /// The first queue of the worker's list that a notification named
     /// since the poller last read it (`usize::MAX`: none): a claim from a
     /// list of names probes from there on (see `ClaimLimits::from`).
@@ -93,13 +93,9 @@ impl Shared {
     }
 }
 
-/// Whether this worker acts on new-job notifications, and whether it
-/// wants to: see `duty.rs`.
+/// Whether this worker wants the duty, and the duty thread's nudges: see
+/// `duty.rs` (whether it acts is `Shared::reach`).
 pub(super) struct DutyState {
-    /// `acting`: set while it holds the duty, or has no duty session
-    /// (then it acts on everything it hears); the listener and this
-    /// process's enqueues read it.
-    pub reach: Arc<Reach>,
     /// Whether it has room for more jobs and claims on notifications only
     /// (no backlog); the poller writes it after every claim.
     pub wanted: AtomicBool,
@@ -111,15 +107,10 @@ impl DutyState {
     pub fn new() -> DutyState {
         let (nudge_tx, nudge_rx) = crossbeam_channel::bounded(1);
         DutyState {
-            reach: Arc::default(),
             wanted: AtomicBool::new(false),
             nudge_tx,
             nudge_rx,
         }
-    }
-
-    pub fn acting(&self) -> bool {
-        self.reach.acting.load(Ordering::SeqCst)
     }
 
     /// Records whether the duty is wanted; the duty thread hears of a

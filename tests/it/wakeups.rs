@@ -14,6 +14,9 @@ use common::jobs::{Echo, Sleep};
 use common::{TestDb, wait_for};
 use solidq::{JobStatus, Queue, WorkerConfig, WorkerHandle};
 
+/// The frozen holder's lease (`store::DUTY_LEASE`, 3 s).
+const DUTY_LEASE: Duration = Duration::from_secs(3);
+
 mod postgres {
     #[test]
     fn idle_workers_take_turns_so_a_job_costs_one_claim() {
@@ -29,6 +32,22 @@ mod postgres {
             return;
         };
         super::a_holder_whose_threads_are_full_hands_the_duty_on(&db);
+    }
+
+    #[test]
+    fn a_killed_holder_frees_the_duty_at_once() {
+        let Some(db) = super::TestDb::postgres() else {
+            return;
+        };
+        super::a_killed_holder_frees_the_duty_at_once(&db);
+    }
+
+    #[test]
+    fn duty_sessions_ended_by_the_server_come_back() {
+        let Some(db) = super::TestDb::postgres() else {
+            return;
+        };
+        super::duty_sessions_ended_by_the_server_come_back(&db);
     }
 
     #[test]
@@ -162,11 +181,9 @@ fn a_holder_whose_threads_are_full_hands_the_duty_on(db: &TestDb) {
     }
 }
 
-/// A worker process holds the duty and is frozen; the worker waiting in
-/// line gets the duty once the server ends the frozen holder's silent
-/// session, and picks up a job enqueued meanwhile long before its poll.
-fn a_frozen_holder_loses_the_duty_to_the_next_in_line(db: &TestDb) {
-    let queue = db.queue();
+/// A worker process that holds the duty and its next in line, waiting
+/// in line (checked in `pg_locks`).
+fn holder_and_next(db: &TestDb) -> (Child, WorkerHandle) {
     let holder = Child::worker(
         &db.url,
         &[
@@ -186,6 +203,76 @@ fn a_frozen_holder_loses_the_duty_to_the_next_in_line(db: &TestDb) {
         Duration::from_secs(30),
         || duty_sessions(db, false) == 1,
     );
+    (holder, next)
+}
+
+/// The holder is killed: its session ends with it, and the next in line
+/// holds the duty and picks up a job sooner than the frozen holder's
+/// lease could pass.
+fn a_killed_holder_frees_the_duty_at_once(db: &TestDb) {
+    let queue = db.queue();
+    let (holder, next) = holder_and_next(db);
+    holder.signal(libc::SIGKILL);
+    let killed = Instant::now();
+    let id = queue
+        .enqueue(&Echo {
+            value: serde_json::json!("after the kill"),
+        })
+        .expect("enqueue");
+    wait_succeeded(&queue, id, Duration::from_secs(15));
+    let took = killed.elapsed();
+    assert!(
+        took < DUTY_LEASE,
+        "picked up {took:?} after the kill: the duty waited for a lease, not for the session's end"
+    );
+    next.stop().expect("stop");
+}
+
+/// The server ends every duty session (an outage of the duty's
+/// connections alone): the workers act on what they hear meanwhile, open
+/// new sessions, and one holds the duty again.
+fn duty_sessions_ended_by_the_server_come_back(db: &TestDb) {
+    let queue = db.queue();
+    let workers = [start_worker(db, 1, false), start_worker(db, 1, false)];
+    wait_for(
+        "one holder and one in line",
+        Duration::from_secs(30),
+        || duty_sessions(db, true) == 1 && duty_sessions(db, false) == 1,
+    );
+    let ended = db.scalar(
+        "SELECT count(pg_terminate_backend(pid)) AS v FROM pg_locks
+         WHERE locktype = 'advisory' AND objsubid = 1 AND pid <> pg_backend_pid()
+           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+           AND pid IN (SELECT pid FROM pg_stat_activity
+                       WHERE application_name = current_setting('application_name'))",
+    );
+    assert_eq!(ended, 2, "both duty sessions ended");
+    let id = queue
+        .enqueue(&Echo {
+            value: serde_json::json!("while the sessions are gone"),
+        })
+        .expect("enqueue");
+    wait_succeeded(&queue, id, Duration::from_secs(15));
+    wait_for("the duty held again", Duration::from_secs(15), || {
+        duty_sessions(db, true) == 1 && duty_sessions(db, false) == 1
+    });
+    let id = queue
+        .enqueue(&Echo {
+            value: serde_json::json!("after"),
+        })
+        .expect("enqueue");
+    wait_succeeded(&queue, id, Duration::from_secs(15));
+    for worker in workers {
+        worker.stop().expect("stop");
+    }
+}
+
+/// A worker process holds the duty and is frozen; the worker waiting in
+/// line gets the duty once the server ends the frozen holder's silent
+/// session, and picks up a job enqueued meanwhile long before its poll.
+fn a_frozen_holder_loses_the_duty_to_the_next_in_line(db: &TestDb) {
+    let queue = db.queue();
+    let (holder, next) = holder_and_next(db);
     holder.signal(libc::SIGSTOP);
     let frozen = Instant::now();
     let id = queue
