@@ -88,6 +88,7 @@ pub(crate) fn grant_on(
             over.push((key, free));
         }
     }
+    log::trace!("starts granted at {now} (recent {recent:?}): {granted:?}");
     if !granted.is_empty() {
         d.rate_starts_insert(&granted, now)?;
     }

@@ -354,7 +354,8 @@ fn take_alone(
 /// The claimed jobs that may start: all but the rate-limited ones over
 /// their limit, which go back to the scheduled jobs (one transaction for
 /// the claim's rate-limited jobs; see `store/rates.rs`). When the database
-/// cannot be asked, the rate-limited ones go back for a second (if even
+/// cannot be asked, or the lease does not hold again within an alive
+/// threshold ([`lease_holds`]), the rate-limited ones go back for a second (if even
 /// that fails, their claims stay until this process deregisters or is
 /// pruned, and are released then).
 fn grant_starts(shared: &Shared, process_id: i64, jobs: Vec<ClaimedJob>) -> Vec<ClaimedJob> {
@@ -373,7 +374,15 @@ fn grant_starts(shared: &Shared, process_id: i64, jobs: Vec<ClaimedJob>) -> Vec<
     if limited.is_empty() {
         return jobs;
     }
-    let back: HashSet<i64> = match shared.store.rate_grant(process_id, &limited) {
+    let granted = if lease_holds(shared) {
+        shared
+            .store
+            .rate_grant(process_id, &limited)
+            .map_err(|e| e.to_string())
+    } else {
+        Err("this worker's heartbeats have not succeeded for too long".to_string())
+    };
+    let back: HashSet<i64> = match granted {
         Ok(back) => back.into_iter().collect(),
         Err(error) => {
             log::warn!(
@@ -405,6 +414,23 @@ fn grant_starts(shared: &Shared, process_id: i64, jobs: Vec<ClaimedJob>) -> Vec<
         );
     }
     jobs.into_iter().filter(|j| !back.contains(&j.id)).collect()
+}
+
+/// Whether the lease holds, waiting up to an alive threshold for it: a
+/// claim can come back after the lease lapsed (it waited for a connection
+/// through an outage), and its jobs start only once the lease holds again
+/// (`pool::verdict`). A start is granted when the job starts: granted
+/// before the wait, it would be recorded seconds before it happens, and
+/// the window would let others start beside it.
+fn lease_holds(shared: &Shared) -> bool {
+    let deadline = Instant::now() + shared.lease.threshold();
+    while !shared.lease.is_valid() {
+        if shared.stopping.load(Ordering::SeqCst) || Instant::now() >= deadline {
+            return false;
+        }
+        shared.lease.wait_valid(Duration::from_millis(100));
+    }
+    true
 }
 
 /// The claim-ahead plan from each kind's average run time here, raised to

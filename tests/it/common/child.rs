@@ -18,6 +18,7 @@ fn child_process() {
     };
     let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         .is_test(false)
+        .format_timestamp_millis()
         .try_init();
     match role.as_str() {
         "worker" => run_worker(),
