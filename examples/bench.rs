@@ -33,6 +33,11 @@
 //! * pickup latency: one job at a time enqueued while the worker is idle;
 //!   from just before `enqueue` to the job starting. Worker in another
 //!   process; on SQLite also in this process.
+//! * big tables (`--only big`, issue 28 item 7): `--big-rows` finished
+//!   jobs kept, against an empty database in the same run: an idle
+//!   worker's pickup, a work-down, every dashboard page (through
+//!   `target/release/solidq web`), and the cleaner's rows/s with the pickup
+//!   while it deletes.
 //! * worker peak RSS: VmHWM of the worker processes after a work-down.
 //! * idle worker: statements per second of a worker with nothing to do,
 //!   and the CPU it and the server spend per second.
@@ -92,6 +97,13 @@ cargo run --release --example bench -- [flags]
                     transaction held open by another session while a
                     producer offers a steady rate to one worker process,
                     then a work-down with a hold against without)
+                    big (only when named: --big-rows finished jobs
+                    kept against an empty database: pickup, work-down,
+                    every dashboard page through target/release/solidq
+                    web; then the cleaner deleting --big-clean expired
+                    ones while a worker picks up)
+  --big-rows N      finished jobs kept by the big section (10000000)
+  --big-clean N     expired jobs its cleaner deletes per run (500000)
   --mvcc-rates a,b  offered jobs/s of the mvcc runs (PostgreSQL 500,2000;
                     MySQL 500)
   --mvcc-phases c,h,r  seconds clean, held, recovering (40,120,40)
@@ -237,6 +249,10 @@ struct Args {
     mvcc_rates: Option<Vec<usize>>,
     /// `--mvcc-phases`: seconds clean, held, recovering.
     mvcc_phases: [u64; 3],
+    /// `--big-rows`: finished jobs kept in the big section's database.
+    big_rows: usize,
+    /// `--big-clean`: expired jobs the big section's cleaner deletes a run.
+    big_clean: usize,
 }
 
 /// `--sqlite-synchronous`: set once in `main`, read by every connection the
@@ -267,6 +283,8 @@ fn parse_args() -> Args {
         only: None,
         mvcc_rates: None,
         mvcc_phases: [40, 120, 40],
+        big_rows: 10_000_000,
+        big_clean: 500_000,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -325,6 +343,8 @@ fn parse_args() -> Args {
                     .try_into()
                     .unwrap_or_else(|_| usage_error("--mvcc-phases takes three numbers"));
             }
+            "--big-rows" => args.big_rows = number(&flag, value()),
+            "--big-clean" => args.big_clean = number(&flag, value()),
             "--producers" => args.producers = number(&flag, value()),
             "--latency-samples" => args.latency_samples = number(&flag, value()),
             "--prefetch" => args.prefetch = number(&flag, value()),
@@ -356,8 +376,9 @@ fn parse_args() -> Args {
 }
 
 /// What `--only` can name.
-const SECTIONS: [&str; 9] = [
+const SECTIONS: [&str; 10] = [
     "enqueue", "workdown", "mixed", "latency", "idle", "features", "fairness", "queues", "mvcc",
+    "big",
 ];
 
 /// Prints `message` and the flags, and exits with status 2.
@@ -378,7 +399,7 @@ impl Args {
         match &self.only {
             Some(only) => only.iter().any(|s| s == section),
             // Minutes a run: only when named.
-            None => section != "mvcc",
+            None => section != "mvcc" && section != "big",
         }
     }
 }
@@ -436,6 +457,9 @@ fn main() {
         }
         if args.runs("mvcc") {
             bench_mvcc(backend, &args, &mut table);
+        }
+        if args.runs("big") {
+            bench_big(backend, &args, &mut table);
         }
         table.print(backend);
     }
@@ -1397,9 +1421,30 @@ struct Workers {
 
 impl Workers {
     fn spawn(url: &str, processes: usize, threads: usize, prefetch: usize) -> Workers {
+        Workers::spawn_as(url, processes, threads, prefetch, true)
+    }
+
+    /// One worker process as a supervisor's child: it neither dispatches
+    /// nor keeps house.
+    fn spawn_supervised(url: &str, threads: usize, prefetch: usize) -> Workers {
+        Workers::spawn_as(url, 1, threads, prefetch, false)
+    }
+
+    /// `processes` workers, the first standalone if `standalone`.
+    fn spawn_as(
+        url: &str,
+        processes: usize,
+        threads: usize,
+        prefetch: usize,
+        standalone: bool,
+    ) -> Workers {
         let children = (0..processes)
             .map(|i| {
-                let role = if i == 0 { "standalone" } else { "supervised" };
+                let role = if i == 0 && standalone {
+                    "standalone"
+                } else {
+                    "supervised"
+                };
                 Command::new(std::env::current_exe().expect("bench binary"))
                     .args([
                         "--worker",
@@ -1512,6 +1557,19 @@ fn wait_drained(
     started: Instant,
     start_us: i64,
 ) -> Duration {
+    wait_drained_after(db, raw, n, 0, started, start_us)
+}
+
+/// [`wait_drained`] of the `n` jobs after id `after` (a database holding
+/// others already finished).
+fn wait_drained_after(
+    db: &BenchDb,
+    raw: &mut Raw,
+    n: usize,
+    after: i64,
+    started: Instant,
+    start_us: i64,
+) -> Duration {
     while db.busy(raw) {
         assert!(
             started.elapsed() < Duration::from_secs(900),
@@ -1519,17 +1577,25 @@ fn wait_drained(
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_all_succeeded(raw, n);
-    let end_us = raw.epoch_us("SELECT max(finished_at) AS t FROM solidq_jobs");
+    assert_succeeded_after(raw, n, after);
+    let end_us = raw.epoch_us(&format!(
+        "SELECT max(finished_at) AS t FROM solidq_jobs WHERE id > {after}"
+    ));
     Duration::from_micros((end_us - start_us).max(1) as u64)
 }
 
 /// Every one of the `n` jobs finished without an error: a rate is only
 /// reported for work that was done.
 fn assert_all_succeeded(raw: &mut Raw, n: usize) {
-    let succeeded = raw.scalar(
-        "SELECT count(*) AS v FROM solidq_jobs WHERE finished_at IS NOT NULL AND errors IS NULL",
-    );
+    assert_succeeded_after(raw, n, 0);
+}
+
+/// [`assert_all_succeeded`] of the jobs after id `after`.
+fn assert_succeeded_after(raw: &mut Raw, n: usize, after: i64) {
+    let succeeded = raw.scalar(&format!(
+        "SELECT count(*) AS v FROM solidq_jobs
+         WHERE id > {after} AND finished_at IS NOT NULL AND errors IS NULL"
+    ));
     let failed = raw.scalar("SELECT count(*) AS v FROM solidq_failed_executions");
     assert_eq!(
         (succeeded, failed),
@@ -2022,23 +2088,13 @@ fn bench_latency(backend: &'static str, args: &Args, table: &mut Table) {
                     .expect("worker");
                 (None, Some(handle))
             };
-            let warm = queue.enqueue(&Stamp).expect("enqueue");
-            wait_done(&queue, warm);
-            let mut samples = Vec::with_capacity(args.latency_samples);
-            for _ in 0..args.latency_samples {
-                std::thread::sleep(Duration::from_millis(20 + fastrand::u64(..30)));
-                let enqueued = now_us();
-                let id = queue.enqueue(&Stamp).expect("enqueue");
-                let started = wait_done(&queue, id);
-                samples.push((started - enqueued) as f64 / 1000.0);
-            }
+            let samples = pickups(&queue, |k| k >= args.latency_samples);
             if let Some(w) = workers {
                 let _ = w.stop();
             }
             if let Some(l) = local {
                 l.stop().expect("stop");
             }
-            samples.sort_by(f64::total_cmp);
             p50.push(percentile(&samples, 0.50));
             p95.push(percentile(&samples, 0.95));
             p99.push(percentile(&samples, 0.99));
@@ -2259,6 +2315,424 @@ fn pg_reads(raw: &mut Raw) -> std::collections::BTreeMap<String, (i64, i64)> {
     .into_iter()
     .map(|(name, a, b)| (name, (a, b)))
     .collect()
+}
+
+// ---------------------------------------------------------------- big tables
+
+/// The columns of `solidq_jobs` but `id`; the times among them are moved
+/// when the big fill copies rows.
+const JOB_COLUMNS: [&str; 27] = [
+    "queue_name",
+    "kind",
+    "arguments",
+    "priority",
+    "unique_key",
+    "concurrency_key",
+    "options",
+    "delivery",
+    "max_attempts",
+    "max_stalled_count",
+    "attempts",
+    "stalled_count",
+    "snoozes",
+    "progress",
+    "checkpoint",
+    "batch_id",
+    "cancel_requested_at",
+    "result",
+    "errors",
+    "scheduled_at",
+    "finished_at",
+    "expires_at",
+    "created_at",
+    "updated_at",
+    "fairness_key",
+    "started_at",
+    "run_alone",
+];
+
+/// The time columns of `solidq_jobs`.
+const JOB_TIMES: [&str; 6] = [
+    "scheduled_at",
+    "finished_at",
+    "expires_at",
+    "created_at",
+    "updated_at",
+    "started_at",
+];
+
+/// Rows a copy statement of the big fill writes at most (one transaction
+/// each: MySQL's undo and SQLite's journal stay small).
+const FILL_CHUNK: i64 = 500_000;
+
+impl Raw {
+    /// `column`, a timestamp, `seconds` later (earlier when negative).
+    fn shifted(&self, column: &str, seconds: f64) -> String {
+        match self {
+            Raw::Pg(_) => format!("({column} + make_interval(secs => {seconds:.6}))"),
+            Raw::Sqlite(_) => {
+                format!("strftime('%Y-%m-%d %H:%M:%f', {column}, '{seconds:+.3} seconds')")
+            }
+            #[cfg(feature = "mysql")]
+            Raw::Mysql(_) => format!(
+                "({column} + INTERVAL {} MICROSECOND)",
+                (seconds * 1e6).round() as i64
+            ),
+        }
+    }
+}
+
+impl BenchDb {
+    /// `n` finished jobs as a week of `keep_result` at a steady rate leaves
+    /// them (10 million: a week at 16.5 jobs a second): 1,000 no-op jobs run
+    /// by a worker, their times moved a week back, each kept a week
+    /// (`expires_at` a week after it finished); then copied onto new ids,
+    /// doubling, each copy later by its distance in ids, so ids and times
+    /// rise together up to now. The job statistics get the seed's minutes
+    /// copied back over a day and more (what the cleaner folds).
+    fn fill_finished(&self, n: usize) {
+        let queue = self.queue();
+        let seed: Vec<Noop> = (0..1_000).map(|_| Noop).collect();
+        queue.enqueue_all(&seed).expect("enqueue");
+        let workers = Workers::spawn(&self.url, 1, 16, solidq::config::DEFAULT_PREFETCH);
+        let mut raw = Raw::open(&self.url);
+        let start_us = raw.now_us();
+        wait_drained(self, &mut raw, 1_000, Instant::now(), start_us);
+        let _ = workers.stop();
+        let first = raw.scalar("SELECT min(id) AS v FROM solidq_jobs");
+        let last = raw.scalar("SELECT max(id) AS v FROM solidq_jobs");
+        assert_eq!(last - first, 999, "the seed's ids follow each other");
+        let week = 7.0 * 24.0 * 3600.0;
+        // `expires_at` first: MySQL reads the columns already set.
+        let mut set = vec!["expires_at = finished_at".to_string()];
+        for time in JOB_TIMES.iter().filter(|&&c| c != "expires_at") {
+            set.push(format!("{time} = {}", raw.shifted(time, -week)));
+        }
+        raw.batch(&format!("UPDATE solidq_jobs SET {}", set.join(", ")));
+        let step = week / n as f64;
+        let mut have = 1_000i64;
+        while (have as usize) < n {
+            let copies = have.min(n as i64 - have);
+            let columns = JOB_COLUMNS.join(", ");
+            let values: Vec<String> = JOB_COLUMNS
+                .iter()
+                .map(|&c| {
+                    if JOB_TIMES.contains(&c) {
+                        raw.shifted(c, have as f64 * step)
+                    } else {
+                        c.to_string()
+                    }
+                })
+                .collect();
+            let mut from = first;
+            while from < first + copies {
+                let to = (from + FILL_CHUNK).min(first + copies);
+                raw.batch(&format!(
+                    "INSERT INTO solidq_jobs (id, {columns})
+                     SELECT id + {have}, {} FROM solidq_jobs WHERE id >= {from} AND id < {to}",
+                    values.join(", ")
+                ));
+                from = to;
+            }
+            have += copies;
+        }
+        if let Raw::Pg(_) = raw {
+            raw.batch(
+                "SELECT setval(pg_get_serial_sequence('solidq_jobs', 'id'),
+                               (SELECT max(id) FROM solidq_jobs))",
+            );
+        }
+        let minutes = (raw.epoch_us("SELECT max(bucket) AS t FROM solidq_job_stats")
+            - raw.epoch_us("SELECT min(bucket) AS t FROM solidq_job_stats"))
+            / 60_000_000
+            + 1;
+        let mut span = minutes;
+        while span < 24 * 60 {
+            let bucket = match raw {
+                Raw::Sqlite(_) => format!(
+                    "strftime('%Y-%m-%d %H:%M:%S', bucket, '-{} seconds')",
+                    span * 60
+                ),
+                _ => raw.shifted("bucket", -(span as f64) * 60.0),
+            };
+            raw.batch(&format!(
+                "INSERT INTO solidq_job_stats (bucket, queue_name, kind, outcome, jobs, wait_ms, run_ms)
+                 SELECT {bucket}, queue_name, kind, outcome, jobs, wait_ms, run_ms FROM solidq_job_stats"
+            ));
+            span *= 2;
+        }
+        raw.analyze();
+        assert_eq!(
+            raw.scalar("SELECT count(*) AS v FROM solidq_jobs") as usize,
+            n,
+            "the big fill's rows"
+        );
+    }
+}
+
+/// The `solidq` binary beside this one (`target/release/solidq`, built by
+/// `cargo build --release -p solidq-cli`), whose `web` serves the pages
+/// the big section times; None, said loudly, when it is not there.
+fn solidq_binary() -> Option<std::path::PathBuf> {
+    let bench = std::env::current_exe().ok()?;
+    let bin = bench.parent()?.parent()?.join("solidq");
+    if bin.exists() {
+        Some(bin)
+    } else {
+        println!(
+            "  SKIPPED: dashboard pages ({} not found; build it first with \
+             `cargo build --release -p solidq-cli --features mysql`)",
+            bin.display()
+        );
+        None
+    }
+}
+
+/// One GET of `path` on `port`: its status and how long the whole answer
+/// took.
+fn http_get(port: u16, path: &str) -> (u16, Duration) {
+    use std::io::{Read, Write};
+    let started = Instant::now();
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to web");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).expect("answer");
+    let status = String::from_utf8_lossy(&answer)
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, started.elapsed())
+}
+
+/// Each dashboard page and listing served by `solidq web` on `db`: the
+/// median of 5 answers after one to warm up, in ms; every answer must be
+/// 200.
+fn page_times(bin: &std::path::Path, db: &BenchDb) -> Vec<(String, f64)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut web = Command::new(bin)
+        .args(["web", "--bind", &format!("127.0.0.1:{port}")])
+        .args(["--database-url", &db.url])
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn solidq web");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "solidq web did not listen in 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut raw = Raw::open(&db.url);
+    let newest = raw.scalar("SELECT max(id) AS v FROM solidq_jobs");
+    let day_ago = (chrono::Utc::now() - chrono::Duration::days(1)).format("%Y-%m-%dT%H:%M");
+    let pages = [
+        "/queues".to_string(),
+        "/jobs?status=finished".into(),
+        "/jobs?status=finished&last=1".into(),
+        "/jobs?status=finished&kind=noop".into(),
+        format!("/jobs?status=finished&from={day_ago}"),
+        "/jobs?status=failed".into(),
+        "/jobs?status=ready".into(),
+        format!("/jobs/{newest}#newest"),
+        "/processes".into(),
+        "/recurring".into(),
+        "/concurrency".into(),
+        "/audit".into(),
+        "/database".into(),
+        "/charts".into(),
+        "/charts/data".into(),
+        "/metrics".into(),
+        "/api/queues".into(),
+        "/api/jobs?status=succeeded".into(),
+    ];
+    let times = pages
+        .into_iter()
+        .map(|page| {
+            let mut ms: Vec<f64> = (0..6)
+                .map(|_| {
+                    let path = page.split('#').next().unwrap_or(&page);
+                    let (status, took) = http_get(port, path);
+                    assert_eq!(status, 200, "GET {page}");
+                    took.as_secs_f64() * 1e3
+                })
+                .skip(1)
+                .collect();
+            ms.sort_by(f64::total_cmp);
+            // A job's page is named by which job, not its id.
+            let label = match page.split_once('#') {
+                Some((_, which)) => format!("/jobs/<{which}>"),
+                None => page,
+            };
+            (label, median(&ms))
+        })
+        .collect();
+    unsafe {
+        libc::kill(web.id() as i32, libc::SIGTERM);
+    }
+    let _ = web.wait();
+    times
+}
+
+/// Pickups of one job at a time by an idle worker, enqueued 20–50 ms
+/// apart, until `enough` says so (given the count so far): from just
+/// before `enqueue` to the job's start, in ms, sorted.
+fn pickups(queue: &Queue, enough: impl Fn(usize) -> bool) -> Vec<f64> {
+    let warm = queue.enqueue(&Stamp).expect("enqueue");
+    wait_done(queue, warm);
+    let mut samples = Vec::new();
+    while !enough(samples.len()) {
+        std::thread::sleep(Duration::from_millis(20 + fastrand::u64(..30)));
+        let enqueued = now_us();
+        let id = queue.enqueue(&Stamp).expect("enqueue");
+        let started = wait_done(queue, id);
+        samples.push((started - enqueued) as f64 / 1000.0);
+    }
+    samples.sort_by(f64::total_cmp);
+    samples
+}
+
+/// A work-down of `n` no-op jobs on `db` by the run's worker processes,
+/// whatever else the database holds: jobs/s.
+fn workdown_on(db: &BenchDb, args: &Args, n: usize) -> f64 {
+    let mut raw = Raw::open(&db.url);
+    let after = raw.scalar("SELECT COALESCE(max(id), 0) AS v FROM solidq_jobs");
+    db.fill(n);
+    let started = Instant::now();
+    let start_us = raw.now_us();
+    let workers = Workers::spawn(&db.url, args.processes, args.threads, args.prefetch);
+    let elapsed = wait_drained_after(db, &mut raw, n, after, started, start_us);
+    let _ = workers.stop();
+    rate(n, elapsed)
+}
+
+/// `--only big` (issue 28, item 7): `--big-rows` finished jobs kept (a
+/// week of `keep_result`: [`BenchDb::fill_finished`]) against an empty
+/// database, in the same run: an idle worker's pickup, a work-down of
+/// `--jobs`, and every dashboard page (served by `solidq web`, see
+/// [`solidq_binary`]); then the cleaner deleting `--big-clean` expired
+/// ones (the oldest) while the worker's pickup is measured.
+fn bench_big(backend: &'static str, args: &Args, table: &mut Table) {
+    let n = args.jobs / 1_000 * 1_000;
+    let web = solidq_binary();
+    let empty = BenchDb::new(backend, args);
+    let big = BenchDb::new(backend, args);
+    let filling = Instant::now();
+    big.fill_finished(args.big_rows);
+    println!(
+        "  {} finished jobs filled in {:.0?}",
+        args.big_rows,
+        filling.elapsed()
+    );
+    let mut p50 = [vec![], vec![]];
+    let mut p99 = [vec![], vec![]];
+    let mut rates = [vec![], vec![]];
+    let mut pages: Vec<(String, [Vec<f64>; 2])> = Vec::new();
+    let mut cleaned = vec![];
+    let mut clean_p99 = [vec![], vec![]];
+    for run in 0..args.repeat {
+        for (i, db) in [&empty, &big].into_iter().enumerate() {
+            let queue = db.queue();
+            let workers = Workers::spawn(&db.url, 1, args.threads, args.prefetch);
+            let samples = pickups(&queue, |k| k >= args.latency_samples);
+            let _ = workers.stop();
+            p50[i].push(percentile(&samples, 0.50));
+            p99[i].push(percentile(&samples, 0.99));
+            rates[i].push(workdown_on(db, args, n));
+            for (page, ms) in web.iter().flat_map(|bin| page_times(bin, db)) {
+                match pages.iter_mut().find(|(p, _)| *p == page) {
+                    Some((_, times)) => times[i].push(ms),
+                    None => {
+                        let mut times = [vec![], vec![]];
+                        times[i].push(ms);
+                        pages.push((page, times));
+                    }
+                }
+            }
+        }
+        // The cleaner: the oldest slice expired, deleted by
+        // `clear_finished` (what the maintenance loop runs) while an idle
+        // worker (supervised: it cleans nothing itself) picks up jobs;
+        // against its pickup just before.
+        let mut raw = Raw::open(&big.url);
+        let first = raw.scalar("SELECT min(id) AS v FROM solidq_jobs");
+        let slice = args.big_clean as i64;
+        raw.batch(&format!(
+            "UPDATE solidq_jobs SET expires_at = finished_at
+             WHERE id >= {first} AND id < {}",
+            first + slice
+        ));
+        let queue = big.queue();
+        let workers = Workers::spawn_supervised(&big.url, args.threads, args.prefetch);
+        let before = pickups(&queue, |k| k >= args.latency_samples / 2);
+        let done = AtomicBool::new(false);
+        let (deleted, took, during) = std::thread::scope(|s| {
+            let cleaner = s.spawn(|| {
+                let started = Instant::now();
+                let deleted = big.queue().clear_finished(None).expect("clear_finished");
+                done.store(true, Ordering::SeqCst);
+                (deleted, started.elapsed())
+            });
+            let during = pickups(&queue, |k| k > 0 && done.load(Ordering::SeqCst));
+            let (deleted, took) = cleaner.join().expect("cleaner");
+            (deleted, took, during)
+        });
+        let _ = workers.stop();
+        assert_eq!(
+            deleted as i64, slice,
+            "the cleaner deleted the expired slice (run {run})"
+        );
+        cleaned.push(rate(deleted as usize, took));
+        clean_p99[0].push(percentile(&before, 0.99));
+        clean_p99[1].push(percentile(&during, 0.99));
+    }
+    let rows = args.big_rows;
+    table.add_vs(
+        format!("pickup p50, {rows} finished kept (ms)"),
+        p50[1].clone(),
+        "empty database",
+        p50[0].clone(),
+    );
+    table.add_vs(
+        format!("pickup p99, {rows} finished kept (ms)"),
+        p99[1].clone(),
+        "empty database",
+        p99[0].clone(),
+    );
+    table.add_vs(
+        format!("work-down {n}, {rows} finished kept (jobs/s)"),
+        rates[1].clone(),
+        "empty database",
+        rates[0].clone(),
+    );
+    table.add(
+        format!("cleaner, {} expired of {rows} (rows/s)", args.big_clean),
+        cleaned,
+    );
+    table.add_vs(
+        "pickup p99 while the cleaner deletes (ms)",
+        clean_p99[1].clone(),
+        "just before",
+        clean_p99[0].clone(),
+    );
+    for (page, times) in pages {
+        table.add_vs(
+            format!("page {page} (ms)"),
+            times[1].clone(),
+            "empty database",
+            times[0].clone(),
+        );
+    }
 }
 
 /// A transaction held open elsewhere (issue 37): one worker process of
