@@ -38,6 +38,11 @@ use crate::types::Result;
 const PRUNE_BATCH: usize = 100;
 /// Orphaned claims released per round, at most.
 const ORPHAN_BATCH: usize = 1_000;
+/// How long a round deletes finished jobs at most: a backlog of millions
+/// (a `keep_result` shortened) is cleaned over many rounds, one right
+/// after another, and the pruning and the stop between them wait no longer
+/// than this.
+const CLEAN_BUDGET: Duration = Duration::from_secs(1);
 
 /// Settings of the maintenance loop.
 #[derive(Clone)]
@@ -73,8 +78,16 @@ pub(crate) fn spawn(
 ) -> Result<Maintenance> {
     StoppableThread::spawn("solidq-maintenance", move |stopped| {
         loop {
-            run_once(&store, &pruner, &config, events.as_ref());
-            if stopped.recv_timeout(config.interval).is_ok() {
+            let more = run_once(&store, &pruner, &config, events.as_ref());
+            // Finished jobs left to clean: the next round at once (its
+            // cleaning paces itself), so the pruning between rounds is
+            // never more than a cleaning budget late.
+            let wait = if more {
+                Duration::ZERO
+            } else {
+                config.interval
+            };
+            if stopped.recv_timeout(wait).is_ok() {
                 break;
             }
         }
@@ -82,13 +95,14 @@ pub(crate) fn spawn(
 }
 
 /// One round: prune expired processes (once healthy long enough), release
-/// orphaned claims, clean and tend.
+/// orphaned claims, clean (for [`CLEAN_BUDGET`] at most) and tend. True
+/// when finished jobs may be left to clean.
 pub(crate) fn run_once(
     store: &Store,
     pruner: &Pruner,
     config: &MaintenanceConfig,
     events: &dyn Events,
-) {
+) -> bool {
     let reason = ReleaseReason::Died {
         default_max_stalled: config.default_max_stalled,
         cause: None,
@@ -120,8 +134,9 @@ pub(crate) fn run_once(
         Ok(report) => report_released(&report, "its process row does not exist", events),
         Err(error) => log::warn!("releasing orphaned claims failed: {error}"),
     }
-    clean(store);
+    let more = clean(store);
     tend(store);
+    more
 }
 
 /// Deletes finished jobs whose `keep_result` has ended, and the guards of
@@ -130,12 +145,19 @@ pub(crate) fn run_once(
 /// their jobs: a tick whose job was deleted must still not fire again
 /// while any scheduler could still fire it. Folds the job statistics'
 /// minutes older than [`JOB_STATS_RETENTION`] into their totals rows.
-pub(crate) fn clean(store: &Store) {
-    match store.jobs_clean(None) {
-        Ok(0) => {}
-        Ok(n) => log::info!("deleted {n} finished jobs past their keep_result"),
-        Err(error) => log::warn!("cleaning finished jobs failed: {error}"),
-    }
+/// Stops deleting jobs after [`CLEAN_BUDGET`]; true when more may be left.
+pub(crate) fn clean(store: &Store) -> bool {
+    let more = match store.jobs_clean(None, Some(CLEAN_BUDGET)) {
+        Ok((0, _)) => false,
+        Ok((n, more)) => {
+            log::info!("deleted {n} finished jobs past their keep_result");
+            more
+        }
+        Err(error) => {
+            log::warn!("cleaning finished jobs failed: {error}");
+            false
+        }
+    };
     match store.recurring_guards_clean(RECURRING_GUARD_RETENTION) {
         Ok(0) => {}
         Ok(n) => log::info!(
@@ -152,6 +174,7 @@ pub(crate) fn clean(store: &Store) {
         ),
         Err(error) => log::warn!("folding old job statistics failed: {error}"),
     }
+    more
 }
 
 /// Vacuums and analyzes solidq's tables where their statistics say so.

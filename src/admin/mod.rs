@@ -215,7 +215,7 @@ impl Queue {
     /// that finished longer ago than that. Frees their unique keys. Returns
     /// how many were deleted.
     pub fn clear_finished(&self, older_than: Option<Duration>) -> Result<u64> {
-        let n = self.store().jobs_clean(older_than)?;
+        let (n, _) = self.store().jobs_clean(older_than, None)?;
         if n > 0 {
             log::info!("deleted {n} finished jobs");
         }
