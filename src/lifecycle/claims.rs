@@ -160,25 +160,11 @@ impl Store {
 #[cfg(all(test, feature = "sqlite"))]
 mod tests {
     use super::*;
-    use crate::store::{NewJob, NewProcess, PoolOptions, SqliteSettings};
-    use crate::types::{DatabaseUrl, Delivery, Error, QueuePattern};
+    use crate::store::{NewJob, NewProcess};
+    use crate::types::{Error, QueuePattern};
 
     fn job() -> NewJob {
-        NewJob {
-            queue_name: "default".into(),
-            kind: "noop".into(),
-            arguments: "null".into(),
-            priority: 0,
-            unique_key: None,
-            concurrency_key: None,
-            fairness_key: None,
-            options: "{}".into(),
-            delivery: Delivery::AtLeastOnce,
-            max_attempts: 1,
-            max_stalled_count: None,
-            run_at: None,
-            delay: Duration::ZERO,
-        }
+        NewJob::plain("default", "noop")
     }
 
     /// A claim whose `COMMIT` answer was lost: of the rows it returned,
@@ -187,17 +173,7 @@ mod tests {
     #[test]
     fn a_claim_whose_commit_answer_was_lost_keeps_only_the_jobs_it_holds() {
         let dir = tempfile::tempdir().unwrap();
-        let url = DatabaseUrl::parse(&dir.path().join("q.sqlite3").display().to_string()).unwrap();
-        let store = Store::connect(
-            &url,
-            &PoolOptions {
-                size: 2,
-                timeout: Duration::from_secs(5),
-                sqlite: SqliteSettings::default(),
-            },
-        )
-        .unwrap();
-        store.migrate().unwrap();
+        let store = Store::sqlite_in(dir.path());
         let ids: Vec<i64> = store
             .jobs_enqueue(&[job(), job(), job(), job()])
             .unwrap()

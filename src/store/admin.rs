@@ -494,8 +494,7 @@ fn failed_ids(
 #[cfg(all(test, feature = "sqlite"))]
 mod tests {
     use super::*;
-    use crate::store::{NewJob, PoolOptions, SqliteSettings};
-    use crate::types::{DatabaseUrl, Delivery};
+    use crate::store::NewJob;
 
     /// A cleaning budget ends the cleaning after the batch that passed
     /// it, saying more may be left (the maintenance round then runs again
@@ -503,32 +502,8 @@ mod tests {
     #[test]
     fn a_cleaning_budget_stops_after_a_batch_and_says_more_is_left() {
         let dir = tempfile::tempdir().unwrap();
-        let url = DatabaseUrl::parse(&dir.path().join("q.sqlite3").display().to_string()).unwrap();
-        let store = Store::connect(
-            &url,
-            &PoolOptions {
-                size: 2,
-                timeout: Duration::from_secs(5),
-                sqlite: SqliteSettings::default(),
-            },
-        )
-        .unwrap();
-        store.migrate().unwrap();
-        let job = NewJob {
-            queue_name: "default".into(),
-            kind: "noop".into(),
-            arguments: "null".into(),
-            priority: 0,
-            unique_key: None,
-            concurrency_key: None,
-            fairness_key: None,
-            options: "{}".into(),
-            delivery: Delivery::AtLeastOnce,
-            max_attempts: 1,
-            max_stalled_count: None,
-            run_at: None,
-            delay: Duration::ZERO,
-        };
+        let store = Store::sqlite_in(dir.path());
+        let job = NewJob::plain("default", "noop");
         let jobs = vec![job; CLEAN_BATCH * 2 + 500];
         store.jobs_enqueue(&jobs).unwrap();
         store

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::conformance::{mysql_url, postgres_url};
 use super::{ClaimLimits, ClaimQuery, NewJob, NewProcess, PoolOptions, SqliteSettings, Store};
-use crate::types::{Backend, DatabaseUrl, Delivery, QueuePattern};
+use crate::types::{Backend, DatabaseUrl, QueuePattern};
 
 /// Relays connections to `upstream`; once armed, the first `COMMIT` a
 /// client sends is forwarded and its connection closed before the
@@ -83,21 +83,7 @@ fn relay(mut from: TcpStream, mut to: TcpStream, mut pass: impl FnMut(&[u8]) -> 
 }
 
 fn job() -> NewJob {
-    NewJob {
-        queue_name: "lost".into(),
-        kind: "lost_commit".into(),
-        arguments: "null".into(),
-        priority: 0,
-        unique_key: None,
-        concurrency_key: None,
-        fairness_key: None,
-        options: "{}".into(),
-        delivery: Delivery::AtLeastOnce,
-        max_attempts: 1,
-        max_stalled_count: None,
-        run_at: None,
-        delay: Duration::ZERO,
-    }
+    NewJob::plain("lost", "lost_commit")
 }
 
 fn a_claim_whose_commit_answer_is_lost_runs_its_jobs(backend: Backend) {

@@ -446,6 +446,23 @@ impl Store {
         }
     }
 
+    /// A migrated store on an SQLite file in `dir` (unit tests).
+    #[cfg(all(test, feature = "sqlite"))]
+    pub(crate) fn sqlite_in(dir: &std::path::Path) -> Store {
+        let path = dir.join("q.sqlite3").display().to_string();
+        let store = Store::connect(
+            &crate::types::DatabaseUrl::parse(&path).unwrap(),
+            &PoolOptions {
+                size: 2,
+                timeout: std::time::Duration::from_secs(5),
+                sqlite: SqliteSettings::default(),
+            },
+        )
+        .unwrap();
+        store.migrate().unwrap();
+        store
+    }
+
     /// [`Store::with_conn`] through the connection's [`Driver`].
     pub(crate) fn with_driver<T>(
         &self,

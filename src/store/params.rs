@@ -30,6 +30,28 @@ pub(crate) struct NewJob {
     pub delay: Duration,
 }
 
+#[cfg(test)]
+impl NewJob {
+    /// A job of `kind` on `queue` with no options: due now, one attempt.
+    pub(crate) fn plain(queue: &str, kind: &str) -> NewJob {
+        NewJob {
+            queue_name: queue.into(),
+            kind: kind.into(),
+            arguments: "null".into(),
+            priority: 0,
+            unique_key: None,
+            concurrency_key: None,
+            fairness_key: None,
+            options: "{}".into(),
+            delivery: Delivery::AtLeastOnce,
+            max_attempts: 1,
+            max_stalled_count: None,
+            run_at: None,
+            delay: Duration::ZERO,
+        }
+    }
+}
+
 /// A worker's queue list, compiled once into the SQL that selects claim
 /// candidates (see [`crate::types::QueuePattern`]).
 #[derive(Debug)]
