@@ -79,9 +79,9 @@ pub(crate) fn spawn(
     StoppableThread::spawn("solidq-maintenance", move |stopped| {
         loop {
             let more = run_once(&store, &pruner, &config, events.as_ref());
-            // Finished jobs left to clean: the next round at once (its
-            // cleaning paces itself), so the pruning between rounds is
-            // never more than a cleaning budget late.
+            // Finished jobs left to clean: the next round at once, so the
+            // pruning between rounds is never more than a cleaning budget
+            // (CLEAN_BUDGET) late.
             let wait = if more {
                 Duration::ZERO
             } else {
