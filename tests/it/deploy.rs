@@ -347,6 +347,7 @@ backend_tests!(
     a_worker_on_an_unmigrated_database_waits_when_asked_and_starts_once_migrated,
     migrations_from_every_replica_at_the_same_moment_all_succeed,
     every_entry_point_on_an_old_schema_names_the_missing_migrations,
+    jobs_discarded_before_the_discarded_jobs_migration_are_listed_after_it,
 );
 
 /// `docker stop`: SIGTERM, then SIGKILL 10 s later. A supervisor with the
@@ -805,4 +806,62 @@ fn every_entry_point_on_an_old_schema_names_the_missing_migrations(db: &TestDb) 
         );
     }
     assert_eq!(db.count("solidq_processes"), 0, "nothing registered");
+}
+
+/// Migration 2026-12-04-000001 (MySQL: the table of discarded jobs the
+/// discarded tab reads; a no-op elsewhere): a job discarded before it is
+/// listed as discarded after it, beside one discarded after it, and
+/// neither is listed as succeeded; on every backend.
+fn jobs_discarded_before_the_discarded_jobs_migration_are_listed_after_it(db: &TestDb) {
+    use solidq::JobFilter;
+    let queue = solidq::Queue::connect(&db.url).expect("connect");
+    let versions = solidq::embedded_migrations(db.backend);
+    let at = versions
+        .iter()
+        .position(|v| v.replace('-', "").starts_with("20261204000001"))
+        .expect("the discarded jobs migration");
+    queue.migrate_through(&versions[at - 1]).expect("migrate");
+    let before = queue
+        .enqueue(&common::jobs::Echo {
+            value: serde_json::json!(1),
+        })
+        .unwrap();
+    let succeeded = queue
+        .enqueue(&common::jobs::Echo {
+            value: serde_json::json!(2),
+        })
+        .unwrap();
+    let now = match db.backend {
+        solidq::Backend::Postgres => "LOCALTIMESTAMP",
+        solidq::Backend::Sqlite => "datetime('now')",
+        solidq::Backend::Mysql => "UTC_TIMESTAMP(6)",
+    };
+    // What a discard wrote before the migration: the job finished, its
+    // errors ending with a discard.
+    db.execute(&format!(
+        "DELETE FROM solidq_ready_executions WHERE job_id IN ({before}, {succeeded});
+         UPDATE solidq_jobs SET finished_at = {now}, expires_at = {now},
+             errors = '[{{\"kind\":\"discarded\",\"message\":\"before\"}}]'
+         WHERE id = {before};
+         UPDATE solidq_jobs SET finished_at = {now}, expires_at = {now} WHERE id = {succeeded}"
+    ));
+    queue.migrate().expect("migrate the rest");
+    let after = queue
+        .enqueue(&common::jobs::Echo {
+            value: serde_json::json!(3),
+        })
+        .unwrap();
+    let cancelled = queue.cancel_job(after, "after").unwrap();
+    assert_eq!(cancelled.discarded, 1);
+    let listed = |status| -> Vec<i64> {
+        queue
+            .jobs(&JobFilter::new().status(status).limit(100))
+            .unwrap()
+            .iter()
+            .map(|j| j.id)
+            .collect()
+    };
+    assert_eq!(listed(JobStatus::Discarded), [after, before]);
+    assert_eq!(listed(JobStatus::Succeeded), [succeeded]);
+    assert_eq!(queue.job(before).unwrap().status, JobStatus::Discarded);
 }

@@ -91,6 +91,12 @@ const EXPECTED: &[(&str, &[&str], &[&str])] = &[
         &["solidq_jobs_unique_key"],
         &["solidq_jobs_unique_key"],
     ),
+    // The dashboard's tab count: the few discarded among the finished.
+    (
+        "dashboard: count discarded jobs",
+        &["solidq_jobs_discarded"],
+        &["solidq_jobs_discarded"],
+    ),
 ];
 
 /// MySQL's (statement, index of which one must appear in its plan): its
@@ -143,6 +149,11 @@ const MYSQL_EXPECTED: &[(&str, &[&str])] = &[
     ("finish: succeed", &["j: eq_ref USING PRIMARY"]),
     ("heartbeat", &["solidq_processes: range USING PRIMARY"]),
     ("clean finished jobs", &["solidq_jobs_expires_at"]),
+    // The discarded jobs' own table: MySQL has no partial index.
+    (
+        "dashboard: count discarded jobs",
+        &["solidq_discarded_jobs: "],
+    ),
     ("find unique keys", &["solidq_jobs_unique_key"]),
     ("release a blocked job", &["solidq_blocked_release"]),
 ];

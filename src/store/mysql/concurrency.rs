@@ -35,6 +35,7 @@ pub(super) const BLOCKED_NEXT: &str = named(SQL, "blocked_next/lock");
 const NEXT_FACTS: &str = named(SQL, "blocked_next/job_facts");
 const BLOCKED_DELETE: &str = named(SQL, "blocked_delete");
 const DISCARD: &str = named(SQL, "jobs_discard");
+const DISCARD_INDEX: &str = named(SQL, "jobs_discard/index");
 const LOCK_EXPIRED: &str = named(SQL, "semaphores_delete_expired/lock");
 const DELETE_SEMAPHORES: &str = named(SQL, "semaphores_delete_expired/delete");
 const EXPIRED_KEYS: &str = named(SQL, "blocked_expired_keys");
@@ -228,6 +229,7 @@ impl LimitsDriver for MysqlConnection {
                     .bind::<BigInt, _>(row.id),
             )
             .execute(self)?;
+            Cached(sql_query(DISCARD_INDEX).bind::<BigInt, _>(row.id)).execute(self)?;
         }
         Ok(())
     }

@@ -121,6 +121,13 @@ UPDATE solidq_jobs SET finished_at = UTC_TIMESTAMP(6),
        updated_at = UTC_TIMESTAMP(6)
 WHERE id = ?
 
+-- name: jobs_discard/index
+-- Job ? in the table of discarded jobs the dashboard's discarded tab reads
+-- (MySQL has no partial index: migration 2026-12-04-000001). Once only:
+-- a discard is final, written once.
+INSERT INTO solidq_discarded_jobs (job_id) SELECT id FROM solidq_jobs WHERE id = ?
+ON DUPLICATE KEY UPDATE job_id = solidq_discarded_jobs.job_id
+
 -- name: semaphores_delete_expired/lock
 -- The expired semaphores, locked in key order (waiting for a holder, as
 -- PostgreSQL's DELETE waits, then seeing its committed expiry).

@@ -168,6 +168,10 @@ pub(in crate::store) fn explain(conn: &mut MysqlConnection) -> QueryResult<Vec<(
             "UPDATE solidq_processes SET last_heartbeat_at = UTC_TIMESTAMP(6) WHERE id = 1".into(),
         ),
         (
+            "dashboard: count discarded jobs",
+            crate::store::info::discarded_count_sql(true),
+        ),
+        (
             "clean finished jobs",
             "DELETE FROM solidq_jobs WHERE expires_at < UTC_TIMESTAMP(6)
              ORDER BY expires_at LIMIT 1000"

@@ -88,6 +88,11 @@ pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(Str
         ("heartbeat", PROCESS_HEARTBEAT.into(), "(1)"),
         ("clean finished jobs", JOBS_DELETE_EXPIRED.into(), "(1000)"),
         (
+            "dashboard: count discarded jobs",
+            crate::store::info::discarded_count_sql(false),
+            "",
+        ),
+        (
             "find unique keys",
             JOBS_FIND_BY_UNIQUE_KEYS.into(),
             "(ARRAY['order-42'])",

@@ -47,6 +47,10 @@ pub(in crate::store) fn explain(conn: &mut SqliteConnection) -> QueryResult<Vec<
         ("finish: succeed", SUCCEED_GROUP.into()),
         ("heartbeat", PROCESS_HEARTBEAT.into()),
         ("clean finished jobs", JOBS_DELETE_EXPIRED.into()),
+        (
+            "dashboard: count discarded jobs",
+            crate::store::info::discarded_count_sql(false),
+        ),
         ("find unique keys", JOBS_FIND_BY_UNIQUE_KEYS.into()),
     ];
     statements
