@@ -123,50 +123,23 @@ fn contains_pattern(text: &str) -> String {
 /// `solidq_jobs_discarded` states it (migration 2026-11-26-000001): a
 /// query uses the index only with the same condition. A job without
 /// errors is not discarded (`coalesce`).
-const DISCARDED_SQL: &str = "(coalesce(solidq_jobs.errors, '') LIKE '%\"kind\":\"discarded\"%' \
+pub(super) const DISCARDED_SQL: &str = "(coalesce(solidq_jobs.errors, '') LIKE '%\"kind\":\"discarded\"%' \
      OR coalesce(solidq_jobs.errors, '') LIKE '%\"kind\": \"discarded\"%')";
 
-/// MySQL has no partial index: its discarded jobs' ids are kept in a
-/// table of their own, `solidq_discarded_jobs` (migration
-/// 2026-12-04-000001, written by `jobs_discard`), which drives the
-/// discarded tab as the execution tables drive theirs (see `held_in`).
-#[cfg(feature = "mysql")]
-const DISCARDED_MYSQL: &str = "solidq_jobs.id IN (SELECT job_id FROM solidq_discarded_jobs)";
-
 /// The condition that a finished job was discarded, as `conn`'s
-/// database finds the few discarded among the finished through an index.
-fn discarded_sql(conn: &AnyConnection) -> &'static str {
+/// database finds the few discarded among the finished through an index:
+/// MySQL has no partial index, so its discarded jobs' ids are kept in a
+/// table of their own, `solidq_discarded_jobs` (migration
+/// 2026-12-04-000001, written by `jobs_discard`), which drives the tab as
+/// the execution tables drive theirs.
+fn discarded_sql(conn: &AnyConnection) -> diesel::expression::SqlLiteral<diesel::sql_types::Bool> {
     #[cfg(feature = "mysql")]
     #[allow(irrefutable_let_patterns)] // a build with MySQL alone
     if let AnyConnection::Mysql(_) = conn {
-        return DISCARDED_MYSQL;
+        return held_in("solidq_discarded_jobs");
     }
     let _ = conn;
-    DISCARDED_SQL
-}
-
-/// The dashboard's tab count of discarded jobs, unfiltered, as
-/// `jobs_count_capped` asks it (the newest first, at most a cap more than
-/// the dashboard's), for the plan tests: it must use the partial index
-/// `solidq_jobs_discarded` (MySQL: the table `solidq_discarded_jobs`),
-/// never read every finished job.
-pub(super) fn discarded_count_sql(mysql: bool) -> String {
-    #[cfg(feature = "mysql")]
-    let condition = if mysql {
-        DISCARDED_MYSQL
-    } else {
-        DISCARDED_SQL
-    };
-    #[cfg(not(feature = "mysql"))]
-    let condition = {
-        let _ = mysql;
-        DISCARDED_SQL
-    };
-    format!(
-        "SELECT solidq_jobs.id FROM solidq_jobs \
-         WHERE solidq_jobs.finished_at IS NOT NULL AND {condition} \
-         ORDER BY solidq_jobs.id DESC LIMIT 1001"
-    )
+    diesel::dsl::sql::<diesel::sql_types::Bool>(DISCARDED_SQL)
 }
 
 impl Store {
@@ -256,7 +229,7 @@ macro_rules! placed_jobs {
 /// `selection` that SQL can check: all but its limit.
 macro_rules! filtered {
     ($query:expr, $selection:expr, $discarded:expr) => {{
-        let discarded: &'static str = $discarded;
+        let discarded = $discarded;
         let selection: &JobSelection = $selection;
         let mut query = $query;
         if let Some(before) = selection.before {
@@ -348,7 +321,7 @@ macro_rules! filtered {
             // discarded among them skipped by their errors.
             Some(JobStatus::Discarded) => query
                 .filter(jobs::finished_at.is_not_null())
-                .filter(diesel::dsl::sql::<diesel::sql_types::Bool>(discarded)),
+                .filter(discarded),
         }
     }};
 }

@@ -169,7 +169,7 @@ pub(in crate::store) fn explain(conn: &mut MysqlConnection) -> QueryResult<Vec<(
         ),
         (
             "dashboard: count discarded jobs",
-            crate::store::info::discarded_count_sql(true),
+            super::jobs::JOBS_COUNT_DISCARDED.into(),
         ),
         (
             "clean finished jobs",

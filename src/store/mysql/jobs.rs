@@ -6,6 +6,8 @@ use super::*;
 use crate::store::named::named;
 
 const SQL: &str = include_str!("jobs.sql");
+/// The discarded tab's count, for explain.rs and info.rs's test.
+pub(in crate::store) const JOBS_COUNT_DISCARDED: &str = named(SQL, "jobs_count_discarded");
 const JOBS_FIND_BY_UNIQUE_KEYS: &str = named(SQL, "jobs_find_by_unique_keys");
 const JOBS_ATTEMPT_STARTED: &str = named(SQL, "jobs_attempt_started");
 const JOBS_DELETE: &str = named(SQL, "jobs_delete");
@@ -228,6 +230,17 @@ mod tests {
 
     fn words(sql: &str) -> String {
         sql.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// explain.rs's discarded-tab count states the condition the listing
+    /// uses on MySQL (store::info's `discarded_sql`, `held_in` its table).
+    #[test]
+    fn the_explained_discarded_count_states_the_listings_condition() {
+        let held = "solidq_jobs.id IN (SELECT job_id FROM solidq_discarded_jobs)";
+        assert!(
+            words(JOBS_COUNT_DISCARDED).contains(held),
+            "{JOBS_COUNT_DISCARDED}"
+        );
     }
 
     /// jobs.sql holds the text store::fair makes for these arguments: a

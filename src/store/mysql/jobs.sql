@@ -186,6 +186,16 @@ DELETE j FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
 STRAIGHT_JOIN solidq_failed_executions f ON f.job_id = ids.value
 STRAIGHT_JOIN solidq_jobs j ON j.id = f.job_id
 
+-- name: jobs_count_discarded
+-- The dashboard's "Discarded" tab count, unfiltered, as store/info.rs's
+-- jobs_count_capped asks it (for explain.rs only): MySQL has no partial
+-- index, its discarded jobs' ids are solidq_discarded_jobs (info.rs's
+-- discarded_sql; a unit test there compares them).
+SELECT solidq_jobs.id FROM solidq_jobs
+WHERE solidq_jobs.finished_at IS NOT NULL
+  AND solidq_jobs.id IN (SELECT job_id FROM solidq_discarded_jobs)
+ORDER BY solidq_jobs.id DESC LIMIT 1001
+
 -- name: jobs_delete_expired/lock
 -- The cleaner: the ids first (MySQL deletes with no LIMIT in a subquery),
 -- up to ? finished jobs past their keep_result, locked (several cleaners

@@ -89,7 +89,7 @@ pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(Str
         ("clean finished jobs", JOBS_DELETE_EXPIRED.into(), "(1000)"),
         (
             "dashboard: count discarded jobs",
-            crate::store::info::discarded_count_sql(false),
+            super::jobs::JOBS_COUNT_DISCARDED.into(),
             "",
         ),
         (

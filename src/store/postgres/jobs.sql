@@ -221,6 +221,16 @@ SELECT (SELECT count(*) FROM ready) + (SELECT count(*) FROM limited) AS moved,
 DELETE FROM solidq_jobs WHERE id IN
     (SELECT job_id FROM solidq_failed_executions WHERE job_id = ANY($1))
 
+-- name: jobs_count_discarded
+-- The dashboard's "Discarded" tab count, unfiltered, as store/info.rs's
+-- jobs_count_capped asks it (for explain.rs only): the condition is
+-- info.rs's DISCARDED_SQL, the partial index solidq_jobs_discarded's
+-- (a unit test there compares them).
+SELECT solidq_jobs.id FROM solidq_jobs
+WHERE solidq_jobs.finished_at IS NOT NULL
+  AND (coalesce(solidq_jobs.errors, '') LIKE '%"kind":"discarded"%' OR coalesce(solidq_jobs.errors, '') LIKE '%"kind": "discarded"%')
+ORDER BY solidq_jobs.id DESC LIMIT 1001
+
 -- name: jobs_delete_expired
 -- The cleaner: up to $1 finished jobs past their keep_result (partial
 -- index on expires_at). The text of mod.rs's CLEAN_EXPIRED (which

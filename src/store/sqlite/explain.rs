@@ -49,7 +49,7 @@ pub(in crate::store) fn explain(conn: &mut SqliteConnection) -> QueryResult<Vec<
         ("clean finished jobs", JOBS_DELETE_EXPIRED.into()),
         (
             "dashboard: count discarded jobs",
-            crate::store::info::discarded_count_sql(false),
+            super::jobs::JOBS_COUNT_DISCARDED.into(),
         ),
         ("find unique keys", JOBS_FIND_BY_UNIQUE_KEYS.into()),
     ];
