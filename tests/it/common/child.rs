@@ -181,6 +181,9 @@ impl Child {
         }
         let mut conn = super::TestConn::open(url);
         for _ in 0..200 {
+            // SIGSTOP is delivered asynchronously: until every thread is
+            // stopped, one may still take the lock after the check below.
+            self.wait_stopped();
             // BEGIN IMMEDIATE takes the write lock if nobody holds it.
             let free = conn
                 .try_execute("PRAGMA busy_timeout = 50; BEGIN IMMEDIATE; ROLLBACK")
@@ -194,6 +197,30 @@ impl Child {
             self.signal(libc::SIGSTOP);
         }
         panic!("the process held the SQLite write lock at each of 200 tries");
+    }
+
+    /// Waits (up to a second) until every thread of the process is
+    /// stopped (`T` in `/proc/<pid>/task/*/stat`), after a SIGSTOP.
+    fn wait_stopped(&self) {
+        let tasks = format!("/proc/{}/task", self.child.id());
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < deadline {
+            let Ok(entries) = std::fs::read_dir(&tasks) else {
+                return;
+            };
+            let all_stopped = entries.flatten().all(|task| {
+                std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+                    // "pid (comm) S ...": the state follows the last ')'.
+                    stat.rsplit_once(')').is_some_and(|(_, rest)| {
+                        matches!(rest.trim_start().chars().next(), Some('T' | 't'))
+                    })
+                })
+            });
+            if all_stopped {
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
     }
 
     /// Waits up to `timeout` for the process to exit.
