@@ -118,6 +118,10 @@ pub(crate) enum NameScope<'a> {
 pub(crate) const FAILED_BATCH: usize = 1_000;
 /// Finished jobs deleted per transaction.
 pub(crate) const CLEAN_BATCH: usize = 1_000;
+/// Finished jobs deleted per transaction on SQLite, whose one write lock
+/// each batch holds while claims and enqueues wait: about a millisecond
+/// on this machine (`guide/performance.md`, Big tables).
+const SQLITE_CLEAN_BATCH: usize = 500;
 
 impl Store {
     /// Per-queue counts, the database's "now" and the workers' queue
@@ -439,9 +443,10 @@ impl Store {
 
     /// Deletes finished jobs whose `keep_result` ended (`older_than` None),
     /// or that finished more than `older_than` ago, in batches of
-    /// [`CLEAN_BATCH`]. On SQLite, whose one writer each batch is, it
-    /// pauses after each as long as the batch took, so the writes waiting
-    /// for the lock (enqueues, claims, outcomes) get it in between; on the
+    /// [`CLEAN_BATCH`] ([`SQLITE_CLEAN_BATCH`] on SQLite). On SQLite, whose
+    /// one writer each batch is, it pauses after each as long as the batch
+    /// took, so the writes waiting for the lock (enqueues, claims,
+    /// outcomes) get it in between; on the
     /// servers the batches follow each other (such a pause halved the rate
     /// and raised the pickup p99 beside it: 8.7 → 12.3 ms, the bench's big
     /// section on PostgreSQL). Stops once `budget` has passed, if given.
@@ -452,14 +457,16 @@ impl Store {
         budget: Option<Duration>,
     ) -> Result<(u64, bool)> {
         let started = Instant::now();
+        let size = match self.backend() {
+            Backend::Sqlite => SQLITE_CLEAN_BATCH,
+            _ => CLEAN_BATCH,
+        };
         let mut done = 0u64;
         loop {
             let batch = Instant::now();
-            let n = self.with_driver("jobs_clean", |d| {
-                d.jobs_delete_finished(older_than, CLEAN_BATCH)
-            })?;
+            let n = self.with_driver("jobs_clean", |d| d.jobs_delete_finished(older_than, size))?;
             done += n as u64;
-            if n < CLEAN_BATCH {
+            if n < size {
                 return Ok((done, false));
             }
             if budget.is_some_and(|budget| started.elapsed() >= budget) {
@@ -510,7 +517,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::sqlite_in(dir.path());
         let job = NewJob::plain("default", "noop");
-        let jobs = vec![job; CLEAN_BATCH * 2 + 500];
+        let jobs = vec![job; SQLITE_CLEAN_BATCH * 2 + 300];
         store.jobs_enqueue(&jobs).unwrap();
         store
             .with_conn("expire", |c| match c {
@@ -525,11 +532,11 @@ mod tests {
             .unwrap();
         assert_eq!(
             store.jobs_clean(None, Some(Duration::ZERO)).unwrap(),
-            (CLEAN_BATCH as u64, true)
+            (SQLITE_CLEAN_BATCH as u64, true)
         );
         assert_eq!(
             store.jobs_clean(None, None).unwrap(),
-            (CLEAN_BATCH as u64 + 500, false)
+            (SQLITE_CLEAN_BATCH as u64 + 300, false)
         );
         assert_eq!(store.jobs_clean(None, None).unwrap(), (0, false));
     }
