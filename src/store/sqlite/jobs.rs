@@ -4,6 +4,7 @@
 // The backend's statements, row types and helpers, which its areas share.
 use super::*;
 use crate::store::named::named;
+use diesel::connection::SimpleConnection;
 
 const SQL: &str = include_str!("jobs.sql");
 /// The discarded tab's count, for explain.rs and info.rs's test.
@@ -29,6 +30,7 @@ const FAILED_RETRY_SCHEDULE_LIMITED: &str = named(SQL, "failed_retry/schedule_li
 const FAILED_DISCARD: &str = named(SQL, "failed_discard");
 pub(super) const JOBS_DELETE_EXPIRED: &str = named(SQL, "jobs_delete_expired");
 const JOBS_DELETE_FINISHED_BEFORE: &str = named(SQL, "jobs_delete_finished_before");
+const JOBS_DELETE_FINISHED_CHECKPOINT: &str = named(SQL, "jobs_delete_finished/checkpoint");
 
 impl JobsDriver for SqliteConnection {
     fn jobs_insert(&mut self, jobs: &[NewJob], _notify: bool) -> QueryResult<Vec<Option<i64>>> {
@@ -230,20 +232,28 @@ impl JobsDriver for SqliteConnection {
         limit: usize,
     ) -> QueryResult<usize> {
         let now = utc_now();
-        match older_than {
+        let deleted = match older_than {
             None => Cached(
                 sql_query(JOBS_DELETE_EXPIRED)
                     .bind::<Timestamp, _>(now)
                     .bind::<BigInt, _>(limit as i64),
             )
-            .execute(self),
+            .execute(self)?,
             Some(age) => Cached(
                 sql_query(JOBS_DELETE_FINISHED_BEFORE)
                     .bind::<Timestamp, _>(minus(now, age))
                     .bind::<BigInt, _>(limit as i64),
             )
-            .execute(self),
+            .execute(self)?,
+        };
+        if deleted > 0 {
+            // A passive checkpoint (pickup p99 beside the cleaner 6.05 →
+            // 4.49 ms, `guide/performance.md`, Big tables). The rows are
+            // deleted whatever it does: a checkpoint that cannot run now
+            // is the next commit's to do, as without it.
+            let _ = self.batch_execute(JOBS_DELETE_FINISHED_CHECKPOINT);
         }
+        Ok(deleted)
     }
 }
 
