@@ -152,7 +152,7 @@ pub struct TableHealth {
     /// bytes: `pg_total_relation_size` on PostgreSQL; on SQLite the pages
     /// of its b-tree and its indexes' from the `dbstat` virtual table,
     /// which reads the whole file, so it is measured only for files up to
-    /// 1 GiB (`None` above). On a 300 MB file of a million finished jobs
+    /// 128 MiB (`None` above). On a 300 MB file of a million finished jobs
     /// the whole call took 90 ms here, 80 of them in `dbstat`.
     pub total_bytes: Option<u64>,
     /// PostgreSQL: dead rows waiting for a vacuum; `None` on SQLite, which
