@@ -182,9 +182,11 @@ DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM solidq_jobs
 DELETE FROM solidq_jobs WHERE id IN (SELECT id FROM solidq_jobs
                                      WHERE finished_at < ?1 LIMIT ?2)
 
--- name: jobs_delete_finished/checkpoint
--- After each batch the cleaner deleted: the WAL copied back into the
--- database as far as no reader needs it, without waiting for any. Else
+-- name: jobs_delete_expired/checkpoint
+-- After each batch the cleaner deleted, by jobs_delete_expired or
+-- jobs_delete_finished_before (named under the first: every backend names
+-- the same operations): the WAL copied back into the database as far as
+-- no reader needs it, without waiting for any. Else
 -- the commit that finds the WAL past its autocheckpoint size does it, and
 -- beside the cleaner that is often a claim or an enqueue.
 PRAGMA wal_checkpoint(PASSIVE)
