@@ -24,6 +24,7 @@ backend_tests!(
     timeout_is_recorded_and_the_retry_never_overlaps_the_first_run,
     at_most_once_timeout_is_not_retried,
     unique_key_holds_across_threads_processes_keep_and_cleaning,
+    two_cleaners_at_once_delete_each_expired_job_once,
     job_info_reports_every_status,
     paused_queue_is_skipped_but_accepts_jobs,
     failed_jobs_are_retried_and_discarded_singly_and_in_bulk,
@@ -644,4 +645,52 @@ fn limits_that_cannot_work_are_refused_before_anything_starts(db: &TestDb) {
             .is_ok()
     );
     assert!(JobOptions::new().queue("no spaces").validate().is_err());
+}
+
+/// Two cleaners at once (two supervisors' maintenance rounds) delete each
+/// expired job once between them, with no error, and nothing else: on
+/// MySQL each batch is one `DELETE … ORDER BY expires_at LIMIT`, and the
+/// second cleaner waits for the first's rows instead of skipping them.
+fn two_cleaners_at_once_delete_each_expired_job_once(db: &TestDb) {
+    const JOBS: usize = 6_000;
+    const KEPT: usize = 100;
+    let queue = db.queue();
+    let ids = queue
+        .enqueue_all(
+            &(0..JOBS)
+                .map(|_| Echo { value: json!(1) })
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+    let first_kept = ids[JOBS - KEPT];
+    // Finished and expired at once, all but the last KEPT (not ready any
+    // more: their ready rows go too).
+    db.execute(&format!(
+        "DELETE FROM solidq_ready_executions WHERE job_id < {first_kept}"
+    ));
+    db.execute(&format!(
+        "UPDATE solidq_jobs SET finished_at = CURRENT_TIMESTAMP, expires_at = CURRENT_TIMESTAMP
+         WHERE id < {first_kept}"
+    ));
+    let deleted: Vec<u64> = std::thread::scope(|s| {
+        let cleaners: Vec<_> = (0..2)
+            .map(|_| s.spawn(|| queue.clear_finished(None).expect("clear_finished")))
+            .collect();
+        cleaners
+            .into_iter()
+            .map(|c| c.join().expect("cleaner"))
+            .collect()
+    });
+    assert_eq!(
+        deleted.iter().sum::<u64>(),
+        (JOBS - KEPT) as u64,
+        "each expired job deleted once between them: {deleted:?}"
+    );
+    assert_eq!(db.count("solidq_jobs"), KEPT as i64, "the rest kept");
+    assert_eq!(
+        db.scalar(&format!(
+            "SELECT count(*) AS v FROM solidq_jobs WHERE id < {first_kept}"
+        )),
+        0
+    );
 }

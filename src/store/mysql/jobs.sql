@@ -196,15 +196,20 @@ WHERE solidq_jobs.finished_at IS NOT NULL
   AND solidq_jobs.id IN (SELECT job_id FROM solidq_discarded_jobs)
 ORDER BY solidq_jobs.id DESC LIMIT 1001
 
--- name: jobs_delete_expired/lock
--- The cleaner: the ids first (MySQL deletes with no LIMIT in a subquery),
--- up to ? finished jobs past their keep_result, locked (several cleaners
--- skip each other's batches); then jobs_delete deletes them.
-SELECT id FROM solidq_jobs WHERE expires_at < UTC_TIMESTAMP(6)
-ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED
+-- name: jobs_delete_expired
+-- The cleaner: up to ? finished jobs past their keep_result, oldest
+-- expiry first, in one statement (the solidq_jobs_expires_at index). It
+-- was two, the ids locked with SKIP LOCKED and then deleted by
+-- jobs_delete: one statement deleted 64,000 rows/s against 47,000 (bench
+-- --only big, 2 million kept, 500,000 deleted). Two cleaners at once (two
+-- supervisors) lock the rows in the same order: the second waits for the
+-- first's batch instead of skipping it, and cannot deadlock with it.
+DELETE FROM solidq_jobs WHERE expires_at < UTC_TIMESTAMP(6)
+ORDER BY expires_at LIMIT ?
 
 -- name: jobs_delete_finished_before/lock
--- As jobs_delete_expired/lock: up to (the second ?) jobs finished more
--- than (the first ?) microseconds ago, locked; then jobs_delete.
+-- Up to (the second ?) jobs finished more than (the first ?) microseconds
+-- ago, locked (several callers skip each other's batches; MySQL deletes
+-- with no LIMIT in a subquery); then jobs_delete.
 SELECT id FROM solidq_jobs WHERE finished_at < (UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND)
 LIMIT ? FOR UPDATE SKIP LOCKED
