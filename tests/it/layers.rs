@@ -455,7 +455,7 @@ const SQL_IN_RUST: &[(&str, usize)] = &[
     ("store/fair.rs", 3),
     ("store/info.rs", 1),
     ("store/listener.rs", 1),
-    ("store/mysql/explain.rs", 8),
+    ("store/mysql/explain.rs", 7),
     ("store/mysql/mod.rs", 11),
     ("store/mysql/statement.rs", 3),
     ("store/params.rs", 5),

@@ -173,9 +173,7 @@ pub(in crate::store) fn explain(conn: &mut MysqlConnection) -> QueryResult<Vec<(
         ),
         (
             "clean finished jobs",
-            "DELETE FROM solidq_jobs WHERE expires_at < UTC_TIMESTAMP(6)
-             ORDER BY expires_at LIMIT 1000"
-                .into(),
+            with_literals(super::jobs::JOBS_DELETE_EXPIRED, &["1000"]),
         ),
         (
             "find unique keys",

@@ -28,7 +28,8 @@ const FAILED_RETRY_UPDATE: &str = named(SQL, "failed_retry/update");
 const FAILED_RETRY_READY: &str = named(SQL, "failed_retry/ready");
 const FAILED_RETRY_SCHEDULE_LIMITED: &str = named(SQL, "failed_retry/schedule_limited");
 const FAILED_DISCARD: &str = named(SQL, "failed_discard");
-const JOBS_DELETE_EXPIRED: &str = named(SQL, "jobs_delete_expired");
+/// The cleaner's batch, for explain.rs too.
+pub(super) const JOBS_DELETE_EXPIRED: &str = named(SQL, "jobs_delete_expired");
 const JOBS_DELETE_FINISHED_BEFORE_LOCK: &str = named(SQL, "jobs_delete_finished_before/lock");
 
 impl JobsDriver for MysqlConnection {
