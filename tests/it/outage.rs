@@ -721,11 +721,12 @@ env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
     wait_for("the workers to register", WAIT, || workers().len() == 2);
     let pids = workers();
     let stop = Arc::new(AtomicBool::new(false));
+    let made = Arc::new(AtomicUsize::new(0));
     let produced = producer(
         url.to_string(),
         ledger.clone(),
         Arc::clone(&stop),
-        Arc::new(AtomicUsize::new(0)),
+        Arc::clone(&made),
     );
     let mut resumed = Vec::new();
     for (n, round) in rounds.iter().enumerate() {
@@ -765,8 +766,13 @@ env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
         }
     }
     // The load goes on after the last outage too (a frozen writer holds
-    // the producer back for the whole freeze).
+    // the producer back for the whole freeze), for 2 s and until it made
+    // over 100 jobs: on a loaded machine the servers' restarts can take
+    // most of the rounds (one .ci/run's fleet had made 52).
     std::thread::sleep(Duration::from_secs(2));
+    wait_for("the producer to have enqueued over 100 jobs", WAIT, || {
+        made.load(Ordering::SeqCst) > 100
+    });
     stop.store(true, Ordering::SeqCst);
     let ids = produced.join().expect("producer");
     let deadline = Instant::now() + WAIT;
