@@ -498,7 +498,7 @@ impl Duty for PgDuty {
 /// costs the poller a read (its claim looks without the write lock
 /// first). It was 10 ms: while a cleaner deleted old jobs, every commit
 /// of its batches was a change, and a new job waited out the gap (pickup
-/// p50 6.9 ms against 1.3 ms before it); at 2 ms the work-down and mixed
+/// p50 7.0 ms against 1.3 ms before it); at 2 ms the work-down and mixed
 /// runs did not move (`guide/performance.md`, Big tables).
 #[cfg(feature = "sqlite")]
 const SQLITE_CHANGES_GAP: Duration = Duration::from_millis(2);

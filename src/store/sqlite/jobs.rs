@@ -30,7 +30,7 @@ const FAILED_RETRY_SCHEDULE_LIMITED: &str = named(SQL, "failed_retry/schedule_li
 const FAILED_DISCARD: &str = named(SQL, "failed_discard");
 pub(super) const JOBS_DELETE_EXPIRED: &str = named(SQL, "jobs_delete_expired");
 const JOBS_DELETE_FINISHED_BEFORE: &str = named(SQL, "jobs_delete_finished_before");
-const JOBS_DELETE_FINISHED_CHECKPOINT: &str = named(SQL, "jobs_delete_expired/checkpoint");
+const JOBS_DELETE_EXPIRED_CHECKPOINT: &str = named(SQL, "jobs_delete_expired/checkpoint");
 
 impl JobsDriver for SqliteConnection {
     fn jobs_insert(&mut self, jobs: &[NewJob], _notify: bool) -> QueryResult<Vec<Option<i64>>> {
@@ -251,7 +251,7 @@ impl JobsDriver for SqliteConnection {
             // 4.49 ms, `guide/performance.md`, Big tables). The rows are
             // deleted whatever it does: a checkpoint that cannot run now
             // is the next commit's to do, as without it.
-            let _ = self.batch_execute(JOBS_DELETE_FINISHED_CHECKPOINT);
+            let _ = self.batch_execute(JOBS_DELETE_EXPIRED_CHECKPOINT);
         }
         Ok(deleted)
     }
