@@ -781,7 +781,7 @@ impl MysqlWatcher {
 #[cfg(feature = "mysql")]
 fn read_signature(conn: &mut diesel::MysqlConnection) -> Result<Signature> {
     use diesel::RunQueryDsl;
-    super::Cached(diesel::sql_query(
+    super::Cached(crate::store::prepared(
         "SELECT CAST(COALESCE((SELECT MAX(job_id) FROM solidq_ready_executions), 0) AS SIGNED) AS last,
                 CAST(COALESCE((SELECT job_id FROM solidq_ready_executions
                                ORDER BY priority, position LIMIT 1), 0) AS SIGNED) AS first,

@@ -710,8 +710,90 @@ pub(crate) fn in_transaction<T>(
 /// A raw SQL statement that diesel may cache as a prepared statement (keyed
 /// by its text). diesel's `sql_query` opts out of the cache, which on
 /// PostgreSQL means a parse and plan per call; our statements are static
-/// strings, so caching them is safe.
+/// strings, so caching them is safe. Write its text with [`prepared`], not
+/// `sql_query`: this wrapper's opt-in reaches diesel only through the
+/// statements diesel takes by value (`load`, `get_result`); `execute` takes
+/// it by reference, and diesel's reference impl asks the text itself, which
+/// `sql_query` answers "never cache" (an `execute` then ran as an unnamed
+/// statement: parsed and planned at every call on PostgreSQL, prepared and
+/// closed around every call on MySQL, compiled every time on SQLite).
 pub(crate) struct Cached<Q>(pub Q);
+
+/// A statement's text for [`Cached`]: `sql_query` without its opt-out of
+/// diesel's prepared-statement cache (except on MySQL: see its
+/// `walk_ast`). Bind values with `.bind::<T, _>(v)`, as on `sql_query`.
+pub(crate) fn prepared(sql: impl Into<String>) -> Prepared {
+    Prepared(sql.into())
+}
+
+/// See [`prepared`].
+pub(crate) struct Prepared(String);
+
+impl Prepared {
+    pub(crate) fn bind<ST, V>(self, value: V) -> Bind<Self, V, ST> {
+        Bind(self, value, std::marker::PhantomData)
+    }
+}
+
+/// A statement of [`prepared`] text with one more value bound: the text
+/// holds its placeholders, so each value is sent without adding one.
+pub(crate) struct Bind<Q, V, ST>(Q, V, std::marker::PhantomData<ST>);
+
+impl<Q, V, ST> Bind<Q, V, ST> {
+    pub(crate) fn bind<ST2, V2>(self, value: V2) -> Bind<Self, V2, ST2> {
+        Bind(self, value, std::marker::PhantomData)
+    }
+}
+
+impl<Q, V, ST> QueryId for Bind<Q, V, ST> {
+    type QueryId = ();
+    const HAS_STATIC_QUERY_ID: bool = false;
+}
+
+impl<Q, V, ST> Query for Bind<Q, V, ST> {
+    type SqlType = diesel::sql_types::Untyped;
+}
+
+impl<Q, V, ST, DB> QueryFragment<DB> for Bind<Q, V, ST>
+where
+    DB: DieselBackend + diesel::sql_types::HasSqlType<ST>,
+    Q: QueryFragment<DB>,
+    V: diesel::serialize::ToSql<ST, DB>,
+{
+    fn walk_ast<'b>(&'b self, mut pass: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        self.0.walk_ast(pass.reborrow())?;
+        pass.push_bind_param_value_only(&self.1)
+    }
+}
+
+impl<Q, V, ST, C> RunQueryDsl<C> for Bind<Q, V, ST> {}
+
+impl QueryId for Prepared {
+    type QueryId = ();
+    const HAS_STATIC_QUERY_ID: bool = false;
+}
+
+impl Query for Prepared {
+    type SqlType = diesel::sql_types::Untyped;
+}
+
+impl<DB: DieselBackend + 'static> QueryFragment<DB> for Prepared {
+    fn walk_ast<'b>(&'b self, mut pass: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        // Not on MySQL: MariaDB 10.11 runs some of our statements wrongly
+        // when a prepared one is executed again (the fair-share placement's
+        // insert failed its second run with "Unknown column 's.queue_name'
+        // in 'WHERE'"), so what `execute` runs there stays prepared and
+        // closed around each call, as before; `load`s stay cached.
+        #[cfg(feature = "mysql")]
+        if std::any::TypeId::of::<DB>() == std::any::TypeId::of::<diesel::mysql::Mysql>() {
+            pass.unsafe_to_cache_prepared();
+        }
+        pass.push_sql(&self.0);
+        Ok(())
+    }
+}
+
+impl<C> RunQueryDsl<C> for Prepared {}
 
 impl<Q> QueryId for Cached<Q> {
     type QueryId = ();
@@ -771,6 +853,52 @@ mod tests {
             operation: "test",
             source: Box::new(D::DatabaseError(kind, Box::new(message.to_string()))),
         }
+    }
+
+    /// Every statement written as `Cached(prepared(…))` is prepared once
+    /// per connection, whether it is run by `execute` (which diesel takes
+    /// by reference) or by `load`; with `sql_query` the `execute`s were
+    /// never (on PostgreSQL, a parse and a plan at every call).
+    #[cfg(feature = "sqlite")]
+    #[test]
+    fn a_cached_statement_is_prepared_once_whichever_way_it_runs() {
+        use diesel::connection::{Connection, InstrumentationEvent, SimpleConnection};
+        use diesel::sql_types::Integer;
+
+        #[derive(diesel::QueryableByName)]
+        struct Row {
+            #[diesel(sql_type = Integer)]
+            x: i32,
+        }
+        let prepared_texts = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let mut conn = diesel::SqliteConnection::establish(":memory:").unwrap();
+        conn.batch_execute("CREATE TABLE t (x INTEGER NOT NULL)")
+            .unwrap();
+        let seen = std::sync::Arc::clone(&prepared_texts);
+        conn.set_instrumentation(move |event: InstrumentationEvent<'_>| {
+            if let InstrumentationEvent::CacheQuery { sql, .. } = event {
+                seen.lock().unwrap().push(sql.to_string());
+            }
+        });
+        for x in 1..=3 {
+            let inserted = Cached(prepared("INSERT INTO t (x) VALUES (?)").bind::<Integer, _>(x))
+                .execute(&mut conn)
+                .unwrap();
+            assert_eq!(inserted, 1);
+            let rows: Vec<Row> =
+                Cached(prepared("SELECT x FROM t WHERE x <= ?").bind::<Integer, _>(x))
+                    .load(&mut conn)
+                    .unwrap();
+            assert_eq!(rows.iter().map(|r| r.x).sum::<i32>(), x * (x + 1) / 2);
+        }
+        assert_eq!(
+            *prepared_texts.lock().unwrap(),
+            [
+                "INSERT INTO t (x) VALUES (?)",
+                "SELECT x FROM t WHERE x <= ?"
+            ],
+            "each text prepared once, on its first run"
+        );
     }
 
     #[test]

@@ -4,11 +4,11 @@
 //! both in one transaction so a failure between them leaves no entry.
 
 use diesel::sql_types::{BigInt, Text};
-use diesel::{MysqlConnection, QueryResult, RunQueryDsl, sql_query};
+use diesel::{MysqlConnection, QueryResult, RunQueryDsl};
 
 use super::write_tx;
 use crate::store::named::named;
-use crate::store::{AuditDriver, AuditRow, Cached, NewAudit};
+use crate::store::{AuditDriver, AuditRow, Cached, NewAudit, prepared};
 
 const SQL: &str = include_str!("audit.sql");
 const INSERT: &str = named(SQL, "insert_entry");
@@ -21,7 +21,7 @@ impl AuditDriver for MysqlConnection {
         let conn = self;
         write_tx(conn, |conn| {
             Cached(
-                sql_query(INSERT)
+                prepared(INSERT)
                     .bind::<Text, _>(entry.actor)
                     .bind::<Text, _>(entry.source)
                     .bind::<Text, _>(entry.action)
@@ -29,7 +29,7 @@ impl AuditDriver for MysqlConnection {
                     .bind::<BigInt, _>(entry.rows),
             )
             .execute(conn)?;
-            Cached(sql_query(INSERTED)).get_result(conn)
+            Cached(prepared(INSERTED)).get_result(conn)
         })
     }
 }

@@ -39,7 +39,7 @@ impl ClaimsDriver for MysqlConnection {
         // committed.
         let c = self;
         let alive: Scalar =
-            Cached(sql_query(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
+            Cached(prepared(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
         if alive.v == 0 {
             return Ok(Vec::new());
         }
@@ -56,9 +56,9 @@ impl ClaimsDriver for MysqlConnection {
         }
         let picked: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
         let ids_json = json_ids(&picked);
-        Cached(sql_query(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
+        Cached(prepared(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
         Cached(
-            sql_query(INSERT_CLAIMED)
+            prepared(INSERT_CLAIMED)
                 .bind::<BigInt, _>(process_id)
                 .bind::<Text, _>(json_ids(&started))
                 .bind::<Text, _>(&ids_json),
@@ -66,7 +66,7 @@ impl ClaimsDriver for MysqlConnection {
         .execute(c)?;
         let positions: HashMap<i64, i64> = placed.into_iter().collect();
         let mut jobs: Vec<ClaimedJob> = Cached(
-            sql_query(SELECT_CLAIMED_JOBS)
+            prepared(SELECT_CLAIMED_JOBS)
                 .bind::<Text, _>(ids_json)
                 .bind::<BigInt, _>(process_id),
         )
@@ -80,7 +80,7 @@ impl ClaimsDriver for MysqlConnection {
 
     fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
         Cached(
-            sql_query(MARK_STARTED)
+            prepared(MARK_STARTED)
                 .bind::<Text, _>(json_ids(job_ids))
                 .bind::<BigInt, _>(process_id),
         )
@@ -90,7 +90,7 @@ impl ClaimsDriver for MysqlConnection {
 
     fn claimed_mark_unstarted(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
         Cached(
-            sql_query(MARK_UNSTARTED)
+            prepared(MARK_UNSTARTED)
                 .bind::<Text, _>(json_ids(job_ids))
                 .bind::<BigInt, _>(process_id),
         )
@@ -100,27 +100,27 @@ impl ClaimsDriver for MysqlConnection {
 
     fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>> {
         // Look without locks first: an idle dispatcher opens no transaction.
-        let any: Vec<DueRow> = Cached(sql_query(FIND_DUE).bind::<BigInt, _>(1)).load(self)?;
+        let any: Vec<DueRow> = Cached(prepared(FIND_DUE).bind::<BigInt, _>(1)).load(self)?;
         if any.is_empty() {
             return Ok(Vec::new());
         }
         write_tx(self, |c| {
             // Several dispatchers take disjoint batches.
             let due: Vec<DueRow> =
-                Cached(sql_query(LOCK_DUE).bind::<BigInt, _>(batch as i64)).load(c)?;
+                Cached(prepared(LOCK_DUE).bind::<BigInt, _>(batch as i64)).load(c)?;
             if due.is_empty() {
                 return Ok(Vec::new());
             }
             let ids = json_ids(&due.iter().map(|d| d.job_id).collect::<Vec<_>>());
-            Cached(sql_query(MOVE_DUE).bind::<Text, _>(&ids)).execute(c)?;
-            Cached(sql_query(DELETE_SCHEDULED).bind::<Text, _>(&ids)).execute(c)?;
+            Cached(prepared(MOVE_DUE).bind::<Text, _>(&ids)).execute(c)?;
+            Cached(prepared(DELETE_SCHEDULED).bind::<Text, _>(&ids)).execute(c)?;
             Ok(due.into_iter().map(|d| d.queue_name).collect())
         })
     }
 
     fn claimed_held(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
         let rows: Vec<IdRow> = Cached(
-            sql_query(CLAIMS_HELD)
+            prepared(CLAIMS_HELD)
                 .bind::<Text, _>(json_ids(job_ids))
                 .bind::<BigInt, _>(process_id),
         )
@@ -131,14 +131,14 @@ impl ClaimsDriver for MysqlConnection {
     fn claimed_delete_fenced(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
         write_tx(self, |c| {
             let rows: Vec<IdRow> = Cached(
-                sql_query(CLAIMS_HELD_LOCKED)
+                prepared(CLAIMS_HELD_LOCKED)
                     .bind::<Text, _>(json_ids(job_ids))
                     .bind::<BigInt, _>(process_id),
             )
             .load(c)?;
             let held: Vec<i64> = rows.into_iter().map(|r| r.id).collect();
             if !held.is_empty() {
-                Cached(sql_query(DELETE_CLAIMS_FENCED).bind::<Text, _>(json_ids(&held)))
+                Cached(prepared(DELETE_CLAIMS_FENCED).bind::<Text, _>(json_ids(&held)))
                     .execute(c)?;
             }
             Ok(held)
@@ -148,11 +148,10 @@ impl ClaimsDriver for MysqlConnection {
     fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>> {
         write_tx(self, |c| {
             let jobs: Vec<ReleasedJob> =
-                Cached(sql_query(CLAIMS_OF_PROCESS_LOCKED).bind::<BigInt, _>(process_id))
-                    .load(c)?;
+                Cached(prepared(CLAIMS_OF_PROCESS_LOCKED).bind::<BigInt, _>(process_id)).load(c)?;
             if !jobs.is_empty() {
                 let ids = json_ids(&jobs.iter().map(|j| j.id).collect::<Vec<_>>());
-                Cached(sql_query(DELETE_CLAIMS_OF_PROCESS).bind::<Text, _>(ids)).execute(c)?;
+                Cached(prepared(DELETE_CLAIMS_OF_PROCESS).bind::<Text, _>(ids)).execute(c)?;
             }
             Ok(jobs)
         })
@@ -161,14 +160,14 @@ impl ClaimsDriver for MysqlConnection {
     fn claimed_delete_orphans(&mut self, limit: usize) -> QueryResult<Vec<ReleasedJob>> {
         write_tx(self, |c| {
             let orphans: Vec<IdRow> =
-                Cached(sql_query(ORPHANS_LOCKED).bind::<BigInt, _>(limit as i64)).load(c)?;
+                Cached(prepared(ORPHANS_LOCKED).bind::<BigInt, _>(limit as i64)).load(c)?;
             if orphans.is_empty() {
                 return Ok(Vec::new());
             }
             let ids = json_ids(&orphans.iter().map(|o| o.id).collect::<Vec<_>>());
             let jobs: Vec<ReleasedJob> =
-                Cached(sql_query(ORPHANED_CLAIMS).bind::<Text, _>(&ids)).load(c)?;
-            Cached(sql_query(DELETE_ORPHANED_CLAIMS).bind::<Text, _>(&ids)).execute(c)?;
+                Cached(prepared(ORPHANED_CLAIMS).bind::<Text, _>(&ids)).load(c)?;
+            Cached(prepared(DELETE_ORPHANED_CLAIMS).bind::<Text, _>(&ids)).execute(c)?;
             Ok(jobs)
         })
     }
@@ -216,7 +215,7 @@ impl ClaimsDriver for MysqlConnection {
                         .collect(),
                 );
                 Cached(
-                    sql_query(SUCCEED_GROUP)
+                    prepared(SUCCEED_GROUP)
                         .bind::<Text, _>(pairs.to_string())
                         .bind::<BigInt, _>(micros(*keep)),
                 )
@@ -224,7 +223,7 @@ impl ClaimsDriver for MysqlConnection {
             }
             for row in with_result.iter().filter(|r| held.contains(&r.id)) {
                 Cached(
-                    sql_query(SUCCEED_WITH_RESULT)
+                    prepared(SUCCEED_WITH_RESULT)
                         .bind::<BigInt, _>(micros(row.keep))
                         .bind::<Nullable<Text>, _>(row.result.as_deref())
                         .bind::<BigInt, _>(micros(row.started_ago))

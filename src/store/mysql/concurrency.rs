@@ -14,11 +14,11 @@ use std::collections::HashMap;
 
 use chrono::NaiveDateTime;
 use diesel::sql_types::{BigInt, Integer, Text, Timestamp};
-use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
+use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl};
 
 use super::{Scalar, json_ids, json_strings};
 use crate::store::named::named;
-use crate::store::{Cached, Discarded, LimitedJob, LimitsDriver, micros};
+use crate::store::{Cached, Discarded, LimitedJob, LimitsDriver, micros, prepared};
 use crate::types::StoredLimit;
 
 const SQL: &str = include_str!("concurrency.sql");
@@ -77,7 +77,7 @@ fn with_job_facts(
     }
     let ids: Vec<i64> = executions.iter().map(|x| x.job_id).collect();
     let facts: Vec<JobFacts> =
-        Cached(sql_query(facts).bind::<Text, _>(json_ids(&ids))).load(conn)?;
+        Cached(prepared(facts).bind::<Text, _>(json_ids(&ids))).load(conn)?;
     let mut facts: HashMap<i64, JobFacts> = facts.into_iter().map(|f| (f.id, f)).collect();
     Ok(executions
         .into_iter()
@@ -125,8 +125,8 @@ impl LimitsDriver for MysqlConnection {
         batch: usize,
     ) -> QueryResult<Vec<LimitedJob>> {
         let mut locked: Vec<Execution> = match ids {
-            Some(ids) => Cached(sql_query(LOCK_IDS).bind::<Text, _>(json_ids(ids))).load(self)?,
-            None => Cached(sql_query(LOCK_DUE).bind::<BigInt, _>(batch as i64)).load(self)?,
+            Some(ids) => Cached(prepared(LOCK_IDS).bind::<Text, _>(json_ids(ids))).load(self)?,
+            None => Cached(prepared(LOCK_DUE).bind::<BigInt, _>(batch as i64)).load(self)?,
         };
         if locked.is_empty() {
             return Ok(Vec::new());
@@ -136,26 +136,26 @@ impl LimitsDriver for MysqlConnection {
             locked.sort_by_key(|x| (x.priority, x.job_id));
         }
         let locked_ids: Vec<i64> = locked.iter().map(|x| x.job_id).collect();
-        Cached(sql_query(DELETE_SCHEDULED).bind::<Text, _>(json_ids(&locked_ids))).execute(self)?;
+        Cached(prepared(DELETE_SCHEDULED).bind::<Text, _>(json_ids(&locked_ids))).execute(self)?;
         with_job_facts(self, TAKEN_FACTS, locked)
     }
 
     fn scheduled_limited_due(&mut self) -> QueryResult<bool> {
-        let row: Scalar = Cached(sql_query(LIMITED_DUE)).get_result(self)?;
+        let row: Scalar = Cached(prepared(LIMITED_DUE)).get_result(self)?;
         Ok(row.v != 0)
     }
 
     fn semaphore_acquire(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
         let duration = micros(limit.duration());
         Cached(
-            sql_query(ENSURE)
+            prepared(ENSURE)
                 .bind::<Text, _>(key)
                 .bind::<Integer, _>(slots(limit))
                 .bind::<BigInt, _>(duration),
         )
         .execute(self)?;
         let taken = Cached(
-            sql_query(TAKE)
+            prepared(TAKE)
                 .bind::<BigInt, _>(duration)
                 .bind::<Text, _>(key),
         )
@@ -166,7 +166,7 @@ impl LimitsDriver for MysqlConnection {
 
     fn semaphore_signal(&mut self, key: &str, limit: &StoredLimit) -> QueryResult<bool> {
         let given = Cached(
-            sql_query(SIGNAL)
+            prepared(SIGNAL)
                 .bind::<BigInt, _>(micros(limit.duration()))
                 .bind::<Text, _>(key)
                 .bind::<Integer, _>(slots(limit)),
@@ -198,7 +198,7 @@ impl LimitsDriver for MysqlConnection {
             })
             .collect();
         Cached(
-            sql_query(BLOCKED_INSERT)
+            prepared(BLOCKED_INSERT)
                 .bind::<Text, _>(serde_json::to_string(&rows).expect("rows serialize")),
         )
         .execute(self)
@@ -207,12 +207,12 @@ impl LimitsDriver for MysqlConnection {
 
     fn blocked_next(&mut self, key: &str) -> QueryResult<Option<LimitedJob>> {
         let locked: Vec<Execution> =
-            Cached(sql_query(BLOCKED_NEXT).bind::<Text, _>(key)).load(self)?;
+            Cached(prepared(BLOCKED_NEXT).bind::<Text, _>(key)).load(self)?;
         Ok(with_job_facts(self, NEXT_FACTS, locked)?.pop())
     }
 
     fn blocked_delete(&mut self, job_id: i64) -> QueryResult<()> {
-        Cached(sql_query(BLOCKED_DELETE).bind::<BigInt, _>(job_id))
+        Cached(prepared(BLOCKED_DELETE).bind::<BigInt, _>(job_id))
             .execute(self)
             .map(drop)
     }
@@ -222,23 +222,23 @@ impl LimitsDriver for MysqlConnection {
         rows.sort_by_key(|r| r.id);
         for row in rows {
             Cached(
-                sql_query(DISCARD)
+                prepared(DISCARD)
                     .bind::<BigInt, _>(micros(row.keep))
                     .bind::<Text, _>(&row.error)
                     .bind::<Text, _>(&row.error)
                     .bind::<BigInt, _>(row.id),
             )
             .execute(self)?;
-            Cached(sql_query(DISCARD_INDEX).bind::<BigInt, _>(row.id)).execute(self)?;
+            Cached(prepared(DISCARD_INDEX).bind::<BigInt, _>(row.id)).execute(self)?;
         }
         Ok(())
     }
 
     fn semaphores_delete_expired(&mut self) -> QueryResult<Vec<String>> {
-        let rows: Vec<KeyRow> = Cached(sql_query(LOCK_EXPIRED)).load(self)?;
+        let rows: Vec<KeyRow> = Cached(prepared(LOCK_EXPIRED)).load(self)?;
         let keys: Vec<String> = rows.into_iter().map(|r| r.key).collect();
         if !keys.is_empty() {
-            Cached(sql_query(DELETE_SEMAPHORES).bind::<Text, _>(json_strings(&keys)))
+            Cached(prepared(DELETE_SEMAPHORES).bind::<Text, _>(json_strings(&keys)))
                 .execute(self)?;
         }
         Ok(keys)
@@ -246,7 +246,7 @@ impl LimitsDriver for MysqlConnection {
 
     fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>> {
         let rows: Vec<KeyRow> =
-            Cached(sql_query(EXPIRED_KEYS).bind::<BigInt, _>(limit as i64)).load(self)?;
+            Cached(prepared(EXPIRED_KEYS).bind::<BigInt, _>(limit as i64)).load(self)?;
         Ok(rows.into_iter().map(|r| r.key).collect())
     }
 }

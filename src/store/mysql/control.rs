@@ -7,11 +7,11 @@
 //! workers find it when they poll.
 
 use diesel::sql_types::{BigInt, Text};
-use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
+use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl};
 
 use super::{IdRow, json_ids, write_tx};
 use crate::store::named::named;
-use crate::store::{Cached, ControlDriver, RemovedPending};
+use crate::store::{Cached, ControlDriver, RemovedPending, prepared};
 
 const SQL: &str = include_str!("control.sql");
 const LOCK_READY: &str = named(SQL, "pending_remove/lock_ready");
@@ -47,12 +47,12 @@ impl ControlDriver for MysqlConnection {
         let mut ready = Vec::new();
         let mut removed = Vec::new();
         for (i, (lock, delete)) in PENDING_TABLES.into_iter().enumerate() {
-            let rows: Vec<IdRow> = Cached(sql_query(lock).bind::<Text, _>(&ids)).load(conn)?;
+            let rows: Vec<IdRow> = Cached(prepared(lock).bind::<Text, _>(&ids)).load(conn)?;
             if rows.is_empty() {
                 continue;
             }
             let locked: Vec<i64> = rows.into_iter().map(|r| r.id).collect();
-            Cached(sql_query(delete).bind::<Text, _>(json_ids(&locked))).execute(conn)?;
+            Cached(prepared(delete).bind::<Text, _>(json_ids(&locked))).execute(conn)?;
             if i == 0 {
                 ready.extend_from_slice(&locked);
             }
@@ -62,7 +62,7 @@ impl ControlDriver for MysqlConnection {
             return Ok(Vec::new());
         }
         let mut jobs: Vec<RemovedPending> =
-            Cached(sql_query(REMOVED_JOBS).bind::<Text, _>(json_ids(&removed))).load(conn)?;
+            Cached(prepared(REMOVED_JOBS).bind::<Text, _>(json_ids(&removed))).load(conn)?;
         for job in &mut jobs {
             job.was_ready = ready.contains(&job.id);
         }
@@ -75,9 +75,9 @@ impl ControlDriver for MysqlConnection {
     fn scheduled_make_due(&mut self, ids: &[i64]) -> QueryResult<usize> {
         let conn = self;
         let ids = json_ids(ids);
-        let moved = Cached(sql_query(MAKE_DUE).bind::<Text, _>(&ids)).execute(conn)?;
+        let moved = Cached(prepared(MAKE_DUE).bind::<Text, _>(&ids)).execute(conn)?;
         if moved > 0 {
-            Cached(sql_query(MAKE_JOBS_DUE).bind::<Text, _>(&ids)).execute(conn)?;
+            Cached(prepared(MAKE_JOBS_DUE).bind::<Text, _>(&ids)).execute(conn)?;
         }
         Ok(moved)
     }
@@ -96,14 +96,14 @@ impl ControlDriver for MysqlConnection {
             queue_name: String,
         }
         let locked: Vec<Locked> =
-            Cached(sql_query(LOCK_BLOCKED_TO_RUN).bind::<Text, _>(json_ids(ids))).load(conn)?;
+            Cached(prepared(LOCK_BLOCKED_TO_RUN).bind::<Text, _>(json_ids(ids))).load(conn)?;
         if locked.is_empty() {
             return Ok(Vec::new());
         }
         let moved = json_ids(&locked.iter().map(|l| l.job_id).collect::<Vec<_>>());
-        Cached(sql_query(DELETE_BLOCKED_TO_RUN).bind::<Text, _>(&moved)).execute(conn)?;
-        Cached(sql_query(UNLIMIT_JOBS).bind::<Text, _>(&moved)).execute(conn)?;
-        Cached(sql_query(READY_FROM_JOBS).bind::<Text, _>(&moved)).execute(conn)?;
+        Cached(prepared(DELETE_BLOCKED_TO_RUN).bind::<Text, _>(&moved)).execute(conn)?;
+        Cached(prepared(UNLIMIT_JOBS).bind::<Text, _>(&moved)).execute(conn)?;
+        Cached(prepared(READY_FROM_JOBS).bind::<Text, _>(&moved)).execute(conn)?;
         Ok(locked.into_iter().map(|l| l.queue_name).collect())
     }
 
@@ -113,10 +113,10 @@ impl ControlDriver for MysqlConnection {
         let conn = self;
         write_tx(conn, |conn| {
             let rows: Vec<IdRow> =
-                Cached(sql_query(LOCK_ASKABLE).bind::<Text, _>(json_ids(ids))).load(conn)?;
+                Cached(prepared(LOCK_ASKABLE).bind::<Text, _>(json_ids(ids))).load(conn)?;
             let asked: Vec<i64> = rows.into_iter().map(|r| r.id).collect();
             if !asked.is_empty() {
-                Cached(sql_query(ASK).bind::<Text, _>(json_ids(&asked))).execute(conn)?;
+                Cached(prepared(ASK).bind::<Text, _>(json_ids(&asked))).execute(conn)?;
             }
             Ok(asked)
         })

@@ -8,10 +8,10 @@
 use chrono::NaiveDateTime;
 use diesel::connection::SimpleConnection;
 use diesel::sql_types::{BigInt, Text, Timestamp};
-use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
+use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl};
 
 use crate::store::named::named;
-use crate::store::{Cached, HealthDriver, HealthFacts, HorizonFacts, TableFacts};
+use crate::store::{Cached, HealthDriver, HealthFacts, HorizonFacts, TableFacts, prepared};
 
 const SQL: &str = include_str!("health.sql");
 const HORIZON: &str = named(SQL, "horizon");
@@ -48,11 +48,11 @@ impl HealthDriver for MysqlConnection {
         if let Err(error) = conn.batch_execute(FRESH_STATS) {
             log::debug!("table statistics may be cached: {error}");
         }
-        let mut tables: Vec<TableRow> = Cached(sql_query(TABLES)).load(conn)?;
+        let mut tables: Vec<TableRow> = Cached(prepared(TABLES)).load(conn)?;
         // By name byte for byte, as on the other backends (the catalog's
         // collation orders `solidq_jobs` before `solidq_job_stats`).
         tables.sort_by(|a, b| a.name.cmp(&b.name));
-        let now: Now = Cached(sql_query(NOW)).get_result(conn)?;
+        let now: Now = Cached(prepared(NOW)).get_result(conn)?;
         Ok(HealthFacts {
             tables: tables
                 .into_iter()
@@ -73,7 +73,7 @@ impl HealthDriver for MysqlConnection {
     }
 
     fn horizon(&mut self) -> QueryResult<HorizonFacts> {
-        Cached(sql_query(HORIZON)).get_result(self)
+        Cached(prepared(HORIZON)).get_result(self)
     }
 
     fn tables_tend(&mut self) -> QueryResult<Vec<String>> {

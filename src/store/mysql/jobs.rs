@@ -44,7 +44,7 @@ impl JobsDriver for MysqlConnection {
 
     fn jobs_find_by_unique_keys(&mut self, keys: &[String]) -> QueryResult<Vec<(String, i64)>> {
         let rows: Vec<KeyRow> =
-            Cached(sql_query(JOBS_FIND_BY_UNIQUE_KEYS).bind::<Text, _>(json_strings(keys)))
+            Cached(prepared(JOBS_FIND_BY_UNIQUE_KEYS).bind::<Text, _>(json_strings(keys)))
                 .load(self)?;
         Ok(rows.into_iter().map(|r| (r.unique_key, r.id)).collect())
     }
@@ -58,13 +58,13 @@ impl JobsDriver for MysqlConnection {
                 .map(|r| serde_json::json!([r.id, micros(r.ago), i32::from(r.count)]))
                 .collect(),
         );
-        Cached(sql_query(JOBS_ATTEMPT_STARTED).bind::<Text, _>(triples.to_string()))
+        Cached(prepared(JOBS_ATTEMPT_STARTED).bind::<Text, _>(triples.to_string()))
             .execute(self)
             .map(drop)
     }
 
     fn jobs_delete(&mut self, ids: &[i64]) -> QueryResult<()> {
-        Cached(sql_query(JOBS_DELETE).bind::<Text, _>(json_ids(ids)))
+        Cached(prepared(JOBS_DELETE).bind::<Text, _>(json_ids(ids)))
             .execute(self)
             .map(drop)
     }
@@ -72,14 +72,14 @@ impl JobsDriver for MysqlConnection {
     fn jobs_retry(&mut self, rows: &[Retried]) -> QueryResult<()> {
         for row in rows {
             Cached(
-                sql_query(JOBS_RETRY_UPDATE)
+                prepared(JOBS_RETRY_UPDATE)
                     .bind::<Text, _>(&row.error)
                     .bind::<Text, _>(&row.error)
                     .bind::<BigInt, _>(micros(row.delay))
                     .bind::<BigInt, _>(row.id),
             )
             .execute(self)?;
-            Cached(sql_query(JOBS_RETRY_SCHEDULE).bind::<BigInt, _>(row.id)).execute(self)?;
+            Cached(prepared(JOBS_RETRY_SCHEDULE).bind::<BigInt, _>(row.id)).execute(self)?;
         }
         Ok(())
     }
@@ -87,7 +87,7 @@ impl JobsDriver for MysqlConnection {
     fn jobs_fail(&mut self, rows: &[Failed]) -> QueryResult<()> {
         for row in rows {
             let updated = Cached(
-                sql_query(JOBS_FAIL_UPDATE)
+                prepared(JOBS_FAIL_UPDATE)
                     .bind::<Integer, _>(i32::from(row.ends_attempt))
                     .bind::<Integer, _>(i32::from(row.stalled))
                     .bind::<Text, _>(&row.error)
@@ -99,7 +99,7 @@ impl JobsDriver for MysqlConnection {
                 continue;
             }
             Cached(
-                sql_query(JOBS_FAIL_RECORD)
+                prepared(JOBS_FAIL_RECORD)
                     .bind::<BigInt, _>(row.id)
                     .bind::<Text, _>(&row.error),
             )
@@ -111,7 +111,7 @@ impl JobsDriver for MysqlConnection {
     fn jobs_set_progress(&mut self, rows: &[Progress]) -> QueryResult<()> {
         for row in rows {
             Cached(
-                sql_query(JOBS_SET_PROGRESS)
+                prepared(JOBS_SET_PROGRESS)
                     .bind::<Nullable<Text>, _>(&row.json)
                     .bind::<Nullable<Text>, _>(&row.checkpoint)
                     .bind::<BigInt, _>(row.job_id)
@@ -126,20 +126,20 @@ impl JobsDriver for MysqlConnection {
     fn jobs_snooze(&mut self, rows: &[Snoozed]) -> QueryResult<()> {
         for row in rows {
             Cached(
-                sql_query(JOBS_SNOOZE_UPDATE)
+                prepared(JOBS_SNOOZE_UPDATE)
                     .bind::<BigInt, _>(micros(row.delay))
                     .bind::<BigInt, _>(row.id),
             )
             .execute(self)?;
             // Due now and free of a concurrency slot: ready at once.
             Cached(
-                sql_query(JOBS_SNOOZE_READY)
+                prepared(JOBS_SNOOZE_READY)
                     .bind::<BigInt, _>(row.id)
                     .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
             )
             .execute(self)?;
             Cached(
-                sql_query(JOBS_SNOOZE_SCHEDULE)
+                prepared(JOBS_SNOOZE_SCHEDULE)
                     .bind::<BigInt, _>(row.id)
                     .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
             )
@@ -152,7 +152,7 @@ impl JobsDriver for MysqlConnection {
         for row in rows {
             match &row.error {
                 Some(error) => Cached(
-                    sql_query(JOBS_RELEASE_UPDATE_WITH_ERROR)
+                    prepared(JOBS_RELEASE_UPDATE_WITH_ERROR)
                         .bind::<Integer, _>(i32::from(row.stalled))
                         .bind::<Integer, _>(i32::from(row.stalled))
                         .bind::<Text, _>(error)
@@ -161,14 +161,14 @@ impl JobsDriver for MysqlConnection {
                 )
                 .execute(self)?,
                 None => Cached(
-                    sql_query(JOBS_RELEASE_UPDATE)
+                    prepared(JOBS_RELEASE_UPDATE)
                         .bind::<Integer, _>(i32::from(row.stalled))
                         .bind::<Integer, _>(i32::from(row.stalled))
                         .bind::<BigInt, _>(row.id),
                 )
                 .execute(self)?,
             };
-            Cached(sql_query(JOBS_RELEASE_READY).bind::<BigInt, _>(row.id)).execute(self)?;
+            Cached(prepared(JOBS_RELEASE_READY).bind::<BigInt, _>(row.id)).execute(self)?;
         }
         Ok(())
     }
@@ -177,24 +177,24 @@ impl JobsDriver for MysqlConnection {
         let ids = json_ids(ids);
         write_tx(self, |c| {
             let gone: Vec<IdRow> =
-                Cached(sql_query(FAILED_RETRY_LOCK).bind::<Text, _>(&ids)).load(c)?;
+                Cached(prepared(FAILED_RETRY_LOCK).bind::<Text, _>(&ids)).load(c)?;
             if gone.is_empty() {
                 return Ok(0);
             }
             let gone = json_ids(&gone.iter().map(|r| r.id).collect::<Vec<_>>());
-            Cached(sql_query(FAILED_RETRY_DELETE).bind::<Text, _>(&gone)).execute(c)?;
-            Cached(sql_query(FAILED_RETRY_UPDATE).bind::<Text, _>(&gone)).execute(c)?;
-            let ready = Cached(sql_query(FAILED_RETRY_READY).bind::<Text, _>(&gone)).execute(c)?;
+            Cached(prepared(FAILED_RETRY_DELETE).bind::<Text, _>(&gone)).execute(c)?;
+            Cached(prepared(FAILED_RETRY_UPDATE).bind::<Text, _>(&gone)).execute(c)?;
+            let ready = Cached(prepared(FAILED_RETRY_READY).bind::<Text, _>(&gone)).execute(c)?;
             // Jobs under a concurrency limit go through the dispatcher,
             // which takes their slot.
-            let limited = Cached(sql_query(FAILED_RETRY_SCHEDULE_LIMITED).bind::<Text, _>(&gone))
+            let limited = Cached(prepared(FAILED_RETRY_SCHEDULE_LIMITED).bind::<Text, _>(&gone))
                 .execute(c)?;
             Ok(ready + limited)
         })
     }
 
     fn failed_discard(&mut self, ids: &[i64]) -> QueryResult<usize> {
-        Cached(sql_query(FAILED_DISCARD).bind::<Text, _>(json_ids(ids))).execute(self)
+        Cached(prepared(FAILED_DISCARD).bind::<Text, _>(json_ids(ids))).execute(self)
     }
 
     fn jobs_delete_finished(
@@ -204,14 +204,14 @@ impl JobsDriver for MysqlConnection {
     ) -> QueryResult<usize> {
         let Some(age) = older_than else {
             // The cleaner's batches: one statement (see jobs.sql).
-            return Cached(sql_query(JOBS_DELETE_EXPIRED).bind::<BigInt, _>(limit as i64))
+            return Cached(prepared(JOBS_DELETE_EXPIRED).bind::<BigInt, _>(limit as i64))
                 .execute(self);
         };
         // The ids first (MySQL deletes with no LIMIT in a subquery), then
         // the rows; several callers skip each other's batches.
         write_tx(self, |c| {
             let ids: Vec<IdRow> = Cached(
-                sql_query(JOBS_DELETE_FINISHED_BEFORE_LOCK)
+                prepared(JOBS_DELETE_FINISHED_BEFORE_LOCK)
                     .bind::<BigInt, _>(micros(age))
                     .bind::<BigInt, _>(limit as i64),
             )
@@ -220,7 +220,7 @@ impl JobsDriver for MysqlConnection {
                 return Ok(0);
             }
             let ids = json_ids(&ids.iter().map(|r| r.id).collect::<Vec<_>>());
-            Cached(sql_query(JOBS_DELETE).bind::<Text, _>(ids)).execute(c)
+            Cached(prepared(JOBS_DELETE).bind::<Text, _>(ids)).execute(c)
         })
     }
 }

@@ -45,7 +45,7 @@ pub(in crate::store) use statement::enqueue_statements;
 use super::{
     AdminDriver, AttemptStarted, Cached, ClaimLimits, ClaimQuery, ClaimedJob, ClaimsDriver, Driver,
     Failed, JobsDriver, NewJob, NewProcess, ProcessRow, ProcessesDriver, Progress, Released,
-    ReleasedJob, Retried, Snoozed, Succeeded, micros,
+    ReleasedJob, Retried, Snoozed, Succeeded, micros, prepared,
 };
 use crate::store::fair::{READY_COLUMNS, ready_rows_sql, ready_values_of};
 
@@ -263,9 +263,9 @@ fn insert_jobs(conn: &mut MysqlConnection, jobs: &[NewJob]) -> QueryResult<Vec<O
         } else if now && job.concurrency_key.is_none() {
             fair.push(id);
         } else {
-            Cached(sql_query(INSERT_READY_IF_DUE.as_str()).bind::<BigInt, _>(id)).execute(conn)?;
+            Cached(prepared(INSERT_READY_IF_DUE.as_str()).bind::<BigInt, _>(id)).execute(conn)?;
             Cached(
-                sql_query(INSERT_SCHEDULED_UNLESS_DUE)
+                prepared(INSERT_SCHEDULED_UNLESS_DUE)
                     .bind::<BigInt, _>(id)
                     .bind::<BigInt, _>(id),
             )
@@ -276,7 +276,7 @@ fn insert_jobs(conn: &mut MysqlConnection, jobs: &[NewJob]) -> QueryResult<Vec<O
         insert_ready_rows(conn, chunk)?;
     }
     if !fair.is_empty() {
-        Cached(sql_query(MOVE_DUE.as_str()).bind::<Text, _>(json_ids(&fair))).execute(conn)?;
+        Cached(prepared(MOVE_DUE.as_str()).bind::<Text, _>(json_ids(&fair))).execute(conn)?;
     }
     Ok(ids)
 }
@@ -301,7 +301,7 @@ struct AutoIncrement {
 /// "interleaved") concurrent inserts may interleave their ids: `None`,
 /// and the jobs go in one by one.
 fn consecutive_ids(conn: &mut MysqlConnection) -> QueryResult<Option<i64>> {
-    let row: AutoIncrement = Cached(sql_query(
+    let row: AutoIncrement = Cached(prepared(
         "SELECT CAST(@@innodb_autoinc_lock_mode AS SIGNED) AS mode, \
                 CAST(@@auto_increment_increment AS SIGNED) AS step",
     ))
@@ -338,7 +338,7 @@ fn insert_rows(conn: &mut MysqlConnection, jobs: &[NewJob], rows: &[usize]) -> Q
             .bind::<BigInt, _>(micros(job.delay));
     }
     let inserted = query.execute(conn)?;
-    let IdRow { id } = Cached(sql_query(LAST_ID)).get_result(conn)?;
+    let IdRow { id } = Cached(prepared(LAST_ID)).get_result(conn)?;
     if inserted != rows.len() || id == 0 {
         return Err(diesel::result::Error::QueryBuilderError(
             format!(
@@ -356,7 +356,7 @@ fn insert_rows(conn: &mut MysqlConnection, jobs: &[NewJob], rows: &[usize]) -> Q
 fn insert_ready_rows(conn: &mut MysqlConnection, rows: &[(i64, &NewJob)]) -> QueryResult<()> {
     if let [(id, job)] = rows {
         return Cached(
-            sql_query(INSERT_READY_BY_ID)
+            prepared(INSERT_READY_BY_ID)
                 .bind::<BigInt, _>(*id)
                 .bind::<Text, _>(&job.queue_name)
                 .bind::<Integer, _>(job.priority)
@@ -384,7 +384,7 @@ fn insert_ready_rows(conn: &mut MysqlConnection, rows: &[(i64, &NewJob)]) -> Que
 /// key was taken.
 fn insert_one(conn: &mut MysqlConnection, job: &NewJob) -> QueryResult<Option<i64>> {
     Cached(
-        sql_query(INSERT_JOB)
+        prepared(INSERT_JOB)
             .bind::<Text, _>(&job.queue_name)
             .bind::<Text, _>(&job.kind)
             .bind::<Text, _>(&job.arguments)
@@ -400,7 +400,7 @@ fn insert_one(conn: &mut MysqlConnection, job: &NewJob) -> QueryResult<Option<i6
             .bind::<BigInt, _>(micros(job.delay)),
     )
     .execute(conn)?;
-    let IdRow { id } = Cached(sql_query(LAST_ID)).get_result(conn)?;
+    let IdRow { id } = Cached(prepared(LAST_ID)).get_result(conn)?;
     Ok((id != 0).then_some(id))
 }
 
@@ -488,7 +488,7 @@ impl AdminDriver for MysqlConnection {
         let changed = if paused {
             // A taken key fails this statement only (not the transaction):
             // the queue was paused already.
-            Cached(sql_query(PAUSE_INSERT).bind::<Text, _>(queue))
+            Cached(prepared(PAUSE_INSERT).bind::<Text, _>(queue))
                 .execute(self)
                 .or_else(|e| match e {
                     diesel::result::Error::DatabaseError(
@@ -498,7 +498,7 @@ impl AdminDriver for MysqlConnection {
                     e => Err(e),
                 })?
         } else {
-            Cached(sql_query(PAUSE_DELETE).bind::<Text, _>(queue)).execute(self)?
+            Cached(prepared(PAUSE_DELETE).bind::<Text, _>(queue)).execute(self)?
         };
         Ok(changed > 0)
     }
@@ -509,7 +509,7 @@ impl AdminDriver for MysqlConnection {
             #[diesel(sql_type = Timestamp)]
             now: NaiveDateTime,
         }
-        let row: Now = Cached(sql_query("SELECT UTC_TIMESTAMP(6) AS now")).get_result(self)?;
+        let row: Now = Cached(prepared("SELECT UTC_TIMESTAMP(6) AS now")).get_result(self)?;
         Ok(row.now)
     }
 }

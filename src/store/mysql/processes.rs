@@ -17,7 +17,7 @@ impl ProcessesDriver for MysqlConnection {
     fn process_insert(&mut self, p: &NewProcess) -> QueryResult<i64> {
         write_tx(self, |c| {
             Cached(
-                sql_query(PROCESS_INSERT)
+                prepared(PROCESS_INSERT)
                     .bind::<Text, _>(&p.kind)
                     .bind::<Text, _>(&p.name)
                     .bind::<Integer, _>(p.pid)
@@ -26,19 +26,19 @@ impl ProcessesDriver for MysqlConnection {
                     .bind::<Text, _>(&p.metadata),
             )
             .execute(c)?;
-            let row: IdRow = Cached(sql_query(LAST_ID)).get_result(c)?;
+            let row: IdRow = Cached(prepared(LAST_ID)).get_result(c)?;
             Ok(row.id)
         })
     }
 
     fn process_heartbeat(&mut self, id: i64) -> QueryResult<bool> {
         // Rows found, not changed (diesel connects with CLIENT_FOUND_ROWS).
-        let n = Cached(sql_query(PROCESS_HEARTBEAT).bind::<BigInt, _>(id)).execute(self)?;
+        let n = Cached(prepared(PROCESS_HEARTBEAT).bind::<BigInt, _>(id)).execute(self)?;
         Ok(n > 0)
     }
 
     fn process_delete(&mut self, id: i64) -> QueryResult<bool> {
-        let n = Cached(sql_query(PROCESS_DELETE).bind::<BigInt, _>(id)).execute(self)?;
+        let n = Cached(prepared(PROCESS_DELETE).bind::<BigInt, _>(id)).execute(self)?;
         Ok(n > 0)
     }
 
@@ -49,7 +49,7 @@ impl ProcessesDriver for MysqlConnection {
         limit: usize,
     ) -> QueryResult<Vec<ProcessRow>> {
         Cached(
-            sql_query(PROCESS_FIND_EXPIRED)
+            prepared(PROCESS_FIND_EXPIRED)
                 .bind::<BigInt, _>(micros(threshold))
                 .bind::<BigInt, _>(exclude)
                 .bind::<BigInt, _>(limit as i64),
@@ -64,7 +64,7 @@ impl ProcessesDriver for MysqlConnection {
         supervisor_id: i64,
     ) -> QueryResult<Vec<ProcessRow>> {
         Cached(
-            sql_query(PROCESS_FIND_BY_PID)
+            prepared(PROCESS_FIND_BY_PID)
                 .bind::<Text, _>(hostname)
                 .bind::<Integer, _>(pid)
                 .bind::<BigInt, _>(supervisor_id),
@@ -78,7 +78,7 @@ impl ProcessesDriver for MysqlConnection {
         dead_for: Option<Duration>,
     ) -> QueryResult<Option<ProcessRow>> {
         let rows: Vec<ProcessRow> = Cached(
-            sql_query(PROCESS_LOCK)
+            prepared(PROCESS_LOCK)
                 .bind::<BigInt, _>(id)
                 .bind::<BigInt, _>(dead_for.map_or(-1, micros))
                 .bind::<BigInt, _>(dead_for.map_or(0, micros)),

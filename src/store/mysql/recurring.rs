@@ -8,11 +8,11 @@ use std::time::Duration;
 use chrono::NaiveDateTime;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel::sql_types::{BigInt, Integer, Nullable, Text, Timestamp};
-use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
+use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl};
 
 use super::json_strings;
 use crate::store::named::named;
-use crate::store::{Cached, RecurringDriver, RecurringTaskRow, micros};
+use crate::store::{Cached, RecurringDriver, RecurringTaskRow, micros, prepared};
 
 const SQL: &str = include_str!("recurring.sql");
 const UPSERT_TASK: &str = named(SQL, "upsert_task");
@@ -33,7 +33,7 @@ impl RecurringDriver for MysqlConnection {
         sorted.sort_by(|a, b| a.key.cmp(&b.key));
         for task in sorted {
             Cached(
-                sql_query(UPSERT_TASK)
+                prepared(UPSERT_TASK)
                     .bind::<Text, _>(&task.key)
                     .bind::<Text, _>(&task.schedule)
                     .bind::<Text, _>(&task.timezone)
@@ -46,7 +46,7 @@ impl RecurringDriver for MysqlConnection {
             .execute(self)?;
         }
         let keys: Vec<String> = tasks.iter().map(|t| t.key.clone()).collect();
-        Cached(sql_query(DELETE_OTHER_TASKS).bind::<Text, _>(json_strings(&keys)))
+        Cached(prepared(DELETE_OTHER_TASKS).bind::<Text, _>(json_strings(&keys)))
             .execute(self)
             .map(drop)
     }
@@ -58,7 +58,7 @@ impl RecurringDriver for MysqlConnection {
         job_id: i64,
     ) -> QueryResult<Option<NaiveDateTime>> {
         let inserted = Cached(
-            sql_query(INSERT_GUARD)
+            prepared(INSERT_GUARD)
                 .bind::<Text, _>(task_key)
                 .bind::<Timestamp, _>(run_at)
                 .bind::<BigInt, _>(job_id),
@@ -73,7 +73,7 @@ impl RecurringDriver for MysqlConnection {
             Err(error) => return Err(error),
         }
         let rows: Vec<Inserted> = Cached(
-            sql_query(GUARD_CREATED)
+            prepared(GUARD_CREATED)
                 .bind::<Text, _>(task_key)
                 .bind::<Timestamp, _>(run_at),
         )
@@ -87,7 +87,7 @@ impl RecurringDriver for MysqlConnection {
         limit: usize,
     ) -> QueryResult<usize> {
         Cached(
-            sql_query(DELETE_OLD_GUARDS)
+            prepared(DELETE_OLD_GUARDS)
                 .bind::<BigInt, _>(micros(older_than))
                 .bind::<BigInt, _>(limit as i64),
         )

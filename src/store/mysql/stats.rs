@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use chrono::NaiveDateTime;
 use diesel::sql_types::{BigInt, Text, Timestamp};
-use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
+use diesel::{MysqlConnection, QueryResult, QueryableByName, RunQueryDsl};
 
 use super::write_tx;
 use crate::store::named::named;
-use crate::store::{Cached, StatsDelta, StatsDriver, TOTALS_BUCKET, micros};
+use crate::store::{Cached, StatsDelta, StatsDriver, TOTALS_BUCKET, micros, prepared};
 
 const SQL: &str = include_str!("stats.sql");
 const ADD: &str = named(SQL, "add_deltas");
@@ -56,7 +56,7 @@ fn add(
     (jobs, wait_ms, run_ms): (i64, i64, i64),
 ) -> QueryResult<()> {
     Cached(
-        sql_query(ADD)
+        prepared(ADD)
             .bind::<Timestamp, _>(bucket)
             .bind::<Text, _>(queue_name)
             .bind::<Text, _>(kind)
@@ -102,9 +102,9 @@ impl StatsDriver for MysqlConnection {
         let conn = self;
         write_tx(conn, |conn| {
             let cutoff: Cutoff =
-                Cached(sql_query(CUTOFF).bind::<BigInt, _>(micros(older_than))).get_result(conn)?;
+                Cached(prepared(CUTOFF).bind::<BigInt, _>(micros(older_than))).get_result(conn)?;
             let rows: Vec<Row> = Cached(
-                sql_query(LOCK_OLD)
+                prepared(LOCK_OLD)
                     .bind::<Timestamp, _>(TOTALS_BUCKET)
                     .bind::<Timestamp, _>(cutoff.t),
             )
@@ -136,7 +136,7 @@ impl StatsDriver for MysqlConnection {
                 })
                 .collect();
             Cached(
-                sql_query(DELETE_READ)
+                prepared(DELETE_READ)
                     .bind::<Text, _>(serde_json::to_string(&read).expect("rows serialize")),
             )
             .execute(conn)?;

@@ -2,10 +2,10 @@
 //! database's clock.
 
 use diesel::sql_types::{BigInt, Text};
-use diesel::{PgConnection, QueryResult, RunQueryDsl, sql_query};
+use diesel::{PgConnection, QueryResult, RunQueryDsl};
 
 use crate::store::named::named;
-use crate::store::{AuditDriver, AuditRow, Cached, NewAudit};
+use crate::store::{AuditDriver, AuditRow, Cached, NewAudit, prepared};
 
 const SQL: &str = include_str!("audit.sql");
 const INSERT: &str = named(SQL, "insert_entry");
@@ -14,7 +14,7 @@ impl AuditDriver for PgConnection {
     fn audit_insert(&mut self, entry: &NewAudit<'_>) -> QueryResult<AuditRow> {
         let conn = self;
         Cached(
-            sql_query(INSERT)
+            prepared(INSERT)
                 .bind::<Text, _>(entry.actor)
                 .bind::<Text, _>(entry.source)
                 .bind::<Text, _>(entry.action)

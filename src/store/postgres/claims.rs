@@ -41,13 +41,13 @@ impl ClaimsDriver for PgConnection {
 
     fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>> {
         let rows: Vec<QueueRow> =
-            Cached(sql_query(DISPATCH_SCHEDULED).bind::<BigInt, _>(batch as i64)).load(self)?;
+            Cached(prepared(DISPATCH_SCHEDULED).bind::<BigInt, _>(batch as i64)).load(self)?;
         Ok(rows.into_iter().map(|r| r.queue_name).collect())
     }
 
     fn claimed_held(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
         let rows: Vec<IdRow> = Cached(
-            sql_query(CLAIMS_HELD)
+            prepared(CLAIMS_HELD)
                 .bind::<BigInt, _>(process_id)
                 .bind::<Array<BigInt>, _>(job_ids),
         )
@@ -57,7 +57,7 @@ impl ClaimsDriver for PgConnection {
 
     fn claimed_delete_fenced(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
         let rows: Vec<IdRow> = Cached(
-            sql_query(DELETE_CLAIMS_FENCED)
+            prepared(DELETE_CLAIMS_FENCED)
                 .bind::<BigInt, _>(process_id)
                 .bind::<Array<BigInt>, _>(job_ids),
         )
@@ -67,7 +67,7 @@ impl ClaimsDriver for PgConnection {
 
     fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
         Cached(
-            sql_query(MARK_STARTED)
+            prepared(MARK_STARTED)
                 .bind::<BigInt, _>(process_id)
                 .bind::<Array<BigInt>, _>(job_ids),
         )
@@ -77,7 +77,7 @@ impl ClaimsDriver for PgConnection {
 
     fn claimed_mark_unstarted(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
         Cached(
-            sql_query(MARK_UNSTARTED)
+            prepared(MARK_UNSTARTED)
                 .bind::<BigInt, _>(process_id)
                 .bind::<Array<BigInt>, _>(job_ids),
         )
@@ -86,11 +86,11 @@ impl ClaimsDriver for PgConnection {
     }
 
     fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>> {
-        Cached(sql_query(DELETE_CLAIMS_OF_PROCESS).bind::<BigInt, _>(process_id)).load(self)
+        Cached(prepared(DELETE_CLAIMS_OF_PROCESS).bind::<BigInt, _>(process_id)).load(self)
     }
 
     fn claimed_delete_orphans(&mut self, limit: usize) -> QueryResult<Vec<ReleasedJob>> {
-        Cached(sql_query(DELETE_ORPHANED_CLAIMS).bind::<BigInt, _>(limit as i64)).load(self)
+        Cached(prepared(DELETE_ORPHANED_CLAIMS).bind::<BigInt, _>(limit as i64)).load(self)
     }
 
     fn jobs_succeed_fenced(
@@ -103,7 +103,7 @@ impl ClaimsDriver for PgConnection {
         let mut rows: Vec<&Succeeded> = rows.iter().collect();
         rows.sort_unstable_by_key(|r| r.id);
         let written: Vec<IdRow> = Cached(
-            sql_query(SUCCEED_FENCED)
+            prepared(SUCCEED_FENCED)
                 .bind::<BigInt, _>(process_id)
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
                 .bind::<Array<Nullable<Text>>, _>(

@@ -4,10 +4,10 @@
 
 use chrono::NaiveDateTime;
 use diesel::sql_types::{Array, BigInt, Integer, Text, Timestamp};
-use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
+use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl};
 
 use crate::store::named::named;
-use crate::store::{Cached, Discarded, LimitedJob, LimitsDriver, micros};
+use crate::store::{Cached, Discarded, LimitedJob, LimitsDriver, micros, prepared};
 use crate::types::StoredLimit;
 
 const SQL: &str = include_str!("concurrency.sql");
@@ -42,7 +42,7 @@ fn semaphore(
     limit: &StoredLimit,
 ) -> QueryResult<bool> {
     let rows: Vec<Value> = Cached(
-        sql_query(sql)
+        prepared(sql)
             .bind::<Text, _>(key)
             .bind::<Integer, _>(i32::try_from(limit.limit).unwrap_or(i32::MAX))
             .bind::<BigInt, _>(micros(limit.duration())),
@@ -85,13 +85,13 @@ impl LimitsDriver for PgConnection {
         batch: usize,
     ) -> QueryResult<Vec<LimitedJob>> {
         match ids {
-            Some(ids) => Cached(sql_query(TAKE_IDS).bind::<Array<BigInt>, _>(ids)).load(self),
-            None => Cached(sql_query(TAKE_DUE).bind::<BigInt, _>(batch as i64)).load(self),
+            Some(ids) => Cached(prepared(TAKE_IDS).bind::<Array<BigInt>, _>(ids)).load(self),
+            None => Cached(prepared(TAKE_DUE).bind::<BigInt, _>(batch as i64)).load(self),
         }
     }
 
     fn scheduled_limited_due(&mut self) -> QueryResult<bool> {
-        let rows: Vec<Due> = Cached(sql_query(LIMITED_DUE)).load(self)?;
+        let rows: Vec<Due> = Cached(prepared(LIMITED_DUE)).load(self)?;
         Ok(rows.first().is_some_and(|r| r.due))
     }
 
@@ -110,7 +110,7 @@ impl LimitsDriver for PgConnection {
 
     fn blocked_insert(&mut self, jobs: &[LimitedJob]) -> QueryResult<()> {
         Cached(
-            sql_query(BLOCKED_INSERT)
+            prepared(BLOCKED_INSERT)
                 .bind::<Array<BigInt>, _>(jobs.iter().map(|j| j.job_id).collect::<Vec<_>>())
                 .bind::<Array<Text>, _>(
                     jobs.iter()
@@ -135,19 +135,19 @@ impl LimitsDriver for PgConnection {
 
     fn blocked_next(&mut self, key: &str) -> QueryResult<Option<LimitedJob>> {
         let mut rows: Vec<LimitedJob> =
-            Cached(sql_query(BLOCKED_NEXT).bind::<Text, _>(key)).load(self)?;
+            Cached(prepared(BLOCKED_NEXT).bind::<Text, _>(key)).load(self)?;
         Ok(rows.pop())
     }
 
     fn blocked_delete(&mut self, job_id: i64) -> QueryResult<()> {
-        Cached(sql_query(BLOCKED_DELETE).bind::<BigInt, _>(job_id))
+        Cached(prepared(BLOCKED_DELETE).bind::<BigInt, _>(job_id))
             .execute(self)
             .map(drop)
     }
 
     fn jobs_discard(&mut self, rows: &[Discarded]) -> QueryResult<()> {
         Cached(
-            sql_query(DISCARD)
+            prepared(DISCARD)
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
                 .bind::<Array<Text>, _>(rows.iter().map(|r| r.error.as_str()).collect::<Vec<_>>())
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.keep)).collect::<Vec<_>>()),
@@ -157,13 +157,13 @@ impl LimitsDriver for PgConnection {
     }
 
     fn semaphores_delete_expired(&mut self) -> QueryResult<Vec<String>> {
-        let rows: Vec<KeyRow> = Cached(sql_query(DELETE_EXPIRED)).load(self)?;
+        let rows: Vec<KeyRow> = Cached(prepared(DELETE_EXPIRED)).load(self)?;
         Ok(rows.into_iter().map(|r| r.key).collect())
     }
 
     fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>> {
         let rows: Vec<KeyRow> =
-            Cached(sql_query(EXPIRED_KEYS).bind::<BigInt, _>(limit as i64)).load(self)?;
+            Cached(prepared(EXPIRED_KEYS).bind::<BigInt, _>(limit as i64)).load(self)?;
         Ok(rows.into_iter().map(|r| r.key).collect())
     }
 }

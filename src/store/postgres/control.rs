@@ -4,10 +4,10 @@
 //! `!cancel`, which no real queue can have).
 
 use diesel::sql_types::{Array, BigInt, Text};
-use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
+use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl};
 
 use crate::store::named::named;
-use crate::store::{Cached, ControlDriver, RemovedPending};
+use crate::store::{Cached, ControlDriver, RemovedPending, prepared};
 
 const SQL: &str = include_str!("control.sql");
 const PENDING_REMOVE: &str = named(SQL, "pending_remove");
@@ -24,12 +24,12 @@ struct IdRow {
 impl ControlDriver for PgConnection {
     fn pending_remove(&mut self, ids: &[i64]) -> QueryResult<Vec<RemovedPending>> {
         let conn = self;
-        Cached(sql_query(PENDING_REMOVE).bind::<Array<BigInt>, _>(ids)).load(conn)
+        Cached(prepared(PENDING_REMOVE).bind::<Array<BigInt>, _>(ids)).load(conn)
     }
 
     fn scheduled_make_due(&mut self, ids: &[i64]) -> QueryResult<usize> {
         let conn = self;
-        Cached(sql_query(SCHEDULED_MAKE_DUE).bind::<Array<BigInt>, _>(ids)).execute(conn)
+        Cached(prepared(SCHEDULED_MAKE_DUE).bind::<Array<BigInt>, _>(ids)).execute(conn)
     }
 
     fn blocked_run_now(&mut self, ids: &[i64]) -> QueryResult<Vec<String>> {
@@ -40,14 +40,14 @@ impl ControlDriver for PgConnection {
             queue_name: String,
         }
         let rows: Vec<Queue> =
-            Cached(sql_query(BLOCKED_RUN_NOW).bind::<Array<BigInt>, _>(ids)).load(conn)?;
+            Cached(prepared(BLOCKED_RUN_NOW).bind::<Array<BigInt>, _>(ids)).load(conn)?;
         Ok(rows.into_iter().map(|r| r.queue_name).collect())
     }
 
     fn jobs_request_cancel(&mut self, ids: &[i64]) -> QueryResult<Vec<i64>> {
         let conn = self;
         let rows: Vec<IdRow> =
-            Cached(sql_query(REQUEST_CANCEL).bind::<Array<BigInt>, _>(ids)).load(conn)?;
+            Cached(prepared(REQUEST_CANCEL).bind::<Array<BigInt>, _>(ids)).load(conn)?;
         Ok(rows.into_iter().map(|r| r.id).collect())
     }
 }

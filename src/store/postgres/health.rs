@@ -8,10 +8,12 @@
 use chrono::NaiveDateTime;
 use diesel::connection::SimpleConnection;
 use diesel::sql_types::{BigInt, Nullable, Text, Timestamp};
-use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
+use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl};
 
 use crate::store::named::named;
-use crate::store::{Cached, HealthDriver, HealthFacts, HorizonFacts, PostgresFacts, TableFacts};
+use crate::store::{
+    Cached, HealthDriver, HealthFacts, HorizonFacts, PostgresFacts, TableFacts, prepared,
+};
 
 const SQL: &str = include_str!("health.sql");
 const HORIZON: &str = named(SQL, "horizon");
@@ -49,8 +51,8 @@ struct DatabaseRow {
 impl HealthDriver for PgConnection {
     fn database_health(&mut self) -> QueryResult<HealthFacts> {
         let conn = self;
-        let tables: Vec<TableRow> = Cached(sql_query(TABLES)).load(conn)?;
-        let database: DatabaseRow = Cached(sql_query(DATABASE)).get_result(conn)?;
+        let tables: Vec<TableRow> = Cached(prepared(TABLES)).load(conn)?;
+        let database: DatabaseRow = Cached(prepared(DATABASE)).get_result(conn)?;
         Ok(HealthFacts {
             tables: tables
                 .into_iter()
@@ -75,7 +77,7 @@ impl HealthDriver for PgConnection {
     }
 
     fn horizon(&mut self) -> QueryResult<HorizonFacts> {
-        Cached(sql_query(HORIZON)).get_result(self)
+        Cached(prepared(HORIZON)).get_result(self)
     }
 
     fn tables_tend(&mut self) -> QueryResult<Vec<String>> {
@@ -90,7 +92,7 @@ impl HealthDriver for PgConnection {
             #[diesel(sql_type = BigInt)]
             modified: i64,
         }
-        let stats: Vec<TableStats> = Cached(sql_query(
+        let stats: Vec<TableStats> = Cached(prepared(
             "SELECT relname::text AS relname, n_live_tup AS live, n_dead_tup AS dead,
                     n_mod_since_analyze AS modified
              FROM pg_stat_user_tables

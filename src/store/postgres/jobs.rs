@@ -106,7 +106,7 @@ impl JobsDriver for PgConnection {
         // for it (their workers watch a change counter or run a change
         // check), and every backend's jobs.sql defines the same operations.
         Cached(
-            sql_query(
+            prepared(
                 "SELECT count(pg_notify('solidq', current_schema() || ':' || q)) AS moved
                  FROM (SELECT DISTINCT unnest($1::text[]) AS q) s",
             )
@@ -118,19 +118,19 @@ impl JobsDriver for PgConnection {
 
     fn jobs_find_by_unique_keys(&mut self, keys: &[String]) -> QueryResult<Vec<(String, i64)>> {
         let rows: Vec<KeyRow> =
-            Cached(sql_query(JOBS_FIND_BY_UNIQUE_KEYS).bind::<Array<Text>, _>(keys)).load(self)?;
+            Cached(prepared(JOBS_FIND_BY_UNIQUE_KEYS).bind::<Array<Text>, _>(keys)).load(self)?;
         Ok(rows.into_iter().map(|r| (r.unique_key, r.id)).collect())
     }
 
     fn jobs_delete(&mut self, ids: &[i64]) -> QueryResult<()> {
-        Cached(sql_query(JOBS_DELETE).bind::<Array<BigInt>, _>(ids))
+        Cached(prepared(JOBS_DELETE).bind::<Array<BigInt>, _>(ids))
             .execute(self)
             .map(drop)
     }
 
     fn jobs_retry(&mut self, rows: &[Retried]) -> QueryResult<()> {
         Cached(
-            sql_query(JOBS_RETRY)
+            prepared(JOBS_RETRY)
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
                 .bind::<Array<Text>, _>(rows.iter().map(|r| r.error.as_str()).collect::<Vec<_>>())
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.delay)).collect::<Vec<_>>()),
@@ -141,7 +141,7 @@ impl JobsDriver for PgConnection {
 
     fn jobs_fail(&mut self, rows: &[Failed]) -> QueryResult<()> {
         Cached(
-            sql_query(JOBS_FAIL)
+            prepared(JOBS_FAIL)
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
                 .bind::<Array<Text>, _>(rows.iter().map(|r| r.error.as_str()).collect::<Vec<_>>())
                 .bind::<Array<Integer>, _>(
@@ -161,7 +161,7 @@ impl JobsDriver for PgConnection {
 
     fn jobs_attempt_started(&mut self, rows: &[AttemptStarted]) -> QueryResult<()> {
         Cached(
-            sql_query(JOBS_ATTEMPT_STARTED)
+            prepared(JOBS_ATTEMPT_STARTED)
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.ago)).collect::<Vec<_>>())
                 .bind::<Array<Integer>, _>(
@@ -174,7 +174,7 @@ impl JobsDriver for PgConnection {
 
     fn jobs_set_progress(&mut self, rows: &[Progress]) -> QueryResult<()> {
         Cached(
-            sql_query(JOBS_SET_PROGRESS)
+            prepared(JOBS_SET_PROGRESS)
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.job_id).collect::<Vec<_>>())
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.process_id).collect::<Vec<_>>())
                 .bind::<Array<Nullable<Text>>, _>(
@@ -192,7 +192,7 @@ impl JobsDriver for PgConnection {
 
     fn jobs_snooze(&mut self, rows: &[Snoozed]) -> QueryResult<()> {
         Cached(
-            sql_query(JOBS_SNOOZE)
+            prepared(JOBS_SNOOZE)
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.delay)).collect::<Vec<_>>()),
         )
@@ -202,7 +202,7 @@ impl JobsDriver for PgConnection {
 
     fn jobs_release(&mut self, rows: &[Released]) -> QueryResult<()> {
         Cached(
-            sql_query(JOBS_RELEASE)
+            prepared(JOBS_RELEASE)
                 .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
                 .bind::<Array<Integer>, _>(
                     rows.iter()
@@ -219,12 +219,12 @@ impl JobsDriver for PgConnection {
 
     fn failed_retry(&mut self, ids: &[i64]) -> QueryResult<usize> {
         let row: MovedRow =
-            Cached(sql_query(FAILED_RETRY).bind::<Array<BigInt>, _>(ids)).get_result(self)?;
+            Cached(prepared(FAILED_RETRY).bind::<Array<BigInt>, _>(ids)).get_result(self)?;
         Ok(row.moved as usize)
     }
 
     fn failed_discard(&mut self, ids: &[i64]) -> QueryResult<usize> {
-        Cached(sql_query(FAILED_DISCARD).bind::<Array<BigInt>, _>(ids)).execute(self)
+        Cached(prepared(FAILED_DISCARD).bind::<Array<BigInt>, _>(ids)).execute(self)
     }
 
     fn jobs_delete_finished(
@@ -235,10 +235,10 @@ impl JobsDriver for PgConnection {
         match older_than {
             // The partial index on expires_at serves this one.
             None => {
-                Cached(sql_query(JOBS_DELETE_EXPIRED).bind::<BigInt, _>(limit as i64)).execute(self)
+                Cached(prepared(JOBS_DELETE_EXPIRED).bind::<BigInt, _>(limit as i64)).execute(self)
             }
             Some(age) => Cached(
-                sql_query(JOBS_DELETE_FINISHED_BEFORE)
+                prepared(JOBS_DELETE_FINISHED_BEFORE)
                     .bind::<BigInt, _>(micros(age))
                     .bind::<BigInt, _>(limit as i64),
             )

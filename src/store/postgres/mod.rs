@@ -28,7 +28,7 @@ pub(in crate::store) use statement::enqueue_statement;
 use super::{
     AdminDriver, AttemptStarted, Cached, ClaimLimits, ClaimQuery, ClaimedJob, ClaimsDriver, Driver,
     Failed, JobsDriver, NewJob, NewProcess, ProcessRow, ProcessesDriver, Progress, Released,
-    ReleasedJob, Retried, Snoozed, Succeeded, micros,
+    ReleasedJob, Retried, Snoozed, Succeeded, micros, prepared,
 };
 use crate::store::fair::{ready_rows_sql, ready_values_of};
 
@@ -316,7 +316,7 @@ impl AdminDriver for PgConnection {
     fn pause_set(&mut self, queue: &str, paused: bool) -> QueryResult<bool> {
         // Resuming wakes the workers that skipped the queue.
         let sql = if paused { PAUSE_INSERT } else { PAUSE_DELETE };
-        let row: MovedRow = Cached(sql_query(sql).bind::<Text, _>(queue)).get_result(self)?;
+        let row: MovedRow = Cached(prepared(sql).bind::<Text, _>(queue)).get_result(self)?;
         Ok(row.moved > 0)
     }
 
@@ -326,7 +326,7 @@ impl AdminDriver for PgConnection {
             #[diesel(sql_type = Timestamp)]
             now: NaiveDateTime,
         }
-        let row: Now = Cached(sql_query("SELECT LOCALTIMESTAMP AS now")).get_result(self)?;
+        let row: Now = Cached(prepared("SELECT LOCALTIMESTAMP AS now")).get_result(self)?;
         Ok(row.now)
     }
 }

@@ -16,7 +16,7 @@ const PROCESS_LOCK: &str = named(SQL, "process_lock");
 impl ProcessesDriver for PgConnection {
     fn process_insert(&mut self, p: &NewProcess) -> QueryResult<i64> {
         let row: IdRow = Cached(
-            sql_query(PROCESS_INSERT)
+            prepared(PROCESS_INSERT)
                 .bind::<Text, _>(&p.kind)
                 .bind::<Text, _>(&p.name)
                 .bind::<Integer, _>(p.pid)
@@ -29,12 +29,12 @@ impl ProcessesDriver for PgConnection {
     }
 
     fn process_heartbeat(&mut self, id: i64) -> QueryResult<bool> {
-        let n = Cached(sql_query(PROCESS_HEARTBEAT).bind::<BigInt, _>(id)).execute(self)?;
+        let n = Cached(prepared(PROCESS_HEARTBEAT).bind::<BigInt, _>(id)).execute(self)?;
         Ok(n > 0)
     }
 
     fn process_delete(&mut self, id: i64) -> QueryResult<bool> {
-        let n = Cached(sql_query(PROCESS_DELETE).bind::<BigInt, _>(id)).execute(self)?;
+        let n = Cached(prepared(PROCESS_DELETE).bind::<BigInt, _>(id)).execute(self)?;
         Ok(n > 0)
     }
 
@@ -45,7 +45,7 @@ impl ProcessesDriver for PgConnection {
         limit: usize,
     ) -> QueryResult<Vec<ProcessRow>> {
         Cached(
-            sql_query(PROCESS_FIND_EXPIRED)
+            prepared(PROCESS_FIND_EXPIRED)
                 .bind::<BigInt, _>(micros(threshold))
                 .bind::<BigInt, _>(exclude)
                 .bind::<BigInt, _>(limit as i64),
@@ -60,7 +60,7 @@ impl ProcessesDriver for PgConnection {
         supervisor_id: i64,
     ) -> QueryResult<Vec<ProcessRow>> {
         Cached(
-            sql_query(PROCESS_FIND_BY_PID)
+            prepared(PROCESS_FIND_BY_PID)
                 .bind::<Text, _>(hostname)
                 .bind::<Integer, _>(pid)
                 .bind::<BigInt, _>(supervisor_id),
@@ -74,7 +74,7 @@ impl ProcessesDriver for PgConnection {
         dead_for: Option<Duration>,
     ) -> QueryResult<Option<ProcessRow>> {
         let rows: Vec<ProcessRow> = Cached(
-            sql_query(PROCESS_LOCK)
+            prepared(PROCESS_LOCK)
                 .bind::<BigInt, _>(id)
                 .bind::<BigInt, _>(dead_for.map_or(-1, micros)),
         )

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use chrono::NaiveDateTime;
 use diesel::sql_types::{Array, BigInt, Integer, Nullable, Text, Timestamp};
-use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
+use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl};
 
-use crate::store::{Cached, RecurringDriver, RecurringTaskRow, micros};
+use crate::store::{Cached, RecurringDriver, RecurringTaskRow, micros, prepared};
 
 use crate::store::named::named;
 
@@ -27,7 +27,7 @@ impl RecurringDriver for PgConnection {
     fn recurring_tasks_sync(&mut self, tasks: &[RecurringTaskRow]) -> QueryResult<()> {
         for task in tasks {
             Cached(
-                sql_query(UPSERT_TASK)
+                prepared(UPSERT_TASK)
                     .bind::<Text, _>(&task.key)
                     .bind::<Text, _>(&task.schedule)
                     .bind::<Text, _>(&task.timezone)
@@ -40,7 +40,7 @@ impl RecurringDriver for PgConnection {
             .execute(self)?;
         }
         Cached(
-            sql_query(DELETE_OTHER_TASKS)
+            prepared(DELETE_OTHER_TASKS)
                 .bind::<Array<Text>, _>(tasks.iter().map(|t| t.key.as_str()).collect::<Vec<_>>()),
         )
         .execute(self)
@@ -54,7 +54,7 @@ impl RecurringDriver for PgConnection {
         job_id: i64,
     ) -> QueryResult<Option<NaiveDateTime>> {
         let rows: Vec<Inserted> = Cached(
-            sql_query(INSERT_GUARD)
+            prepared(INSERT_GUARD)
                 .bind::<Text, _>(task_key)
                 .bind::<Timestamp, _>(run_at)
                 .bind::<BigInt, _>(job_id),
@@ -69,7 +69,7 @@ impl RecurringDriver for PgConnection {
         limit: usize,
     ) -> QueryResult<usize> {
         Cached(
-            sql_query(DELETE_OLD_GUARDS)
+            prepared(DELETE_OLD_GUARDS)
                 .bind::<BigInt, _>(micros(older_than))
                 .bind::<BigInt, _>(limit as i64),
         )

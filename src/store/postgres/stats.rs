@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use diesel::sql_types::{Array, BigInt, Text, Timestamp};
-use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl, sql_query};
+use diesel::{PgConnection, QueryResult, QueryableByName, RunQueryDsl};
 
 use crate::store::named::named;
-use crate::store::{Cached, StatsDelta, StatsDriver, TOTALS_BUCKET, micros};
+use crate::store::{Cached, StatsDelta, StatsDriver, TOTALS_BUCKET, micros, prepared};
 
 const SQL: &str = include_str!("stats.sql");
 const ADD: &str = named(SQL, "add_deltas");
@@ -24,7 +24,7 @@ impl StatsDriver for PgConnection {
     fn job_stats_add(&mut self, rows: &[&StatsDelta]) -> QueryResult<()> {
         let conn = self;
         Cached(
-            sql_query(ADD)
+            prepared(ADD)
                 .bind::<Array<Timestamp>, _>(rows.iter().map(|r| r.bucket).collect::<Vec<_>>())
                 .bind::<Array<Text>, _>(
                     rows.iter()
@@ -44,7 +44,7 @@ impl StatsDriver for PgConnection {
     fn job_stats_fold(&mut self, older_than: Duration) -> QueryResult<usize> {
         let conn = self;
         let folded: Count = Cached(
-            sql_query(FOLD)
+            prepared(FOLD)
                 .bind::<Timestamp, _>(TOTALS_BUCKET)
                 .bind::<BigInt, _>(micros(older_than)),
         )

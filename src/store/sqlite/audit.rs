@@ -2,10 +2,10 @@
 //! clock, which is the database's.
 
 use diesel::sql_types::{BigInt, Text, Timestamp};
-use diesel::{QueryResult, RunQueryDsl, SqliteConnection, sql_query};
+use diesel::{QueryResult, RunQueryDsl, SqliteConnection};
 
 use crate::store::named::named;
-use crate::store::{AuditDriver, AuditRow, Cached, NewAudit, utc_now};
+use crate::store::{AuditDriver, AuditRow, Cached, NewAudit, prepared, utc_now};
 
 const SQL: &str = include_str!("audit.sql");
 const INSERT: &str = named(SQL, "insert_entry");
@@ -15,7 +15,7 @@ impl AuditDriver for SqliteConnection {
     fn audit_insert(&mut self, entry: &NewAudit<'_>) -> QueryResult<AuditRow> {
         let conn = self;
         Cached(
-            sql_query(INSERT)
+            prepared(INSERT)
                 .bind::<Timestamp, _>(utc_now())
                 .bind::<Text, _>(entry.actor)
                 .bind::<Text, _>(entry.source)

@@ -40,7 +40,7 @@ impl ClaimsDriver for SqliteConnection {
                 // No claims for a process whose row is gone (it was pruned):
                 // they would be orphans.
                 let alive: Scalar =
-                    Cached(sql_query(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
+                    Cached(prepared(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
                 if alive.v == 0 {
                     return Ok((Vec::new(), Vec::new(), HashMap::new()));
                 }
@@ -65,9 +65,9 @@ impl ClaimsDriver for SqliteConnection {
                     return Ok((picked, started, positions));
                 }
                 let ids_json = json_ids(&picked);
-                Cached(sql_query(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
+                Cached(prepared(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
                 Cached(
-                    sql_query(INSERT_CLAIMED)
+                    prepared(INSERT_CLAIMED)
                         .bind::<Text, _>(&ids_json)
                         .bind::<BigInt, _>(process_id)
                         .bind::<Timestamp, _>(claimed_at)
@@ -82,7 +82,7 @@ impl ClaimsDriver for SqliteConnection {
         // The rows are read after the commit, outside the write lock: a
         // claimed job's row changes only through its claim's holder.
         let mut jobs: Vec<ClaimedJob> = Cached(
-            sql_query(SELECT_CLAIMED_JOBS)
+            prepared(SELECT_CLAIMED_JOBS)
                 .bind::<Text, _>(json_ids(&picked))
                 .bind::<Timestamp, _>(claimed_at)
                 .bind::<Text, _>(json_ids(&started)),
@@ -98,7 +98,7 @@ impl ClaimsDriver for SqliteConnection {
     fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
         write_tx(self, |c| {
             Cached(
-                sql_query(MARK_STARTED)
+                prepared(MARK_STARTED)
                     .bind::<BigInt, _>(process_id)
                     .bind::<Text, _>(json_ids(job_ids))
                     .bind::<Timestamp, _>(utc_now()),
@@ -111,7 +111,7 @@ impl ClaimsDriver for SqliteConnection {
     fn claimed_mark_unstarted(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
         write_tx(self, |c| {
             Cached(
-                sql_query(MARK_UNSTARTED)
+                prepared(MARK_UNSTARTED)
                     .bind::<BigInt, _>(process_id)
                     .bind::<Text, _>(json_ids(job_ids)),
             )
@@ -123,7 +123,7 @@ impl ClaimsDriver for SqliteConnection {
     fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>> {
         let find = |c: &mut SqliteConnection, limit: i64| -> QueryResult<Vec<DueRow>> {
             Cached(
-                sql_query(FIND_DUE)
+                prepared(FIND_DUE)
                     .bind::<Timestamp, _>(utc_now())
                     .bind::<BigInt, _>(limit),
             )
@@ -139,19 +139,19 @@ impl ClaimsDriver for SqliteConnection {
             }
             let ids = json_ids(&due.iter().map(|d| d.job_id).collect::<Vec<_>>());
             Cached(
-                sql_query(MOVE_DUE)
+                prepared(MOVE_DUE)
                     .bind::<Text, _>(&ids)
                     .bind::<Timestamp, _>(utc_now()),
             )
             .execute(c)?;
-            Cached(sql_query(DELETE_SCHEDULED).bind::<Text, _>(&ids)).execute(c)?;
+            Cached(prepared(DELETE_SCHEDULED).bind::<Text, _>(&ids)).execute(c)?;
             Ok(due.into_iter().map(|d| d.queue_name).collect())
         })
     }
 
     fn claimed_held(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
         let rows: Vec<IdRow> = Cached(
-            sql_query(CLAIMS_HELD)
+            prepared(CLAIMS_HELD)
                 .bind::<BigInt, _>(process_id)
                 .bind::<Text, _>(json_ids(job_ids)),
         )
@@ -161,7 +161,7 @@ impl ClaimsDriver for SqliteConnection {
 
     fn claimed_delete_fenced(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
         let rows: Vec<IdRow> = Cached(
-            sql_query(DELETE_CLAIMS_FENCED)
+            prepared(DELETE_CLAIMS_FENCED)
                 .bind::<BigInt, _>(process_id)
                 .bind::<Text, _>(json_ids(job_ids)),
         )
@@ -171,17 +171,17 @@ impl ClaimsDriver for SqliteConnection {
 
     fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>> {
         let jobs: Vec<ReleasedJob> =
-            Cached(sql_query(CLAIMS_OF_PROCESS).bind::<BigInt, _>(process_id)).load(self)?;
-        Cached(sql_query(DELETE_CLAIMS_OF_PROCESS).bind::<BigInt, _>(process_id)).execute(self)?;
+            Cached(prepared(CLAIMS_OF_PROCESS).bind::<BigInt, _>(process_id)).load(self)?;
+        Cached(prepared(DELETE_CLAIMS_OF_PROCESS).bind::<BigInt, _>(process_id)).execute(self)?;
         Ok(jobs)
     }
 
     fn claimed_delete_orphans(&mut self, limit: usize) -> QueryResult<Vec<ReleasedJob>> {
         let jobs: Vec<ReleasedJob> =
-            Cached(sql_query(ORPHANED_CLAIMS).bind::<BigInt, _>(limit as i64)).load(self)?;
+            Cached(prepared(ORPHANED_CLAIMS).bind::<BigInt, _>(limit as i64)).load(self)?;
         if !jobs.is_empty() {
             let ids = json_ids(&jobs.iter().map(|j| j.id).collect::<Vec<_>>());
-            Cached(sql_query(DELETE_ORPHANED_CLAIMS).bind::<Text, _>(ids)).execute(self)?;
+            Cached(prepared(DELETE_ORPHANED_CLAIMS).bind::<Text, _>(ids)).execute(self)?;
         }
         Ok(jobs)
     }
@@ -224,7 +224,7 @@ impl ClaimsDriver for SqliteConnection {
                     continue;
                 }
                 Cached(
-                    sql_query(SUCCEED_GROUP)
+                    prepared(SUCCEED_GROUP)
                         .bind::<Text, _>(attempt_starts(&group))
                         .bind::<Timestamp, _>(now)
                         .bind::<Timestamp, _>(plus(now, *keep)),
@@ -233,7 +233,7 @@ impl ClaimsDriver for SqliteConnection {
             }
             for row in with_result.iter().filter(|r| held.contains(&r.id)) {
                 Cached(
-                    sql_query(SUCCEED_WITH_RESULT)
+                    prepared(SUCCEED_WITH_RESULT)
                         .bind::<Timestamp, _>(now)
                         .bind::<Timestamp, _>(plus(now, row.keep))
                         .bind::<Nullable<Text>, _>(row.result.as_deref())

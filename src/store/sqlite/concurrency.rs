@@ -4,11 +4,11 @@
 
 use chrono::NaiveDateTime;
 use diesel::sql_types::{BigInt, Integer, Text, Timestamp};
-use diesel::{QueryResult, QueryableByName, RunQueryDsl, SqliteConnection, sql_query};
+use diesel::{QueryResult, QueryableByName, RunQueryDsl, SqliteConnection};
 
 use super::{json_ids, plus};
 use crate::store::named::named;
-use crate::store::{Cached, Discarded, LimitedJob, LimitsDriver, utc_now};
+use crate::store::{Cached, Discarded, LimitedJob, LimitsDriver, prepared, utc_now};
 use crate::types::StoredLimit;
 
 const SQL: &str = include_str!("concurrency.sql");
@@ -45,7 +45,7 @@ fn semaphore(
 ) -> QueryResult<bool> {
     let now = utc_now();
     let rows: Vec<Value> = Cached(
-        sql_query(sql)
+        prepared(sql)
             .bind::<Text, _>(key)
             .bind::<Integer, _>(i32::try_from(limit.limit).unwrap_or(i32::MAX))
             .bind::<Timestamp, _>(plus(now, limit.duration()))
@@ -88,13 +88,13 @@ impl LimitsDriver for SqliteConnection {
         let now = utc_now();
         let jobs: Vec<LimitedJob> = match ids {
             Some(ids) => Cached(
-                sql_query(FIND_IDS)
+                prepared(FIND_IDS)
                     .bind::<Text, _>(json_ids(ids))
                     .bind::<Timestamp, _>(now),
             )
             .load(self)?,
             None => Cached(
-                sql_query(FIND_DUE)
+                prepared(FIND_DUE)
                     .bind::<Timestamp, _>(now)
                     .bind::<BigInt, _>(batch as i64),
             )
@@ -102,7 +102,7 @@ impl LimitsDriver for SqliteConnection {
         };
         if !jobs.is_empty() {
             Cached(
-                sql_query(DELETE_SCHEDULED)
+                prepared(DELETE_SCHEDULED)
                     .bind::<Text, _>(json_ids(&jobs.iter().map(|j| j.job_id).collect::<Vec<_>>())),
             )
             .execute(self)?;
@@ -112,7 +112,7 @@ impl LimitsDriver for SqliteConnection {
 
     fn scheduled_limited_due(&mut self) -> QueryResult<bool> {
         let rows: Vec<Due> =
-            Cached(sql_query(LIMITED_DUE).bind::<Timestamp, _>(utc_now())).load(self)?;
+            Cached(prepared(LIMITED_DUE).bind::<Timestamp, _>(utc_now())).load(self)?;
         Ok(rows.first().is_some_and(|r| r.due))
     }
 
@@ -133,7 +133,7 @@ impl LimitsDriver for SqliteConnection {
         let now = utc_now();
         for job in jobs {
             Cached(
-                sql_query(BLOCKED_INSERT)
+                prepared(BLOCKED_INSERT)
                     .bind::<BigInt, _>(job.job_id)
                     .bind::<Text, _>(&job.queue_name)
                     .bind::<Integer, _>(job.priority)
@@ -148,12 +148,12 @@ impl LimitsDriver for SqliteConnection {
 
     fn blocked_next(&mut self, key: &str) -> QueryResult<Option<LimitedJob>> {
         let mut rows: Vec<LimitedJob> =
-            Cached(sql_query(BLOCKED_NEXT).bind::<Text, _>(key)).load(self)?;
+            Cached(prepared(BLOCKED_NEXT).bind::<Text, _>(key)).load(self)?;
         Ok(rows.pop())
     }
 
     fn blocked_delete(&mut self, job_id: i64) -> QueryResult<()> {
-        Cached(sql_query(BLOCKED_DELETE).bind::<BigInt, _>(job_id))
+        Cached(prepared(BLOCKED_DELETE).bind::<BigInt, _>(job_id))
             .execute(self)
             .map(drop)
     }
@@ -162,7 +162,7 @@ impl LimitsDriver for SqliteConnection {
         let now = utc_now();
         for row in rows {
             Cached(
-                sql_query(DISCARD)
+                prepared(DISCARD)
                     .bind::<Text, _>(&row.error)
                     .bind::<Timestamp, _>(now)
                     .bind::<Timestamp, _>(plus(now, row.keep))
@@ -175,13 +175,13 @@ impl LimitsDriver for SqliteConnection {
 
     fn semaphores_delete_expired(&mut self) -> QueryResult<Vec<String>> {
         let rows: Vec<KeyRow> =
-            Cached(sql_query(DELETE_EXPIRED).bind::<Timestamp, _>(utc_now())).load(self)?;
+            Cached(prepared(DELETE_EXPIRED).bind::<Timestamp, _>(utc_now())).load(self)?;
         Ok(rows.into_iter().map(|r| r.key).collect())
     }
 
     fn blocked_expired_keys(&mut self, limit: usize) -> QueryResult<Vec<String>> {
         let rows: Vec<KeyRow> = Cached(
-            sql_query(EXPIRED_KEYS)
+            prepared(EXPIRED_KEYS)
                 .bind::<Timestamp, _>(utc_now())
                 .bind::<BigInt, _>(limit as i64),
         )

@@ -7,7 +7,7 @@ use diesel::{QueryResult, QueryableByName, RunQueryDsl, SqliteConnection, sql_qu
 
 use super::json_ids;
 use crate::store::named::named;
-use crate::store::{Cached, ControlDriver, RemovedPending, utc_now};
+use crate::store::{Cached, ControlDriver, RemovedPending, prepared, utc_now};
 
 const SQL: &str = include_str!("control.sql");
 const DELETE_READY: &str = named(SQL, "pending_remove/delete_ready");
@@ -31,7 +31,7 @@ impl ControlDriver for SqliteConnection {
     fn pending_remove(&mut self, ids: &[i64]) -> QueryResult<Vec<RemovedPending>> {
         let conn = self;
         let ids = json_ids(ids);
-        let ready: Vec<IdRow> = Cached(sql_query(DELETE_READY).bind::<Text, _>(&ids)).load(conn)?;
+        let ready: Vec<IdRow> = Cached(prepared(DELETE_READY).bind::<Text, _>(&ids)).load(conn)?;
         let mut removed = ready.iter().map(|r| r.id).collect::<Vec<_>>();
         for delete in [DELETE_SCHEDULED, DELETE_BLOCKED] {
             let rows: Vec<IdRow> = sql_query(delete).bind::<Text, _>(&ids).load(conn)?;
@@ -39,7 +39,7 @@ impl ControlDriver for SqliteConnection {
         }
         let ready_json = json_ids(&ready.iter().map(|r| r.id).collect::<Vec<_>>());
         Cached(
-            sql_query(REMOVED_JOBS)
+            prepared(REMOVED_JOBS)
                 .bind::<Text, _>(json_ids(&removed))
                 .bind::<Text, _>(ready_json),
         )
@@ -51,13 +51,13 @@ impl ControlDriver for SqliteConnection {
         let now = utc_now();
         let ids = json_ids(ids);
         let moved = Cached(
-            sql_query(MAKE_DUE)
+            prepared(MAKE_DUE)
                 .bind::<Text, _>(&ids)
                 .bind::<Timestamp, _>(now),
         )
         .execute(conn)?;
         Cached(
-            sql_query(MAKE_JOBS_DUE)
+            prepared(MAKE_JOBS_DUE)
                 .bind::<Text, _>(&ids)
                 .bind::<Timestamp, _>(now),
         )
@@ -76,16 +76,16 @@ impl ControlDriver for SqliteConnection {
         }
         let now = utc_now();
         let moved: Vec<Moved> =
-            Cached(sql_query(DELETE_BLOCKED_TO_RUN).bind::<Text, _>(json_ids(ids))).load(conn)?;
+            Cached(prepared(DELETE_BLOCKED_TO_RUN).bind::<Text, _>(json_ids(ids))).load(conn)?;
         let moved_ids = json_ids(&moved.iter().map(|m| m.id).collect::<Vec<_>>());
         Cached(
-            sql_query(UNLIMIT_JOBS)
+            prepared(UNLIMIT_JOBS)
                 .bind::<Text, _>(&moved_ids)
                 .bind::<Timestamp, _>(now),
         )
         .execute(conn)?;
         Cached(
-            sql_query(READY_FROM_JOBS)
+            prepared(READY_FROM_JOBS)
                 .bind::<Text, _>(&moved_ids)
                 .bind::<Timestamp, _>(now),
         )
@@ -96,7 +96,7 @@ impl ControlDriver for SqliteConnection {
     fn jobs_request_cancel(&mut self, ids: &[i64]) -> QueryResult<Vec<i64>> {
         let conn = self;
         let rows: Vec<IdRow> = Cached(
-            sql_query(REQUEST_CANCEL)
+            prepared(REQUEST_CANCEL)
                 .bind::<Text, _>(json_ids(ids))
                 .bind::<Timestamp, _>(utc_now()),
         )

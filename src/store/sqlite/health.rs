@@ -26,7 +26,7 @@ use diesel::{QueryResult, QueryableByName, RunQueryDsl, SqliteConnection, sql_qu
 
 use crate::store::named::named;
 use crate::store::{
-    Cached, HealthDriver, HealthFacts, HorizonFacts, SqliteFacts, TableFacts, utc_now,
+    Cached, HealthDriver, HealthFacts, HorizonFacts, SqliteFacts, TableFacts, prepared, utc_now,
 };
 
 const SQL: &str = include_str!("health.sql");
@@ -148,8 +148,8 @@ fn file_size(path: &str) -> u64 {
 impl HealthDriver for SqliteConnection {
     fn database_health(&mut self) -> QueryResult<HealthFacts> {
         let conn = self;
-        let pages: Pages = Cached(sql_query(PAGES)).get_result(conn)?;
-        let names: Vec<Name> = Cached(sql_query(TABLES)).load(conn)?;
+        let pages: Pages = Cached(prepared(PAGES)).get_result(conn)?;
+        let names: Vec<Name> = Cached(prepared(TABLES)).load(conn)?;
         let file_bytes = file_size(&pages.file);
         let sizes = if file_bytes <= SIZES_MAX_FILE_BYTES {
             table_sizes(conn)
@@ -187,7 +187,7 @@ impl HealthDriver for SqliteConnection {
     }
 
     fn horizon(&mut self) -> QueryResult<HorizonFacts> {
-        Cached(sql_query(HORIZON)).get_result(self)
+        Cached(prepared(HORIZON)).get_result(self)
     }
 
     fn tables_tend(&mut self) -> QueryResult<Vec<String>> {

@@ -45,7 +45,7 @@ impl JobsDriver for SqliteConnection {
     fn jobs_find_by_unique_keys(&mut self, keys: &[String]) -> QueryResult<Vec<(String, i64)>> {
         let keys = serde_json::to_string(keys).expect("strings serialize");
         let rows: Vec<KeyRow> =
-            Cached(sql_query(JOBS_FIND_BY_UNIQUE_KEYS).bind::<Text, _>(keys)).load(self)?;
+            Cached(prepared(JOBS_FIND_BY_UNIQUE_KEYS).bind::<Text, _>(keys)).load(self)?;
         Ok(rows.into_iter().map(|r| (r.unique_key, r.id)).collect())
     }
 
@@ -53,7 +53,7 @@ impl JobsDriver for SqliteConnection {
         let now = utc_now();
         for row in rows {
             Cached(
-                sql_query(JOBS_ATTEMPT_STARTED)
+                prepared(JOBS_ATTEMPT_STARTED)
                     .bind::<Timestamp, _>(minus(now, row.ago))
                     .bind::<Integer, _>(i32::from(row.count))
                     .bind::<BigInt, _>(row.id),
@@ -64,7 +64,7 @@ impl JobsDriver for SqliteConnection {
     }
 
     fn jobs_delete(&mut self, ids: &[i64]) -> QueryResult<()> {
-        Cached(sql_query(JOBS_DELETE).bind::<Text, _>(json_ids(ids)))
+        Cached(prepared(JOBS_DELETE).bind::<Text, _>(json_ids(ids)))
             .execute(self)
             .map(drop)
     }
@@ -74,7 +74,7 @@ impl JobsDriver for SqliteConnection {
         for row in rows {
             let retry_at = plus(now, row.delay);
             Cached(
-                sql_query(JOBS_RETRY_UPDATE)
+                prepared(JOBS_RETRY_UPDATE)
                     .bind::<Text, _>(&row.error)
                     .bind::<Timestamp, _>(retry_at)
                     .bind::<Timestamp, _>(now)
@@ -82,7 +82,7 @@ impl JobsDriver for SqliteConnection {
             )
             .execute(self)?;
             Cached(
-                sql_query(JOBS_RETRY_SCHEDULE)
+                prepared(JOBS_RETRY_SCHEDULE)
                     .bind::<BigInt, _>(row.id)
                     .bind::<Timestamp, _>(now),
             )
@@ -95,7 +95,7 @@ impl JobsDriver for SqliteConnection {
         let now = utc_now();
         for row in rows {
             let updated = Cached(
-                sql_query(JOBS_FAIL_UPDATE)
+                prepared(JOBS_FAIL_UPDATE)
                     .bind::<Text, _>(&row.error)
                     .bind::<Integer, _>(i32::from(row.ends_attempt))
                     .bind::<Integer, _>(i32::from(row.stalled))
@@ -107,7 +107,7 @@ impl JobsDriver for SqliteConnection {
                 continue;
             }
             Cached(
-                sql_query(JOBS_FAIL_RECORD)
+                prepared(JOBS_FAIL_RECORD)
                     .bind::<BigInt, _>(row.id)
                     .bind::<Text, _>(&row.error)
                     .bind::<Timestamp, _>(now),
@@ -120,7 +120,7 @@ impl JobsDriver for SqliteConnection {
     fn jobs_set_progress(&mut self, rows: &[Progress]) -> QueryResult<()> {
         for row in rows {
             Cached(
-                sql_query(JOBS_SET_PROGRESS)
+                prepared(JOBS_SET_PROGRESS)
                     .bind::<Nullable<Text>, _>(&row.json)
                     .bind::<BigInt, _>(row.job_id)
                     .bind::<BigInt, _>(row.process_id)
@@ -135,7 +135,7 @@ impl JobsDriver for SqliteConnection {
         let now = utc_now();
         for row in rows {
             Cached(
-                sql_query(JOBS_SNOOZE_UPDATE)
+                prepared(JOBS_SNOOZE_UPDATE)
                     .bind::<Timestamp, _>(plus(now, row.delay))
                     .bind::<Timestamp, _>(now)
                     .bind::<BigInt, _>(row.id),
@@ -143,14 +143,14 @@ impl JobsDriver for SqliteConnection {
             .execute(self)?;
             // Due now and free of a concurrency slot: ready at once.
             Cached(
-                sql_query(JOBS_SNOOZE_READY)
+                prepared(JOBS_SNOOZE_READY)
                     .bind::<BigInt, _>(row.id)
                     .bind::<Timestamp, _>(now)
                     .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
             )
             .execute(self)?;
             Cached(
-                sql_query(JOBS_SNOOZE_SCHEDULE)
+                prepared(JOBS_SNOOZE_SCHEDULE)
                     .bind::<BigInt, _>(row.id)
                     .bind::<Timestamp, _>(now)
                     .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
@@ -164,7 +164,7 @@ impl JobsDriver for SqliteConnection {
         let now = utc_now();
         for row in rows {
             Cached(
-                sql_query(JOBS_RELEASE_UPDATE)
+                prepared(JOBS_RELEASE_UPDATE)
                     .bind::<Integer, _>(i32::from(row.stalled))
                     .bind::<Timestamp, _>(now)
                     .bind::<BigInt, _>(row.id),
@@ -172,14 +172,14 @@ impl JobsDriver for SqliteConnection {
             .execute(self)?;
             if let Some(error) = &row.error {
                 Cached(
-                    sql_query(JOBS_RELEASE_APPEND_ERROR)
+                    prepared(JOBS_RELEASE_APPEND_ERROR)
                         .bind::<Text, _>(error)
                         .bind::<BigInt, _>(row.id),
                 )
                 .execute(self)?;
             }
             Cached(
-                sql_query(JOBS_RELEASE_READY)
+                prepared(JOBS_RELEASE_READY)
                     .bind::<BigInt, _>(row.id)
                     .bind::<Timestamp, _>(now),
             )
@@ -193,19 +193,19 @@ impl JobsDriver for SqliteConnection {
         write_tx(self, |c| {
             let now = utc_now();
             let gone: Vec<IdRow> =
-                Cached(sql_query(FAILED_RETRY_DELETE).bind::<Text, _>(&ids)).load(c)?;
+                Cached(prepared(FAILED_RETRY_DELETE).bind::<Text, _>(&ids)).load(c)?;
             if gone.is_empty() {
                 return Ok(0);
             }
             let gone = json_ids(&gone.iter().map(|r| r.id).collect::<Vec<_>>());
             Cached(
-                sql_query(FAILED_RETRY_UPDATE)
+                prepared(FAILED_RETRY_UPDATE)
                     .bind::<Text, _>(&gone)
                     .bind::<Timestamp, _>(now),
             )
             .execute(c)?;
             let ready = Cached(
-                sql_query(FAILED_RETRY_READY)
+                prepared(FAILED_RETRY_READY)
                     .bind::<Text, _>(&gone)
                     .bind::<Timestamp, _>(now),
             )
@@ -213,7 +213,7 @@ impl JobsDriver for SqliteConnection {
             // Jobs under a concurrency limit go through the dispatcher,
             // which takes their slot.
             let limited = Cached(
-                sql_query(FAILED_RETRY_SCHEDULE_LIMITED)
+                prepared(FAILED_RETRY_SCHEDULE_LIMITED)
                     .bind::<Text, _>(&gone)
                     .bind::<Timestamp, _>(now),
             )
@@ -223,7 +223,7 @@ impl JobsDriver for SqliteConnection {
     }
 
     fn failed_discard(&mut self, ids: &[i64]) -> QueryResult<usize> {
-        Cached(sql_query(FAILED_DISCARD).bind::<Text, _>(json_ids(ids))).execute(self)
+        Cached(prepared(FAILED_DISCARD).bind::<Text, _>(json_ids(ids))).execute(self)
     }
 
     fn jobs_delete_finished(
@@ -234,13 +234,13 @@ impl JobsDriver for SqliteConnection {
         let now = utc_now();
         let deleted = match older_than {
             None => Cached(
-                sql_query(JOBS_DELETE_EXPIRED)
+                prepared(JOBS_DELETE_EXPIRED)
                     .bind::<Timestamp, _>(now)
                     .bind::<BigInt, _>(limit as i64),
             )
             .execute(self)?,
             Some(age) => Cached(
-                sql_query(JOBS_DELETE_FINISHED_BEFORE)
+                prepared(JOBS_DELETE_FINISHED_BEFORE)
                     .bind::<Timestamp, _>(minus(now, age))
                     .bind::<BigInt, _>(limit as i64),
             )

@@ -39,7 +39,7 @@ pub(in crate::store) use statement::enqueue_statements;
 use super::{
     AdminDriver, AttemptStarted, Cached, ClaimLimits, ClaimQuery, ClaimedJob, ClaimsDriver, Driver,
     Failed, JobsDriver, NewJob, NewProcess, ProcessRow, ProcessesDriver, Progress, Released,
-    ReleasedJob, Retried, Snoozed, Succeeded, utc_now,
+    ReleasedJob, Retried, Snoozed, Succeeded, prepared, utc_now,
 };
 
 /// The statements of queue pauses (`pauses.sql`).
@@ -172,7 +172,7 @@ fn insert_jobs(conn: &mut SqliteConnection, jobs: &[NewJob]) -> QueryResult<Vec<
     for job in jobs {
         let scheduled_at = job.run_at.unwrap_or_else(|| plus(now, job.delay));
         let row: Option<IdRow> = Cached(
-            sql_query(INSERT_JOB)
+            prepared(INSERT_JOB)
                 .bind::<Text, _>(&job.queue_name)
                 .bind::<Text, _>(&job.kind)
                 .bind::<Text, _>(&job.arguments)
@@ -203,7 +203,7 @@ fn insert_jobs(conn: &mut SqliteConnection, jobs: &[NewJob]) -> QueryResult<Vec<
             fair.push(id);
         } else if scheduled_at <= now && job.concurrency_key.is_none() {
             Cached(
-                sql_query(INSERT_READY)
+                prepared(INSERT_READY)
                     .bind::<BigInt, _>(id)
                     .bind::<Text, _>(&job.queue_name)
                     .bind::<Integer, _>(job.priority)
@@ -212,7 +212,7 @@ fn insert_jobs(conn: &mut SqliteConnection, jobs: &[NewJob]) -> QueryResult<Vec<
             .execute(conn)?;
         } else {
             Cached(
-                sql_query(INSERT_SCHEDULED)
+                prepared(INSERT_SCHEDULED)
                     .bind::<BigInt, _>(id)
                     .bind::<Text, _>(&job.queue_name)
                     .bind::<Integer, _>(job.priority)
@@ -226,7 +226,7 @@ fn insert_jobs(conn: &mut SqliteConnection, jobs: &[NewJob]) -> QueryResult<Vec<
     }
     if !fair.is_empty() {
         Cached(
-            sql_query(MOVE_DUE.as_str())
+            prepared(MOVE_DUE.as_str())
                 .bind::<Text, _>(json_ids(&fair))
                 .bind::<Timestamp, _>(now),
         )
@@ -289,7 +289,7 @@ fn claim_candidates(
     limit: usize,
 ) -> QueryResult<Vec<Candidate>> {
     let rows: Vec<Candidate> =
-        Cached(sql_query(claim.sqlite_candidates()).bind::<BigInt, _>(limit as i64)).load(conn)?;
+        Cached(prepared(claim.sqlite_candidates()).bind::<BigInt, _>(limit as i64)).load(conn)?;
     Ok(in_claim_order(rows, limit))
 }
 
@@ -302,7 +302,7 @@ fn claim_candidates_ahead(
 ) -> QueryResult<Vec<Candidate>> {
     let kinds = serde_json::to_string(fast_kinds).expect("strings serialize");
     let rows: Vec<Candidate> = Cached(
-        sql_query(claim.sqlite_candidates_ahead())
+        prepared(claim.sqlite_candidates_ahead())
             .bind::<BigInt, _>(limit as i64)
             .bind::<Text, _>(kinds),
     )
@@ -334,13 +334,13 @@ impl AdminDriver for SqliteConnection {
     fn pause_set(&mut self, queue: &str, paused: bool) -> QueryResult<bool> {
         let changed = if paused {
             Cached(
-                sql_query(PAUSE_INSERT)
+                prepared(PAUSE_INSERT)
                     .bind::<Text, _>(queue)
                     .bind::<Timestamp, _>(utc_now()),
             )
             .execute(self)?
         } else {
-            Cached(sql_query(PAUSE_DELETE).bind::<Text, _>(queue)).execute(self)?
+            Cached(prepared(PAUSE_DELETE).bind::<Text, _>(queue)).execute(self)?
         };
         Ok(changed > 0)
     }

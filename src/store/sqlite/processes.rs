@@ -17,7 +17,7 @@ impl ProcessesDriver for SqliteConnection {
     fn process_insert(&mut self, p: &NewProcess) -> QueryResult<i64> {
         let now = utc_now();
         let row: IdRow = Cached(
-            sql_query(PROCESS_INSERT)
+            prepared(PROCESS_INSERT)
                 .bind::<Text, _>(&p.kind)
                 .bind::<Text, _>(&p.name)
                 .bind::<Integer, _>(p.pid)
@@ -32,7 +32,7 @@ impl ProcessesDriver for SqliteConnection {
 
     fn process_heartbeat(&mut self, id: i64) -> QueryResult<bool> {
         let n = Cached(
-            sql_query(PROCESS_HEARTBEAT)
+            prepared(PROCESS_HEARTBEAT)
                 .bind::<Timestamp, _>(utc_now())
                 .bind::<BigInt, _>(id),
         )
@@ -41,7 +41,7 @@ impl ProcessesDriver for SqliteConnection {
     }
 
     fn process_delete(&mut self, id: i64) -> QueryResult<bool> {
-        let n = Cached(sql_query(PROCESS_DELETE).bind::<BigInt, _>(id)).execute(self)?;
+        let n = Cached(prepared(PROCESS_DELETE).bind::<BigInt, _>(id)).execute(self)?;
         Ok(n > 0)
     }
 
@@ -52,7 +52,7 @@ impl ProcessesDriver for SqliteConnection {
         limit: usize,
     ) -> QueryResult<Vec<ProcessRow>> {
         Cached(
-            sql_query(PROCESS_FIND_EXPIRED)
+            prepared(PROCESS_FIND_EXPIRED)
                 .bind::<Timestamp, _>(minus(utc_now(), threshold))
                 .bind::<BigInt, _>(exclude)
                 .bind::<BigInt, _>(limit as i64),
@@ -67,7 +67,7 @@ impl ProcessesDriver for SqliteConnection {
         supervisor_id: i64,
     ) -> QueryResult<Vec<ProcessRow>> {
         Cached(
-            sql_query(PROCESS_FIND_BY_PID)
+            prepared(PROCESS_FIND_BY_PID)
                 .bind::<Text, _>(hostname)
                 .bind::<Integer, _>(pid)
                 .bind::<BigInt, _>(supervisor_id),
@@ -83,7 +83,7 @@ impl ProcessesDriver for SqliteConnection {
         // The write lock is held already (BEGIN IMMEDIATE): re-reading the
         // row is enough to see whether another pruner got there first.
         let rows: Vec<ProcessRow> = Cached(
-            sql_query(PROCESS_LOCK)
+            prepared(PROCESS_LOCK)
                 .bind::<BigInt, _>(id)
                 .bind::<Nullable<Timestamp>, _>(dead_for.map(|d| minus(utc_now(), d))),
         )

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use chrono::NaiveDateTime;
 use diesel::sql_types::{BigInt, Integer, Nullable, Text, Timestamp};
-use diesel::{QueryResult, QueryableByName, RunQueryDsl, SqliteConnection, sql_query};
+use diesel::{QueryResult, QueryableByName, RunQueryDsl, SqliteConnection};
 
-use crate::store::{Cached, RecurringDriver, RecurringTaskRow, utc_now};
+use crate::store::{Cached, RecurringDriver, RecurringTaskRow, prepared, utc_now};
 
 use crate::store::named::named;
 
@@ -28,7 +28,7 @@ impl RecurringDriver for SqliteConnection {
         let now = utc_now();
         for task in tasks {
             Cached(
-                sql_query(UPSERT_TASK)
+                prepared(UPSERT_TASK)
                     .bind::<Text, _>(&task.key)
                     .bind::<Text, _>(&task.schedule)
                     .bind::<Text, _>(&task.timezone)
@@ -43,7 +43,7 @@ impl RecurringDriver for SqliteConnection {
         }
         let keys = serde_json::to_string(&tasks.iter().map(|t| &t.key).collect::<Vec<_>>())
             .expect("strings serialize");
-        Cached(sql_query(DELETE_OTHER_TASKS).bind::<Text, _>(keys))
+        Cached(prepared(DELETE_OTHER_TASKS).bind::<Text, _>(keys))
             .execute(self)
             .map(drop)
     }
@@ -55,7 +55,7 @@ impl RecurringDriver for SqliteConnection {
         job_id: i64,
     ) -> QueryResult<Option<NaiveDateTime>> {
         let rows: Vec<Inserted> = Cached(
-            sql_query(INSERT_GUARD)
+            prepared(INSERT_GUARD)
                 .bind::<Text, _>(task_key)
                 .bind::<Timestamp, _>(run_at)
                 .bind::<BigInt, _>(job_id),
@@ -74,7 +74,7 @@ impl RecurringDriver for SqliteConnection {
             .and_then(|age| utc_now().checked_sub_signed(age))
             .unwrap_or(NaiveDateTime::MIN);
         Cached(
-            sql_query(DELETE_OLD_GUARDS)
+            prepared(DELETE_OLD_GUARDS)
                 .bind::<Timestamp, _>(cutoff)
                 .bind::<BigInt, _>(limit as i64),
         )

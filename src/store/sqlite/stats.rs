@@ -7,11 +7,11 @@
 use std::time::Duration;
 
 use diesel::sql_types::{BigInt, Text, Timestamp};
-use diesel::{QueryResult, QueryableByName, RunQueryDsl, SqliteConnection, sql_query};
+use diesel::{QueryResult, QueryableByName, RunQueryDsl, SqliteConnection};
 
 use super::{minus, write_tx};
 use crate::store::named::named;
-use crate::store::{Cached, StatsDelta, StatsDriver, TOTALS_BUCKET, utc_now};
+use crate::store::{Cached, StatsDelta, StatsDriver, TOTALS_BUCKET, prepared, utc_now};
 
 const SQL: &str = include_str!("stats.sql");
 const ADD: &str = named(SQL, "add_deltas");
@@ -31,7 +31,7 @@ impl StatsDriver for SqliteConnection {
         write_tx(conn, |conn| {
             for row in rows {
                 Cached(
-                    sql_query(ADD)
+                    prepared(ADD)
                         .bind::<Timestamp, _>(row.bucket)
                         .bind::<Text, _>(&row.queue_name)
                         .bind::<Text, _>(&row.kind)
@@ -50,7 +50,7 @@ impl StatsDriver for SqliteConnection {
         let conn = self;
         let cutoff = minus(utc_now(), older_than);
         let any: Flag = Cached(
-            sql_query(ANY_OLD)
+            prepared(ANY_OLD)
                 .bind::<Timestamp, _>(TOTALS_BUCKET)
                 .bind::<Timestamp, _>(cutoff),
         )
@@ -60,13 +60,13 @@ impl StatsDriver for SqliteConnection {
         }
         write_tx(conn, |conn| {
             Cached(
-                sql_query(FOLD_ADD)
+                prepared(FOLD_ADD)
                     .bind::<Timestamp, _>(TOTALS_BUCKET)
                     .bind::<Timestamp, _>(cutoff),
             )
             .execute(conn)?;
             Cached(
-                sql_query(FOLD_DELETE)
+                prepared(FOLD_DELETE)
                     .bind::<Timestamp, _>(TOTALS_BUCKET)
                     .bind::<Timestamp, _>(cutoff),
             )
