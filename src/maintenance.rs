@@ -12,7 +12,9 @@
 //! A process judges others dead by heartbeat age only once its own
 //! heartbeats have succeeded for a whole threshold ([`Lease::healthy_for`]):
 //! after a database outage everybody's heartbeat is old, and the first
-//! process back must give the others the same chance to write. A
+//! process back must give the others the same chance to write; after an
+//! outage of its own, for half its pool timeout more (the longest its
+//! pool, like theirs, waits between two tries to connect). A
 //! supervisor spares its own children, whose pids it knows are alive; it
 //! kills one whose heartbeat is stale instead (a frozen process), and then
 //! prunes it by pid.
@@ -107,11 +109,23 @@ pub(crate) fn run_once(
         default_max_stalled: config.default_max_stalled,
         cause: None,
     };
+    // After an outage of its own, a process also waits for the others'
+    // pools to connect again: r2d2 retries a failed connect after a
+    // doubling delay (up to half the pool timeout, 15 s by default), so a
+    // process whose pool failed a few times during the outage may write
+    // its first heartbeat seconds after the database is back. Judged
+    // after one threshold only, it was pruned alive (the outage test saw
+    // it, a 3.4 s outage, its heartbeat 2.4 s after the database's return).
+    let needed = if pruner.lease.ever_failed() {
+        config.alive_threshold + store.reconnect_within()
+    } else {
+        config.alive_threshold
+    };
     let healthy = pruner.lease.healthy_for();
-    if healthy >= config.alive_threshold {
+    if healthy >= needed {
         // Health is asked again for each row, inside its transaction.
         let spare = |row: &ProcessRow| {
-            pruner.lease.healthy_for() < config.alive_threshold
+            pruner.lease.healthy_for() < needed
                 || pruner.spare.as_ref().is_some_and(|spare| spare(row))
         };
         let target = PruneTarget::Expired {
@@ -126,7 +140,7 @@ pub(crate) fn run_once(
         }
     } else {
         log::debug!(
-            "not judging other processes by heartbeat age yet: this one's heartbeats have succeeded for {healthy:?}, less than the alive threshold {:?}",
+            "not judging other processes by heartbeat age yet: this one's heartbeats have succeeded for {healthy:?}, less than {needed:?} (the alive threshold {:?}, and after an outage the time the others' pools may take to connect again)",
             config.alive_threshold
         );
     }

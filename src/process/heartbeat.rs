@@ -78,6 +78,8 @@ pub(crate) struct Lease {
     /// Nanoseconds after `epoch`, plus one, of the first success after the
     /// last failure; 0 while failing.
     healthy_since: AtomicU64,
+    /// Whether a heartbeat has ever failed (an outage seen).
+    ever_failed: std::sync::atomic::AtomicBool,
     /// Nanoseconds after `epoch`, plus one, at which the heartbeat in
     /// flight was sent; 0 when none is.
     beat_sent: AtomicU64,
@@ -94,6 +96,7 @@ impl Lease {
             margin: interval.min(threshold / 2),
             valid_until: AtomicU64::new(0),
             healthy_since: AtomicU64::new(0),
+            ever_failed: std::sync::atomic::AtomicBool::new(false),
             beat_sent: AtomicU64::new(0),
             changed: Condvar::new(),
             lock: Mutex::new(()),
@@ -138,7 +141,13 @@ impl Lease {
 
     /// A heartbeat failed: health starts over at the next success.
     pub(crate) fn failed(&self) {
+        self.ever_failed.store(true, Ordering::SeqCst);
         self.healthy_since.store(0, Ordering::SeqCst);
+    }
+
+    /// Whether a heartbeat of this process has ever failed.
+    pub(crate) fn ever_failed(&self) -> bool {
+        self.ever_failed.load(Ordering::SeqCst)
     }
 
     /// The row is gone (or was replaced): no lease until the next one.

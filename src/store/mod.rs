@@ -255,6 +255,14 @@ impl Store {
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// How long after the database answers again this pool may still wait
+    /// before it connects: r2d2 retries a failed connect after a doubling
+    /// delay of at most half its timeout (`pool_timeout`), and a caller
+    /// waits for that retry.
+    pub(crate) fn reconnect_within(&self) -> Duration {
+        self.pool.connection_timeout() / 2
+    }
+
     pub(crate) fn url(&self) -> &DatabaseUrl {
         &self.url
     }
