@@ -116,11 +116,11 @@ pub(crate) fn run_once(
     // its first heartbeat seconds after the database is back. Judged
     // after one threshold only, it was pruned alive (the outage test saw
     // it, a 3.4 s outage, its heartbeat 2.4 s after the database's return).
-    let needed = if pruner.lease.ever_failed() {
-        config.alive_threshold + store.reconnect_within()
-    } else {
-        config.alive_threshold
-    };
+    let needed = judging_after(
+        &pruner.lease,
+        config.alive_threshold,
+        store.reconnect_within(),
+    );
     let healthy = pruner.lease.healthy_for();
     if healthy >= needed {
         // Health is asked again for each row, inside its transaction.
@@ -205,6 +205,17 @@ pub(crate) fn tend(store: &Store) {
             }
         }
         Err(error) => log::warn!("vacuuming solidq's tables failed: {error}"),
+    }
+}
+
+/// How long `lease`'s heartbeats must have succeeded before its process
+/// judges others by heartbeat age: the alive threshold, and after an
+/// outage of its own `reconnect_within` more (see [`run_once`]).
+fn judging_after(lease: &Lease, alive_threshold: Duration, reconnect_within: Duration) -> Duration {
+    if lease.ever_failed() {
+        alive_threshold + reconnect_within
+    } else {
+        alive_threshold
     }
 }
 
@@ -332,5 +343,30 @@ fn report_shutdown_kill(report: &ReleaseReport, events: &dyn Events) {
             cause: ReleaseCause::KilledAtShutdown,
             failed: entry.failed.clone(),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+
+    #[test]
+    fn after_an_outage_of_its_own_a_pruner_also_waits_for_the_others_pools() {
+        let (threshold, reconnect) = (Duration::from_secs(1), Duration::from_secs(15));
+        let lease = Lease::new(Instant::now(), threshold, Duration::from_millis(200));
+        assert_eq!(
+            judging_after(&lease, threshold, reconnect),
+            threshold,
+            "a process whose heartbeats never failed"
+        );
+        lease.failed();
+        lease.renew(Instant::now());
+        assert_eq!(
+            judging_after(&lease, threshold, reconnect),
+            threshold + reconnect,
+            "after an outage of its own, healthy again"
+        );
     }
 }
