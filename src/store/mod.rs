@@ -909,6 +909,38 @@ mod tests {
         );
     }
 
+    /// The same on a real PostgreSQL: the server holds the statement that
+    /// `execute` ran, prepared once (it was an unnamed one before).
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn a_statement_run_by_execute_is_prepared_on_postgresql() {
+        use diesel::connection::Connection;
+        use diesel::sql_types::{BigInt, Text};
+
+        let Some(url) = conformance::postgres_url() else {
+            return;
+        };
+        #[derive(diesel::QueryableByName)]
+        struct Count {
+            #[diesel(sql_type = BigInt)]
+            n: i64,
+        }
+        const TEXT: &str = "SELECT pg_notify('solidq_prepared_test', $1)";
+        let mut conn = diesel::PgConnection::establish(&url).unwrap();
+        for _ in 0..3 {
+            Cached(prepared(TEXT).bind::<Text, _>("x"))
+                .execute(&mut conn)
+                .unwrap();
+        }
+        let held: Count = diesel::sql_query(
+            "SELECT count(*) AS n FROM pg_prepared_statements WHERE statement = $1",
+        )
+        .bind::<Text, _>(TEXT)
+        .get_result(&mut conn)
+        .unwrap();
+        assert_eq!(held.n, 1, "the statement prepared once on this session");
+    }
+
     #[test]
     fn mysql_deadlocks_and_lock_waits_are_retried_and_lost_connections_are_not() {
         // 1213 (diesel's SerializationFailure) and 1205 (Unknown).
