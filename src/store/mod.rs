@@ -728,8 +728,8 @@ pub(crate) fn in_transaction<T>(
 pub(crate) struct Cached<Q>(pub Q);
 
 /// A statement's text for [`Cached`]: `sql_query` without its opt-out of
-/// diesel's prepared-statement cache (except on MySQL: see its
-/// `walk_ast`). Bind values with `.bind::<T, _>(v)`, as on `sql_query`.
+/// diesel's prepared-statement cache (on MySQL, only for statements
+/// without a subquery: see [`has_subquery`]). Bind values with `.bind::<T, _>(v)`, as on `sql_query`.
 pub(crate) fn prepared(sql: impl Into<String>) -> Prepared {
     Prepared(sql.into())
 }
@@ -787,13 +787,10 @@ impl Query for Prepared {
 
 impl<DB: DieselBackend + 'static> QueryFragment<DB> for Prepared {
     fn walk_ast<'b>(&'b self, mut pass: AstPass<'_, 'b, DB>) -> QueryResult<()> {
-        // Not on MySQL: MariaDB 10.11 runs some of our statements wrongly
-        // when a prepared one is executed again (the fair-share placement's
-        // insert failed its second run with "Unknown column 's.queue_name'
-        // in 'WHERE'"), so what `execute` runs there stays prepared and
-        // closed around each call, as before; `load`s stay cached.
         #[cfg(feature = "mysql")]
-        if std::any::TypeId::of::<DB>() == std::any::TypeId::of::<diesel::mysql::Mysql>() {
+        if std::any::TypeId::of::<DB>() == std::any::TypeId::of::<diesel::mysql::Mysql>()
+            && has_subquery(&self.0)
+        {
             pass.unsafe_to_cache_prepared();
         }
         pass.push_sql(&self.0);
@@ -802,6 +799,32 @@ impl<DB: DieselBackend + 'static> QueryFragment<DB> for Prepared {
 }
 
 impl<C> RunQueryDsl<C> for Prepared {}
+
+/// Whether a statement holds a subquery (`(SELECT`, any spacing or case).
+/// On MySQL such a statement run by `execute` is not kept prepared:
+/// MariaDB 10.11 runs some of them wrongly when a prepared one is executed
+/// again (the fair-share placement's `INSERT … SELECT` over a derived
+/// table failed its second run with "Unknown column 's.queue_name' in
+/// 'WHERE'"; its fixes of re-executed derived tables and subqueries
+/// continue through 11.x), so those are prepared and closed around each
+/// call, as every `execute` was before. Statements without one (the
+/// heartbeat, the fence, the finish's steps, the cleaner's deletes) are
+/// prepared once per connection; `load`s always were.
+#[cfg(feature = "mysql")]
+fn has_subquery(sql: &str) -> bool {
+    let bytes = sql.as_bytes();
+    bytes.iter().enumerate().any(|(at, &b)| {
+        b == b'('
+            && bytes[at + 1..]
+                .iter()
+                .position(|c| !c.is_ascii_whitespace())
+                .is_some_and(|skip| {
+                    bytes[at + 1 + skip..]
+                        .get(..6)
+                        .is_some_and(|word| word.eq_ignore_ascii_case(b"select"))
+                })
+    })
+}
 
 impl<Q> QueryId for Cached<Q> {
     type QueryId = ();
@@ -939,6 +962,66 @@ mod tests {
         .get_result(&mut conn)
         .unwrap();
         assert_eq!(held.n, 1, "the statement prepared once on this session");
+    }
+
+    /// On MySQL a statement without a subquery that `execute` runs is
+    /// prepared once per session; one with a subquery is prepared at each
+    /// run (MariaDB's re-execution bugs: see [`has_subquery`]).
+    #[cfg(feature = "mysql")]
+    #[test]
+    fn on_mysql_a_statement_without_a_subquery_is_prepared_once() {
+        use diesel::connection::{Connection, SimpleConnection};
+        use diesel::sql_types::BigInt;
+
+        let Some(url) = conformance::mysql_url() else {
+            return;
+        };
+        #[derive(diesel::QueryableByName)]
+        struct Status {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            #[diesel(column_name = Value)]
+            value: String,
+        }
+        let mut conn = diesel::MysqlConnection::establish(&url).unwrap();
+        conn.batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)")
+            .unwrap();
+        conn.batch_execute("INSERT INTO t VALUES (1, 0)").unwrap();
+        let prepares = |conn: &mut diesel::MysqlConnection| -> u64 {
+            let row: Status = diesel::sql_query("SHOW SESSION STATUS LIKE 'Com_stmt_prepare'")
+                .get_result(conn)
+                .unwrap();
+            row.value.parse().unwrap()
+        };
+        let flat = "UPDATE t SET n = n + ? WHERE id = 1";
+        let nested = "UPDATE t SET n = n + ? WHERE id IN ( select id FROM (SELECT 1 AS id) AS o)";
+        // Reading the count is a prepared statement of its own.
+        let read = {
+            let first = prepares(&mut conn);
+            prepares(&mut conn) - first
+        };
+        for (sql, expected) in [(flat, 1), (nested, 3)] {
+            let before = prepares(&mut conn);
+            for _ in 0..3 {
+                let changed = Cached(prepared(sql).bind::<BigInt, _>(1))
+                    .execute(&mut conn)
+                    .unwrap();
+                assert_eq!(changed, 1, "{sql}");
+            }
+            assert_eq!(prepares(&mut conn) - before - read, expected, "{sql}");
+        }
+    }
+
+    #[cfg(feature = "mysql")]
+    #[test]
+    fn a_subquery_is_found_whatever_its_spacing_and_case() {
+        assert!(has_subquery("DELETE FROM t WHERE id IN (SELECT id FROM u)"));
+        assert!(has_subquery(
+            "DELETE FROM t WHERE id IN (\n   select id FROM u)"
+        ));
+        assert!(!has_subquery("UPDATE t SET n = (n + 1) WHERE id = ?"));
+        assert!(!has_subquery("SELECT a FROM t WHERE (b) = ?"));
+        assert!(!has_subquery("INSERT INTO t (a, b) VALUES (?, ?)"));
+        assert!(!has_subquery("x = ("));
     }
 
     #[test]
