@@ -867,7 +867,14 @@ fn a_transaction_held_open_elsewhere_shows_with_its_age_session_and_rows(db: &Te
         horizon.dead_rows.is_some(),
         "dead rows or history length read"
     );
-    assert_eq!(horizon.warning, None, "younger than a minute");
+    // Ours is younger than a minute; another test's session on the same
+    // server may hold one older still, and then the warning is about it.
+    assert_eq!(
+        horizon.warning.is_some(),
+        t.age_ms >= 60_000,
+        "a warning when the oldest is a minute old: {t:?} {:?}",
+        horizon.warning
+    );
 
     let page = get(&app, "/database", None);
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
