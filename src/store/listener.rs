@@ -381,6 +381,16 @@ pub(crate) trait Duty: Send {
 /// lock): a frozen holder hands the duty on after this.
 pub(crate) const DUTY_LEASE: Duration = Duration::from_secs(3);
 
+/// The longest one wait in line for the duty lasts before it is asked
+/// again (`statement_timeout` of the duty's session). A statement waiting
+/// for a lock holds a snapshot, and while it does the database keeps every
+/// row deleted since it began, in every table of the database: a worker
+/// waiting in line for as long as another held the duty kept vacuum from
+/// removing anything, for hours in an idle fleet. Asked again each second,
+/// no wait holds rows longer than that.
+#[cfg(feature = "postgres")]
+const DUTY_WAIT: Duration = Duration::from_secs(1);
+
 impl Store {
     /// A duty session for the workers of queue list `queues` (its text
     /// names the lock), where the backend has one (PostgreSQL, with
@@ -421,6 +431,10 @@ impl PgDuty {
             );
             return Ok(None);
         }
+        pg.query_one(&format!(
+            "SET statement_timeout = {}",
+            DUTY_WAIT.as_millis()
+        ))?;
         let schema = pg.query_one("SELECT current_schema()")?;
         let name = format!("solidq duty {schema} {queues}");
         let key = format!("hashtextextended('{}', 0)", name.replace('\'', "''"));
@@ -463,18 +477,28 @@ impl Duty for PgDuty {
                 self.pg.check()?;
                 return Ok(false);
             }
-            let mut outcome = Ok(());
+            let mut outcome = Ok(true);
             loop {
                 let result = pq_sys::PQgetResult(self.pg.conn.as_ptr());
                 if result.is_null() {
                     break;
                 }
-                if let Err(error) = self.pg.take(result) {
-                    outcome = Err(error);
+                // A wait cut at `DUTY_WAIT` (query_canceled): not granted
+                // yet; asked again below.
+                let code = pq_sys::PQresultErrorField(result, pq_sys::PG_DIAG_SQLSTATE.into());
+                let cut = !code.is_null() && CStr::from_ptr(code).to_bytes() == b"57014";
+                match self.pg.take(result) {
+                    Err(_) if cut => outcome = outcome.map(|_| false),
+                    Err(error) => outcome = Err(error),
+                    Ok(_) => {}
                 }
             }
             self.asked = false;
-            outcome.map(|()| true)
+            if let Ok(false) = outcome {
+                // In line again, with a fresh snapshot.
+                self.ask()?;
+            }
+            outcome
         }
     }
 
@@ -484,10 +508,13 @@ impl Duty for PgDuty {
 
     fn release(&mut self) -> Result<()> {
         self.pg
-            .query_one(&format!(
-                "SELECT pg_advisory_unlock({}), set_config('idle_session_timeout', '0', false)",
-                self.key
-            ))
+            // All of this session's: a wait cut at the very moment it was
+            // granted leaves the lock held (a session's advisory lock
+            // outlives its statement's failure), and the next ask takes it
+            // once more.
+            .query_one(
+                "SELECT pg_advisory_unlock_all(), set_config('idle_session_timeout', '0', false)",
+            )
             .map(drop)
     }
 }
@@ -963,5 +990,80 @@ mod tests {
             .batch_execute("INSERT INTO t VALUES (1)")
             .expect("commit");
         assert!(watch.wait(Duration::from_secs(5)), "the commit's WAL write");
+    }
+}
+
+#[cfg(all(test, feature = "postgres"))]
+mod duty_tests {
+    use std::time::Instant;
+
+    use super::*;
+    use diesel::RunQueryDsl;
+
+    /// A worker waiting in line for the duty never holds a statement (and
+    /// its snapshot, which keeps every row deleted since from vacuum)
+    /// open longer than [`DUTY_WAIT`]; the lock still passes to it as soon
+    /// as the holder lets go.
+    #[test]
+    fn a_worker_waiting_for_the_duty_holds_no_snapshot_past_a_second() {
+        #[derive(diesel::QueryableByName)]
+        struct Waiting {
+            #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Double>)]
+            oldest: Option<f64>,
+        }
+        let Some(url) = super::super::conformance::postgres_url() else {
+            return;
+        };
+        let options = super::super::PoolOptions {
+            size: 2,
+            timeout: Duration::from_secs(30),
+            sqlite: super::super::SqliteSettings::default(),
+        };
+        let store = Store::connect(&DatabaseUrl::parse(&url).unwrap(), &options).unwrap();
+        let mut holder = store.duty("mail").unwrap().expect("PostgreSQL 14 or later");
+        holder.ask().unwrap();
+        assert!(holder.granted(Duration::from_secs(5)).unwrap());
+        let mut waiter = store.duty("mail").unwrap().unwrap();
+        waiter.ask().unwrap();
+        let mut observer = <diesel::PgConnection as diesel::Connection>::establish(&url).unwrap();
+        let oldest_wait = |c: &mut diesel::PgConnection| -> f64 {
+            let row: Waiting = diesel::sql_query(
+                "SELECT max(extract(epoch FROM now() - query_start))::float8 AS oldest
+                 FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event = 'advisory'
+                   AND query LIKE '%solidq duty ' || current_schema() || ' mail%'",
+            )
+            .get_result(c)
+            .unwrap();
+            row.oldest.unwrap_or(0.0)
+        };
+        let until = Instant::now() + DUTY_WAIT * 3;
+        let mut longest: f64 = 0.0;
+        while Instant::now() < until {
+            // Within its lease, as its worker would.
+            holder.ping().unwrap();
+            assert!(
+                !waiter.granted(Duration::from_millis(100)).unwrap(),
+                "held by the other"
+            );
+            longest = longest.max(oldest_wait(&mut observer));
+        }
+        assert!(longest > 0.5, "the waiter was seen waiting: {longest} s");
+        assert!(
+            longest < DUTY_WAIT.as_secs_f64() + 0.5,
+            "a wait in line lasted {longest} s"
+        );
+        holder.release().unwrap();
+        let released = Instant::now();
+        while !waiter.granted(Duration::from_millis(100)).unwrap() {
+            assert!(
+                released.elapsed() < Duration::from_secs(2),
+                "the duty passed on"
+            );
+        }
+        // Released whole: a new waiter gets it once this holder lets go.
+        waiter.release().unwrap();
+        holder.ask().unwrap();
+        assert!(holder.granted(Duration::from_secs(2)).unwrap());
     }
 }
