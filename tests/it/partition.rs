@@ -506,12 +506,13 @@ env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
             .collect();
         let entries = ledger(&mut conn);
         let mut starts: BTreeMap<i64, Vec<&LedgerRow>> = BTreeMap::new();
-        let mut last_end: HashMap<i64, i64> = HashMap::new();
+        // Each run's end, by job and process.
+        let mut ends: HashMap<(i64, i64), i64> = HashMap::new();
         for row in &entries {
             match row.event.as_str() {
                 "start" => starts.entry(row.job_id).or_default().push(row),
                 _ => {
-                    let end = last_end.entry(row.job_id).or_default();
+                    let end = ends.entry((row.job_id, row.pid)).or_default();
                     *end = (*end).max(row.at_us);
                 }
             }
@@ -620,11 +621,17 @@ env = {{ SOLIDQ_TEST_CHILD = "supervised", RUST_LOG = "info" }}
             late.is_empty(),
             "the cut host started jobs while cut off: {late:?}"
         );
-        // Every outcome was written after the end of the job's last run:
-        // no zombie recorded its outcome over the new claim.
+        // Every outcome was written after the end of the job's last run
+        // (the last to start: its claim is the one that stands): no
+        // zombie recorded its outcome over the new claim. A zombie's run
+        // that started earlier may end later; its outcome is fenced.
         for job in &jobs {
             let finished = job.finished_us.expect("finished");
-            let end = last_end.get(&job.id).copied().unwrap_or(0);
+            let end = starts
+                .get(&job.id)
+                .and_then(|runs| runs.last())
+                .and_then(|last| ends.get(&(job.id, last.pid)).copied())
+                .unwrap_or(0);
             assert!(
                 finished >= end,
                 "job {} finished at {finished} µs, before its last run ended at {end} µs: {:?}",
