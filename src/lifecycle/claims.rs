@@ -46,6 +46,9 @@ impl Store {
                 Ok(jobs)
             })
         });
+        if result.is_err() {
+            claim.forget_floor();
+        }
         match (result, claimed) {
             (Err(error), Some(jobs)) if error.may_have_committed() && !jobs.is_empty() => {
                 self.claims_resolve(process_id, jobs, error)

@@ -20,7 +20,7 @@ use std::time::Duration;
 use diesel::result::Error as DieselError;
 
 use super::batches::{BatchDelta, Callback, NewBatch};
-use super::{AttemptStarted, Failed, HorizonFacts, Released, ReleasedJob};
+use super::{AttemptStarted, Failed, HorizonFacts, LimitedJob, Released, ReleasedJob, Snoozed};
 use super::{
     ClaimLimits, ClaimQuery, Counted, Driver, NewAudit, NewJob, NewProcess, PoolOptions,
     RecurringTaskRow, SqliteSettings, StatsDelta, Store, Succeeded, in_transaction,
@@ -163,7 +163,7 @@ fn server<C: diesel::Connection>(
 }
 
 #[cfg(feature = "postgres")]
-pub(super) fn postgres_url() -> Option<String> {
+pub(in crate::store) fn postgres_url() -> Option<String> {
     use diesel::connection::SimpleConnection;
     let (url, mut admin) = server::<diesel::PgConnection>(
         "SOLIDQ_TEST_POSTGRES_URL",
@@ -179,7 +179,7 @@ pub(super) fn postgres_url() -> Option<String> {
 }
 
 #[cfg(not(feature = "postgres"))]
-pub(super) fn postgres_url() -> Option<String> {
+pub(in crate::store) fn postgres_url() -> Option<String> {
     None
 }
 
@@ -255,6 +255,7 @@ conformance!(
     a_lost_claim_finishes_nothing,
     a_stalled_job_runs_alone_until_an_attempt_ends,
     a_failed_job_is_retried_once,
+    a_job_made_ready_behind_the_claims_is_claimed_next,
     a_delayed_job_is_made_due_and_dispatched_once,
     a_gone_processs_claim_is_an_orphan_released_once,
     a_silent_process_is_found_by_its_silence_and_locked,
@@ -813,6 +814,124 @@ fn a_failed_job_is_retried_once(d: &mut dyn Driver) {
         .map(|j| j.id)
         .collect();
     assert_eq!(again, [id], "ready again");
+}
+
+/// Every way a job becomes ready where claims already went is seen by the
+/// next claim of the same worker (PostgreSQL's claims start where earlier
+/// ones ended while nothing was made ready behind them:
+/// `store::postgres::floor`; unit tests settle places at once): a due
+/// scheduled job, a snooze, a release, a retried failure, a freed
+/// concurrency slot, a negative priority, a resumed queue. (A fair
+/// placement goes no further forward than the first ready row of its
+/// queue; it moves the counter on all the same.)
+fn a_job_made_ready_behind_the_claims_is_claimed_next(d: &mut dyn Driver) {
+    let p = process(d, "conformance-floor");
+    // A prefix: the queue paused below is claimed from too.
+    let query = ClaimQuery::new(vec![QueuePattern::Prefix("conformance".into())]);
+    let claim = |d: &mut dyn Driver, n| -> Vec<i64> {
+        let limits = ClaimLimits {
+            immediate: n,
+            ahead: 0,
+            fast_kinds: Vec::new(),
+            from: 0,
+        };
+        d.ready_claim(&query, p, &limits)
+            .unwrap()
+            .iter()
+            .map(|j| j.id)
+            .collect()
+    };
+    let insert = |d: &mut dyn Driver, job: NewJob| -> i64 {
+        d.jobs_insert(&[job], false).unwrap()[0].expect("a new id")
+    };
+    let delayed = insert(
+        d,
+        NewJob {
+            delay: Duration::from_secs(3600),
+            ..job(None)
+        },
+    );
+    let paused = insert(
+        d,
+        NewJob {
+            queue_name: "conformance-paused".into(),
+            ..job(None)
+        },
+    );
+    assert!(d.pause_set("conformance-paused", true).unwrap());
+    let [snoozed, released, failed, limited] = [0; 4].map(|_| insert(d, job(None)));
+    assert_eq!(claim(d, 4), [snoozed, released, failed, limited]);
+    // Claims move on past the jobs above, twice, so the next starts past
+    // where the first ended.
+    let tail = |d: &mut dyn Driver| {
+        let id = insert(d, job(None));
+        assert_eq!(claim(d, 1), [id], "the tail");
+    };
+    tail(d);
+    tail(d);
+    assert_eq!(d.scheduled_make_due(&[delayed]).unwrap(), 1);
+    assert_eq!(d.scheduled_dispatch(10).unwrap(), ["conformance"]);
+    assert_eq!(claim(d, 5), [delayed], "a scheduled job due");
+    tail(d);
+    d.transaction(&mut |d| {
+        d.claimed_delete_fenced(p, &[snoozed])?;
+        d.jobs_snooze(&[Snoozed {
+            id: snoozed,
+            delay: Duration::ZERO,
+        }])
+    })
+    .unwrap();
+    assert_eq!(claim(d, 5), [snoozed], "a snoozed job");
+    tail(d);
+    d.transaction(&mut |d| {
+        d.claimed_delete_fenced(p, &[released])?;
+        d.jobs_release(&[Released {
+            id: released,
+            stalled: false,
+            error: None,
+        }])
+    })
+    .unwrap();
+    assert_eq!(claim(d, 5), [released], "a released job");
+    tail(d);
+    d.transaction(&mut |d| {
+        d.claimed_delete_fenced(p, &[failed])?;
+        d.jobs_fail(&[Failed {
+            id: failed,
+            error: r#"{"kind":"conformance","message":"no"}"#.into(),
+            ends_attempt: true,
+            stalled: false,
+        }])
+    })
+    .unwrap();
+    assert_eq!(d.failed_retry(&[failed]).unwrap(), 1);
+    assert_eq!(claim(d, 5), [failed], "a failed job retried");
+    tail(d);
+    d.transaction(&mut |d| {
+        d.claimed_delete_fenced(p, &[limited])?;
+        d.ready_insert(&[LimitedJob {
+            job_id: limited,
+            queue_name: "conformance".into(),
+            priority: 0,
+            concurrency_key: "conformance-key".into(),
+            kind: "conformance_job".into(),
+            options: "{}".into(),
+        }])
+    })
+    .unwrap();
+    assert_eq!(claim(d, 5), [limited], "a job given a concurrency slot");
+    tail(d);
+    let urgent = insert(
+        d,
+        NewJob {
+            priority: -1,
+            ..job(None)
+        },
+    );
+    assert_eq!(claim(d, 5), [urgent], "a negative priority");
+    tail(d);
+    assert!(d.pause_set("conformance-paused", false).unwrap());
+    assert_eq!(claim(d, 5), [paused], "a resumed queue");
 }
 
 fn claim_ids(d: &mut dyn Driver, process: i64, n: usize) -> Vec<i64> {

@@ -108,12 +108,13 @@ pub(crate) fn insert_ready_by_id<C: Portable>(conn: &mut C, ids: &[i64]) -> Quer
             .collect::<Vec<_>>()
             .join(", ");
         let sql = format!(
-            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {}",
+            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {}{}",
             ready_rows_sql(
                 "j",
                 &now,
                 &format!("FROM solidq_jobs j WHERE j.id IN ({list})")
-            )
+            ),
+            C::READY_INSERTED
         );
         conn.run(diesel::sql_query(sql))?;
     }

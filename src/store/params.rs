@@ -59,6 +59,9 @@ pub(crate) struct ClaimQuery {
     pub(crate) patterns: Vec<crate::types::QueuePattern>,
     #[cfg(feature = "postgres")]
     postgres_sql: std::sync::OnceLock<String>,
+    /// Where PostgreSQL's claims start (`store::postgres::floor`).
+    #[cfg(feature = "postgres")]
+    pub(super) floor: std::sync::Mutex<postgres::ClaimFloor>,
     #[cfg(feature = "sqlite")]
     pub(super) sqlite_sql: std::sync::OnceLock<String>,
     #[cfg(feature = "sqlite")]
@@ -75,6 +78,8 @@ impl ClaimQuery {
             patterns,
             #[cfg(feature = "postgres")]
             postgres_sql: Default::default(),
+            #[cfg(feature = "postgres")]
+            floor: Default::default(),
             #[cfg(feature = "sqlite")]
             sqlite_sql: Default::default(),
             #[cfg(feature = "sqlite")]
@@ -91,6 +96,16 @@ impl ClaimQuery {
         self.postgres_sql.get_or_init(|| postgres::claim_sql(self))
     }
 
+    /// After a claim that failed: the next starts at the head of the
+    /// queue (`store::postgres::floor`).
+    pub(crate) fn forget_floor(&self) {
+        #[cfg(feature = "postgres")]
+        self.floor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .forget();
+    }
+
     /// `SELECT job_id, ord, priority, position` of up to `limit` candidates
     /// per pattern, each pattern's candidates in priority and position order
     /// (see `store::fair`), paused
@@ -98,7 +113,7 @@ impl ClaimQuery {
     /// (`FOR UPDATE SKIP LOCKED` on PostgreSQL). Queue names are validated
     /// (letters, digits, `_-.:`) so inlining them is safe, and inlining makes
     /// the statement text fixed per worker: prepared once, planned per queue.
-    #[cfg(any(feature = "postgres", feature = "sqlite"))]
+    #[cfg(feature = "sqlite")]
     pub(crate) fn candidates_sql(&self, limit: &str, lock: &str) -> String {
         self.candidates_where_sql(limit, "", lock)
     }

@@ -113,6 +113,11 @@ pub(crate) trait Portable: Sized {
     /// `at` as an SQL literal of diesel's `Timestamp` on this backend.
     fn timestamp_literal(at: NaiveDateTime) -> String;
 
+    /// What follows an insert of ready rows: on PostgreSQL, the move of
+    /// the counter of jobs made ready below the tail
+    /// (`store::postgres::floor`), once per row.
+    const READY_INSERTED: &'static str = "";
+
     /// `query`'s first row, if any (`query` limits itself).
     fn fetch_first<'q, Q: Loads<'q, U>, U>(&mut self, query: Q) -> QueryResult<Option<U>> {
         Ok(self.fetch(query)?.into_iter().next())
@@ -142,6 +147,8 @@ impl Portable for diesel::SqliteConnection {
 
 #[cfg(feature = "postgres")]
 impl Portable for diesel::PgConnection {
+    const READY_INSERTED: &'static str = super::postgres::READY_INSERTED;
+
     fn run<Q: Runs>(&mut self, statement: Q) -> QueryResult<usize> {
         RunsOn::<Self>::run_on(statement, self)
     }

@@ -49,7 +49,11 @@ pub struct Statement {
 ///   `WITH`). It returns one row, whose `id` column (`BIGINT`) is the new
 ///   job's id, or no row when the job's unique key is taken (the
 ///   transaction is not aborted). Workers listening for new jobs are
-///   notified when your transaction commits.
+///   notified when your transaction commits. A job with a negative
+///   priority or a fairness key adds a second, `SELECT
+///   nextval('solidq_ready_below')`: it may be placed before jobs already
+///   claimed past, and that tells the claims to look there (the guide's
+///   performance chapter, "A transaction held open elsewhere").
 /// * SQLite: two statements, run one right after the other: the first
 ///   inserts the job and returns its `id` (no row when the unique key is
 ///   taken: read it with `query`, not `execute`, in drivers that refuse

@@ -16,6 +16,25 @@ const MARK_UNSTARTED: &str = named(SQL, "claimed_mark_unstarted");
 const DELETE_CLAIMS_OF_PROCESS: &str = named(SQL, "claimed_delete_by_process");
 const DELETE_ORPHANED_CLAIMS: &str = named(SQL, "claimed_delete_orphans");
 pub(super) const SUCCEED_FENCED: &str = named(SQL, "jobs_succeed_fenced");
+/// The counter of jobs made ready below the tail, read after a claim that
+/// took nothing (one that took jobs returns it with each).
+const READ_BELOW: &str = "SELECT last_value AS below FROM solidq_ready_below";
+
+/// A claimed job with the counter of jobs made ready below the tail as
+/// the claim read it (`floor.rs`).
+#[derive(QueryableByName)]
+struct FloorClaimed {
+    #[diesel(embed)]
+    job: ClaimedJob,
+    #[diesel(sql_type = BigInt)]
+    below: i64,
+}
+
+#[derive(QueryableByName)]
+struct BelowRow {
+    #[diesel(sql_type = BigInt)]
+    below: i64,
+}
 
 impl ClaimsDriver for PgConnection {
     fn ready_claim(
@@ -32,6 +51,32 @@ impl ClaimsDriver for PgConnection {
         let mut jobs: Vec<ClaimedJob> = if claim.is_listed() {
             let from = i32::try_from(limits.from + 1).unwrap_or(i32::MAX);
             Cached(query.bind::<diesel::sql_types::Integer, _>(from)).load(self)?
+        } else if floor::applies(claim) {
+            let mut state = claim
+                .floor
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let at = std::time::Instant::now();
+            let bound = state.bound(at);
+            let rows: Vec<FloorClaimed> = Cached(
+                query
+                    .bind::<BigInt, _>(bound.seen)
+                    .bind::<BigInt, _>(bound.floor)
+                    .bind::<diesel::sql_types::Bool, _>(bound.head),
+            )
+            .load(self)?;
+            let took = at.elapsed();
+            let below = match rows.first() {
+                Some(row) => row.below,
+                None => {
+                    Cached(prepared(READ_BELOW))
+                        .get_result::<BelowRow>(self)?
+                        .below
+                }
+            };
+            let jobs: Vec<ClaimedJob> = rows.into_iter().map(|r| r.job).collect();
+            state.claimed(at, took, bound, below, &jobs);
+            jobs
         } else {
             Cached(query).load(self)?
         };
@@ -136,12 +181,13 @@ mod tests {
     #[test]
     fn the_ready_rows_of_dispatched_jobs_are_placed_as_store_fair_places_them() {
         let fair = format!(
-            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {} RETURNING queue_name",
+            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {} RETURNING queue_name, {}",
             ready_rows_sql(
                 "j",
                 "LOCALTIMESTAMP",
                 "FROM solidq_jobs j WHERE j.id = ANY (ARRAY(SELECT job_id FROM moved))"
-            )
+            ),
+            crate::store::postgres::floor::READY_BELOW
         );
         assert!(words(DISPATCH_SCHEDULED).contains(&words(&fair)));
     }

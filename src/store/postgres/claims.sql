@@ -40,7 +40,7 @@ WITH due AS (
                        j.fairness_key AS fairness_key,
                        ROW_NUMBER() OVER (PARTITION BY j.queue_name, j.priority, j.fairness_key ORDER BY j.id) AS nth
                 FROM solidq_jobs j WHERE j.id = ANY (ARRAY(SELECT job_id FROM moved))) s) b
-    RETURNING queue_name
+    RETURNING queue_name, nextval('solidq_ready_below') AS below
 ), notified AS (
     SELECT count(pg_notify('solidq', current_schema() || ':' || q.queue_name)) AS n
     FROM (SELECT DISTINCT queue_name FROM ready) q

@@ -67,8 +67,9 @@ mod tests {
     #[test]
     fn the_ready_rows_of_blocked_jobs_run_now_are_placed_as_store_fair_places_them() {
         let fair = format!(
-            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {} RETURNING queue_name",
-            ready_rows_sql("upd", "LOCALTIMESTAMP", "FROM upd")
+            "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {} RETURNING queue_name, {}",
+            ready_rows_sql("upd", "LOCALTIMESTAMP", "FROM upd"),
+            crate::store::postgres::floor::READY_BELOW
         );
         assert!(words(BLOCKED_RUN_NOW).ends_with(&words(&fair)));
     }

@@ -53,7 +53,7 @@ FROM (SELECT s.id, s.queue_name, s.priority, s.created_at, s.fairness_key, s.nth
                    upd.fairness_key AS fairness_key,
                    ROW_NUMBER() OVER (PARTITION BY upd.queue_name, upd.priority, upd.fairness_key ORDER BY upd.id) AS nth
             FROM upd) s) b
-RETURNING queue_name
+RETURNING queue_name, nextval('solidq_ready_below') AS below
 
 -- name: jobs_request_cancel
 -- The claimed jobs of $1 not asked yet, asked now; their ids are the

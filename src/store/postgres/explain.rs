@@ -35,6 +35,9 @@ pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(Str
     };
     // 16 jobs for idle threads, 84 ahead if they are `noop`.
     const CLAIM_ARGS: &str = "(16, 1, 84, ARRAY['noop'])";
+    // A single pattern's claim also takes the counter of jobs made ready
+    // below the tail as last seen and the floor (floor.rs).
+    const ONE_PATTERN_ARGS: &str = "(16, 1, 84, ARRAY['noop'], 1, 0, false)";
     let statements: Vec<(&str, String, &str)> = vec![
         (
             "enqueue one job",
@@ -53,16 +56,16 @@ pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(Str
             "(ARRAY['default'], ARRAY['noop'], ARRAY['null'], ARRAY[0], ARRAY[NULL::text], ARRAY[NULL::text], \
               ARRAY['{}'], ARRAY['at_least_once'], ARRAY[1], ARRAY[NULL::int], ARRAY['tenant-1'])",
         ),
-        ("claim from *", claim(vec![All]), CLAIM_ARGS),
+        ("claim from *", claim(vec![All]), ONE_PATTERN_ARGS),
         (
             "claim from one queue",
             claim(vec![Exact("default".into())]),
-            CLAIM_ARGS,
+            ONE_PATTERN_ARGS,
         ),
         (
             "claim from a prefix",
             claim(vec![Prefix("def".into())]),
-            CLAIM_ARGS,
+            ONE_PATTERN_ARGS,
         ),
         (
             "claim from a list",

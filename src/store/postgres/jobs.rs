@@ -98,6 +98,9 @@ impl JobsDriver for PgConnection {
                 .load(self)?
             }
         };
+        if super::floor::moves_on(jobs) {
+            Cached(prepared(super::floor::MOVE_ON)).execute(self)?;
+        }
         Ok(align_inserted(jobs, rows))
     }
 
@@ -273,8 +276,9 @@ mod tests {
     fn the_ready_rows_of_snoozes_releases_and_retries_are_placed_as_store_fair_places_them() {
         let ready = |from: &str| {
             words(&format!(
-                "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {} RETURNING queue_name",
-                ready_rows_sql("upd", "LOCALTIMESTAMP", from)
+                "INSERT INTO solidq_ready_executions ({READY_COLUMNS}) {} RETURNING queue_name, {}",
+                ready_rows_sql("upd", "LOCALTIMESTAMP", from),
+                crate::store::postgres::floor::READY_BELOW
             ))
         };
         assert!(words(JOBS_SNOOZE).contains(&ready("FROM upd WHERE now")));

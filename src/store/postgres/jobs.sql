@@ -113,7 +113,7 @@ ready AS (
                        upd.fairness_key AS fairness_key,
                        ROW_NUMBER() OVER (PARTITION BY upd.queue_name, upd.priority, upd.fairness_key ORDER BY upd.id) AS nth
                 FROM upd WHERE now) s) b
-    RETURNING queue_name),
+    RETURNING queue_name, nextval('solidq_ready_below') AS below),
 later AS (
     INSERT INTO solidq_scheduled_executions
         (job_id, queue_name, priority, scheduled_at, created_at, concurrency_key)
@@ -163,7 +163,7 @@ ready AS (
                        upd.fairness_key AS fairness_key,
                        ROW_NUMBER() OVER (PARTITION BY upd.queue_name, upd.priority, upd.fairness_key ORDER BY upd.id) AS nth
                 FROM upd) s) b
-    RETURNING queue_name),
+    RETURNING queue_name, nextval('solidq_ready_below') AS below),
 notified AS (
     SELECT count(pg_notify('solidq', current_schema() || ':' || q.queue_name)) AS n
     FROM (SELECT DISTINCT queue_name FROM ready) q)
@@ -200,7 +200,7 @@ ready AS (
                        upd.fairness_key AS fairness_key,
                        ROW_NUMBER() OVER (PARTITION BY upd.queue_name, upd.priority, upd.fairness_key ORDER BY upd.id) AS nth
                 FROM upd WHERE concurrency_key IS NULL) s) b
-    RETURNING queue_name),
+    RETURNING queue_name, nextval('solidq_ready_below') AS below),
 -- Jobs under a concurrency limit go through the dispatcher, which takes
 -- their slot.
 limited AS (

@@ -15,6 +15,7 @@ mod claims;
 mod concurrency;
 mod control;
 mod explain;
+pub(in crate::store) mod floor;
 mod health;
 mod jobs;
 mod processes;
@@ -23,6 +24,7 @@ mod statement;
 mod stats;
 
 pub(in crate::store) use explain::explain;
+pub(in crate::store) use floor::{ClaimFloor, READY_INSERTED};
 pub(in crate::store) use statement::enqueue_statement;
 
 use super::{
@@ -97,6 +99,17 @@ impl InsertShape {
                 .iter()
                 .all(|j| j.run_at.is_none() && j.delay.is_zero() && j.concurrency_key.is_none()),
             fair: jobs.iter().any(|j| j.fairness_key.is_some()),
+        }
+    }
+
+    /// The shape of [`InsertShape::index`] `i`.
+    fn of_index(i: usize) -> InsertShape {
+        InsertShape {
+            fair: i & 16 != 0,
+            many: i & 8 != 0,
+            notify: i & 4 != 0,
+            keyed: i & 2 != 0,
+            immediate: i & 1 != 0,
         }
     }
 
@@ -204,20 +217,8 @@ impl InsertShape {
     /// The statement, built once per shape.
     fn statement(self) -> &'static str {
         static STATEMENTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-        let all = STATEMENTS.get_or_init(|| {
-            (0..32)
-                .map(|i| {
-                    InsertShape {
-                        fair: i & 16 != 0,
-                        many: i & 8 != 0,
-                        notify: i & 4 != 0,
-                        keyed: i & 2 != 0,
-                        immediate: i & 1 != 0,
-                    }
-                    .sql()
-                })
-                .collect()
-        });
+        let all =
+            STATEMENTS.get_or_init(|| (0..32).map(|i| InsertShape::of_index(i).sql()).collect());
         &all[self.index()]
     }
 }
@@ -239,12 +240,28 @@ impl InsertShape {
 /// the result, 7,455 buffers per claim under a stream of single enqueues.
 pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
     const LOCK: &str = " FOR UPDATE SKIP LOCKED";
-    let immediate = claim.candidates_sql("$1", LOCK);
+    // A single pattern's claim starts its index scan at the floor (`$6`)
+    // while the counter of jobs made ready below the tail reads as the
+    // worker last saw it (`$5`), and at the head otherwise (floor.rs).
+    let floored = floor::applies(claim);
+    let (floor_cte, from_floor, ahead_from_floor, below) = if floored {
+        (
+            floor::CTE,
+            floor::CONDITION,
+            floor::AHEAD_CONDITION,
+            ", (SELECT last_value FROM floor) AS below",
+        )
+    } else {
+        ("", "", "", "")
+    };
+    let immediate = claim.candidates_where_sql("$1", from_floor, LOCK);
     let ahead = claim.candidates_where_sql(
         "$3",
-        " AND job_id <> ALL ((SELECT ids FROM started)::bigint[]) \
-         AND (SELECT j.kind = ANY ($4) AND j.delivery = 'at_least_once' \
-              FROM solidq_jobs j WHERE j.id = r.job_id)",
+        &format!(
+            "{ahead_from_floor} AND job_id <> ALL ((SELECT ids FROM started)::bigint[]) \
+             AND (SELECT j.kind = ANY ($4) AND j.delivery = 'at_least_once' \
+                  FROM solidq_jobs j WHERE j.id = r.job_id)"
+        ),
         LOCK,
     );
     // Ahead candidates exclude the jobs picked for idle threads, not every
@@ -279,7 +296,7 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
     // job scanned all of `deleted` each time: a claim of 139 jobs compared
     // 19,000 pairs, and the work-down ran at 35,200 jobs/s against 45,500.
     format!(
-        "WITH alive AS (SELECT id FROM solidq_processes WHERE id = $2 FOR KEY SHARE),
+        "WITH alive AS (SELECT id FROM solidq_processes WHERE id = $2 FOR KEY SHARE),{floor_cte}
          immediate AS ({immediate}),
          started AS (SELECT ARRAY({pick_immediate}) AS ids),
          ahead AS ({ahead}),
@@ -296,7 +313,7 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
                 j.cancel_requested_at IS NOT NULL AS cancel_requested, j.created_at,
                 GREATEST(j.scheduled_at, j.updated_at) AS due_at, LOCALTIMESTAMP AS claimed_at,
                 0::bigint AS ord, d.position,
-                j.id = ANY ((SELECT ids FROM started)::bigint[]) AS started, j.run_alone
+                j.id = ANY ((SELECT ids FROM started)::bigint[]) AS started, j.run_alone{below}
          FROM deleted d,
               LATERAL (SELECT * FROM solidq_jobs j WHERE j.id = d.job_id OFFSET 0) j
          WHERE EXISTS (SELECT 1 FROM claimed)"

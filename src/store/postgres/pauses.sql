@@ -10,7 +10,7 @@ SELECT count(*) AS moved, 0::bigint AS notified FROM p
 
 -- name: pause_delete
 -- $1 resumed, which wakes the workers that skipped the queue.
-WITH d AS (DELETE FROM solidq_pauses WHERE queue_name = $1 RETURNING queue_name)
+WITH d AS (DELETE FROM solidq_pauses WHERE queue_name = $1 RETURNING queue_name, nextval('solidq_ready_below') AS below)
 SELECT count(*) AS moved,
        count(pg_notify('solidq', current_schema() || ':' || queue_name)) AS notified
 FROM d

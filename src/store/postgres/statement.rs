@@ -13,8 +13,15 @@ pub(in crate::store) fn enqueue_statement(job: &NewJob) -> Vec<Statement> {
         params.push(SqlValue::Timestamp(job.run_at));
         params.push(SqlValue::BigInt(Some(micros(job.delay))));
     }
-    vec![Statement {
+    let mut statements = vec![Statement {
         sql: shape.statement().to_string(),
         params,
-    }]
+    }];
+    if super::floor::moves_on(std::slice::from_ref(job)) {
+        statements.push(Statement {
+            sql: super::floor::MOVE_ON.to_string(),
+            params: Vec::new(),
+        });
+    }
+    statements
 }

@@ -1,0 +1,1 @@
+DROP SEQUENCE solidq_ready_below;
