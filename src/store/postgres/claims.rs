@@ -75,7 +75,7 @@ impl ClaimsDriver for PgConnection {
                 }
             };
             let jobs: Vec<ClaimedJob> = rows.into_iter().map(|r| r.job).collect();
-            state.claimed(at, took, bound, below, &jobs);
+            state.claimed(at, took, (bound, limits.immediate), below, &jobs);
             jobs
         } else {
             Cached(query).load(self)?

@@ -190,16 +190,23 @@ impl ClaimFloor {
         }
     }
 
-    /// Records a claim that started `at` from `bound`, took `took`, read
-    /// the sequence as `below`, and took `jobs`.
+    /// Records a claim that started `at` from `bound`, asked for `idle`
+    /// jobs for idle threads, took `took`, read the sequence as `below`,
+    /// and took `jobs`.
     pub(crate) fn claimed(
         &mut self,
         at: Instant,
         took: Duration,
-        bound: Bound,
+        (bound, idle): (Bound, usize),
         below: i64,
         jobs: &[ClaimedJob],
     ) {
+        // Only jobs for idle threads are looked for from the head: a claim
+        // for busy threads alone (of fast kinds) scanned nothing from there.
+        let bound = Bound {
+            head: bound.head && idle > 0,
+            ..bound
+        };
         if self.seen != Some(below) {
             self.seen = Some(below);
             self.settle_until = Some(at + SETTLE);
@@ -298,6 +305,63 @@ mod tests {
             "in the caller's transaction too"
         );
         assert_eq!(super::super::enqueue_statement(&job(0, None)).len(), 1);
+    }
+
+    /// A claim only for busy threads (none idle) is no scan from the head:
+    /// it neither ends the settling after a move nor counts as the
+    /// regular scan, so a worker kept busy still scans from the head.
+    #[test]
+    fn only_a_claim_for_idle_threads_counts_as_a_scan_from_the_head() {
+        let mut floor = ClaimFloor::default();
+        let start = Instant::now();
+        let job = |position| ClaimedJob {
+            id: position,
+            queue_name: "floor".into(),
+            kind: "noop".into(),
+            arguments: "null".into(),
+            concurrency_key: None,
+            priority: 0,
+            options: "{}".into(),
+            delivery: "at_least_once".into(),
+            max_attempts: 1,
+            attempts: 0,
+            stalled_count: 0,
+            snoozes: 0,
+            checkpoint: None,
+            batch_id: None,
+            cancel_requested: false,
+            created_at: chrono::NaiveDateTime::default(),
+            due_at: chrono::NaiveDateTime::default(),
+            claimed_at: chrono::NaiveDateTime::default(),
+            ord: 0,
+            position,
+            started: true,
+            run_alone: false,
+        };
+        let first = floor.bound(start);
+        assert!(first.head, "nothing seen yet: from the head");
+        floor.claimed(start, Duration::ZERO, (first, 4), 7, &[job(10)]);
+        // The sequence was first seen then: once more from the head, for
+        // what moved it to commit.
+        let settling = floor.bound(start);
+        assert!(settling.head, "settling");
+        floor.claimed(start, Duration::ZERO, (settling, 4), 7, &[job(11)]);
+        let later = start + Duration::from_millis(10);
+        let at_floor = floor.bound(later);
+        assert!(
+            !at_floor.head && at_floor.floor == 11,
+            "at the floor: {at_floor:?}"
+        );
+        let due = start + FULL_EVERY;
+        let bound = floor.bound(due);
+        assert!(bound.head, "a second on: from the head");
+        floor.claimed(due, Duration::ZERO, (bound, 0), 7, &[]);
+        assert!(
+            floor.bound(due).head,
+            "still due: nothing was scanned from the head"
+        );
+        floor.claimed(due, Duration::ZERO, (bound, 2), 7, &[]);
+        assert!(!floor.bound(due).head, "scanned");
     }
 
     #[derive(QueryableByName)]
