@@ -147,7 +147,8 @@ impl Portable for diesel::SqliteConnection {
 
 #[cfg(feature = "postgres")]
 impl Portable for diesel::PgConnection {
-    const READY_INSERTED: &'static str = super::postgres::READY_INSERTED;
+    /// `store::postgres::floor`'s sequence moved on, once per ready row.
+    const READY_INSERTED: &'static str = " RETURNING nextval('solidq_ready_below') AS below";
 
     fn run<Q: Runs>(&mut self, statement: Q) -> QueryResult<usize> {
         RunsOn::<Self>::run_on(statement, self)

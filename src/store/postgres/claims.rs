@@ -16,9 +16,6 @@ const MARK_UNSTARTED: &str = named(SQL, "claimed_mark_unstarted");
 const DELETE_CLAIMS_OF_PROCESS: &str = named(SQL, "claimed_delete_by_process");
 const DELETE_ORPHANED_CLAIMS: &str = named(SQL, "claimed_delete_orphans");
 pub(super) const SUCCEED_FENCED: &str = named(SQL, "jobs_succeed_fenced");
-/// The counter of jobs made ready below the tail, read after a claim that
-/// took nothing (one that took jobs returns it with each).
-const READ_BELOW: &str = "SELECT last_value AS below FROM solidq_ready_below";
 
 /// A claimed job with the counter of jobs made ready below the tail as
 /// the claim read it (`floor.rs`).
@@ -69,7 +66,7 @@ impl ClaimsDriver for PgConnection {
             let below = match rows.first() {
                 Some(row) => row.below,
                 None => {
-                    Cached(prepared(READ_BELOW))
+                    Cached(prepared(floor::READ_BELOW))
                         .get_result::<BelowRow>(self)?
                         .below
                 }

@@ -49,8 +49,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::ClaimedJob;
-use crate::store::params::ClaimQuery;
+use super::{ClaimQuery, ClaimedJob};
 
 /// How long after a claim its place becomes a floor, and after a move of
 /// the sequence is seen, claims scan from the head: longer than a commit
@@ -86,10 +85,6 @@ pub(in crate::store) fn moves_on(jobs: &[crate::store::NewJob]) -> bool {
         .any(|j| j.priority < 0 || j.fairness_key.is_some())
 }
 
-/// What follows an insert of ready rows that may be below the tail.
-pub(in crate::store) const READY_INSERTED: &str =
-    " RETURNING nextval('solidq_ready_below') AS below";
-
 /// The claim's `floor` CTE, after `alive`: the sequence as it reads now,
 /// and where the scans start. While it reads `$5` (the value the worker
 /// last saw) at `(0, $6)`, but the jobs for idle threads at the head when
@@ -117,6 +112,13 @@ pub(super) const CONDITION: &str =
 /// claimed behind it once, not twice.
 pub(super) const AHEAD_CONDITION: &str = " AND (r.priority, r.position) >= \
      ((SELECT ahead_priority FROM floor), (SELECT ahead_position FROM floor))";
+
+/// The claim's column of the sequence's value as it read it.
+pub(super) const BELOW: &str = ", (SELECT last_value FROM floor) AS below";
+
+/// The sequence's value, read after a claim that took nothing (one that
+/// took jobs returns it with each).
+pub(super) const READ_BELOW: &str = "SELECT last_value AS below FROM solidq_ready_below";
 
 /// Whether `claim` starts at a floor: a single pattern (one order).
 pub(super) fn applies(claim: &ClaimQuery) -> bool {
@@ -252,8 +254,10 @@ mod tests {
     use diesel::{Connection, PgConnection, QueryableByName, RunQueryDsl};
 
     use super::*;
-    use crate::store::params::{ClaimLimits, NewJob};
-    use crate::store::{ClaimsDriver, JobsDriver, NewProcess, ProcessesDriver};
+    use crate::store::portable::Portable;
+    use crate::store::{
+        ClaimLimits, ClaimsDriver, JobsDriver, NewJob, NewProcess, ProcessesDriver,
+    };
     use crate::types::QueuePattern;
 
     /// Every statement that inserts ready rows moves the counter on, and
@@ -286,7 +290,10 @@ mod tests {
             inserting, 6,
             "dispatch, snooze, release, retry, run now, resume"
         );
-        assert!(READY_INSERTED.contains("nextval('solidq_ready_below')"));
+        assert_eq!(
+            <PgConnection as Portable>::READY_INSERTED,
+            format!(" RETURNING {READY_BELOW}")
+        );
         let job = |priority, key: Option<&str>| NewJob {
             priority,
             fairness_key: key.map(Into::into),

@@ -24,7 +24,7 @@ mod statement;
 mod stats;
 
 pub(in crate::store) use explain::explain;
-pub(in crate::store) use floor::{ClaimFloor, READY_INSERTED};
+pub(in crate::store) use floor::ClaimFloor;
 pub(in crate::store) use statement::enqueue_statement;
 
 use super::{
@@ -249,7 +249,7 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
             floor::CTE,
             floor::CONDITION,
             floor::AHEAD_CONDITION,
-            ", (SELECT last_value FROM floor) AS below",
+            floor::BELOW,
         )
     } else {
         ("", "", "", "")
