@@ -223,7 +223,7 @@ fn unique_key_holds_across_threads_processes_keep_and_cleaning(db: &TestDb) {
     let options = || {
         EnqueueOptions::new()
             .unique_key(key)
-            .keep_result(Duration::from_millis(600))
+            .keep_result(Duration::from_secs(3))
     };
     let children: Vec<Child> = (0..2).map(|_| Child::enqueuer(&db.url, key, 20)).collect();
     let outcomes: Vec<Result<i64, solidq::Error>> = std::thread::scope(|s| {

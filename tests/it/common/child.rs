@@ -267,7 +267,7 @@ pub fn run_enqueuer() {
     for _ in 0..rounds {
         let options = solidq::EnqueueOptions::new()
             .unique_key(key.clone())
-            .keep_result(Duration::from_millis(600));
+            .keep_result(Duration::from_secs(3));
         match queue
             .enqueue_or_existing(
                 &jobs::Echo {
