@@ -69,9 +69,9 @@ pub const DEFAULT_SQLITE_WATCH_INTERVAL: Duration = Duration::from_millis(100);
 /// 100 ms, a safety net).
 #[cfg(not(target_os = "linux"))]
 pub const DEFAULT_SQLITE_WATCH_INTERVAL: Duration = Duration::from_millis(10);
-/// How often a worker on MySQL reads the ready jobs' signature (MySQL has
-/// no notifications): a job enqueued by another process waits half of it
-/// on average before the claim.
+/// How often a worker on MySQL reads the signature of new and newly ready
+/// jobs (MySQL has no notifications): a job enqueued by another process
+/// waits half of it on average before the claim.
 pub const DEFAULT_MYSQL_WATCH_INTERVAL: Duration = Duration::from_millis(10);
 /// The most jobs a worker claims beyond its free threads. It claims ahead
 /// only as many as its threads are expected to finish while its next claim
@@ -230,8 +230,9 @@ pub struct WorkerConfig {
     /// seen (on Linux every write to the file or its WAL is seen at once).
     /// Defaults to [`DEFAULT_SQLITE_WATCH_INTERVAL`].
     pub sqlite_watch_interval: Duration,
-    /// MySQL only: how often the ready jobs' signature is read (three index
-    /// probes). Defaults to [`DEFAULT_MYSQL_WATCH_INTERVAL`].
+    /// MySQL only: how often the signature of new and newly ready jobs is
+    /// read (three index probes). Defaults to
+    /// [`DEFAULT_MYSQL_WATCH_INTERVAL`].
     pub mysql_watch_interval: Duration,
     /// PostgreSQL: whether every worker claims on every new-job
     /// notification it hears. By default (false) the workers serving the

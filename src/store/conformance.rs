@@ -817,9 +817,9 @@ fn a_failed_job_is_retried_once(d: &mut dyn Driver) {
 }
 
 /// Every way a job becomes ready where claims already went is seen by the
-/// next claim of the same worker (PostgreSQL's claims start where earlier
-/// ones ended while nothing was made ready behind them:
-/// `store::postgres::floor`; unit tests settle places at once): a due
+/// next claim of the same worker (PostgreSQL's and MySQL's claims start
+/// where earlier ones ended while nothing was made ready behind them:
+/// `store::floor`; unit tests settle places at once): a due
 /// scheduled job, a snooze, a release, a retried failure, a freed
 /// concurrency slot, a negative priority, a resumed queue. (A fair
 /// placement goes no further forward than the first ready row of its

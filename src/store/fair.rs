@@ -116,7 +116,8 @@ pub(crate) fn insert_ready_by_id<C: Portable>(conn: &mut C, ids: &[i64]) -> Quer
             ),
             C::READY_INSERTED
         );
-        conn.run(diesel::sql_query(sql))?;
+        let rows = conn.run(diesel::sql_query(sql))?;
+        conn.ready_inserted(rows)?;
     }
     Ok(())
 }

@@ -29,6 +29,8 @@ mod conformance;
 mod connection;
 pub(crate) mod dependencies;
 pub(crate) mod fair;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod floor;
 mod health;
 mod info;
 mod jobs;

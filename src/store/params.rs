@@ -59,9 +59,9 @@ pub(crate) struct ClaimQuery {
     pub(crate) patterns: Vec<crate::types::QueuePattern>,
     #[cfg(feature = "postgres")]
     postgres_sql: std::sync::OnceLock<String>,
-    /// Where PostgreSQL's claims start (`store::postgres::floor`).
-    #[cfg(feature = "postgres")]
-    pub(super) floor: std::sync::Mutex<postgres::ClaimFloor>,
+    /// Where the server backends' claims start (`store::floor`).
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    pub(super) floor: std::sync::Mutex<super::floor::ClaimFloor>,
     #[cfg(feature = "sqlite")]
     pub(super) sqlite_sql: std::sync::OnceLock<String>,
     #[cfg(feature = "sqlite")]
@@ -70,6 +70,10 @@ pub(crate) struct ClaimQuery {
     pub(super) mysql_sql: std::sync::OnceLock<String>,
     #[cfg(feature = "mysql")]
     pub(super) mysql_ahead_sql: std::sync::OnceLock<String>,
+    #[cfg(feature = "mysql")]
+    pub(super) mysql_floor_sql: std::sync::OnceLock<String>,
+    #[cfg(feature = "mysql")]
+    pub(super) mysql_floor_ahead_sql: std::sync::OnceLock<String>,
 }
 
 impl ClaimQuery {
@@ -78,7 +82,7 @@ impl ClaimQuery {
             patterns,
             #[cfg(feature = "postgres")]
             postgres_sql: Default::default(),
-            #[cfg(feature = "postgres")]
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
             floor: Default::default(),
             #[cfg(feature = "sqlite")]
             sqlite_sql: Default::default(),
@@ -88,6 +92,10 @@ impl ClaimQuery {
             mysql_sql: Default::default(),
             #[cfg(feature = "mysql")]
             mysql_ahead_sql: Default::default(),
+            #[cfg(feature = "mysql")]
+            mysql_floor_sql: Default::default(),
+            #[cfg(feature = "mysql")]
+            mysql_floor_ahead_sql: Default::default(),
         }
     }
 
@@ -97,9 +105,9 @@ impl ClaimQuery {
     }
 
     /// After a claim that failed: the next starts at the head of the
-    /// queue (`store::postgres::floor`).
+    /// queue (`store::floor`).
     pub(crate) fn forget_floor(&self) {
-        #[cfg(feature = "postgres")]
+        #[cfg(any(feature = "postgres", feature = "mysql"))]
         self.floor
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

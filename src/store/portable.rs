@@ -118,6 +118,13 @@ pub(crate) trait Portable: Sized {
     /// (`store::postgres::floor`), once per row.
     const READY_INSERTED: &'static str = "";
 
+    /// After an insert of `rows` ready rows, in its transaction: on MySQL,
+    /// the move of the counter of jobs made ready below the tail
+    /// (`store::floor`) when there were any.
+    fn ready_inserted(&mut self, _rows: usize) -> QueryResult<()> {
+        Ok(())
+    }
+
     /// `query`'s first row, if any (`query` limits itself).
     fn fetch_first<'q, Q: Loads<'q, U>, U>(&mut self, query: Q) -> QueryResult<Option<U>> {
         Ok(self.fetch(query)?.into_iter().next())
@@ -191,4 +198,19 @@ impl Portable for diesel::MysqlConnection {
     fn timestamp_literal(at: NaiveDateTime) -> String {
         format!("TIMESTAMP '{}'", at.format("%F %T%.f"))
     }
+
+    /// `store::mysql::floor`'s counter moved on: a row inserted, which
+    /// commits with the ready rows it announces.
+    fn ready_inserted(&mut self, rows: usize) -> QueryResult<()> {
+        if rows > 0 {
+            self.run(diesel::sql_query(MYSQL_MOVE_ON))?;
+        }
+        Ok(())
+    }
 }
+
+/// MySQL's move of the counter of jobs made ready below the tail
+/// (`store::mysql::floor`): here, so that the statements written once
+/// (`fair`, `dependencies`) reach it without a circle through the backend.
+#[cfg(feature = "mysql")]
+pub(in crate::store) const MYSQL_MOVE_ON: &str = "INSERT INTO solidq_ready_below () VALUES ()";

@@ -63,15 +63,16 @@ pub struct Statement {
 ///   `BEGIN IMMEDIATE` (see the README's SQLite section) and give the
 ///   connection a busy timeout.
 /// * MySQL: two statements, run one right after the other, returning no
-///   rows: the first inserts the job, the second its ready or scheduled
-///   row, found through `LAST_INSERT_ID()`. Afterwards `SELECT
-///   LAST_INSERT_ID()` (or the driver's last insert id) is the new job's
-///   id, or 0 when its unique key was taken (then neither statement wrote
+///   rows: the job's insert, then its ready or scheduled row, found
+///   through `LAST_INSERT_ID()`. Afterwards `SELECT LAST_INSERT_ID()`
+///   (or the driver's last insert id) is the new job's id, or 0 when its unique key was taken (then neither statement wrote
 ///   anything; the transaction goes on). Affected-row counts cannot tell
 ///   the two apart (drivers connecting with `CLIENT_FOUND_ROWS` count a
 ///   taken key as one row). Times are the database's clock; a delayed job
 ///   binds its run time (`DATETIME`, UTC, or `NULL`) and its delay in
-///   microseconds.
+///   microseconds. A job with a negative priority or a fairness key adds
+///   a statement before those two, `INSERT INTO solidq_ready_below ()
+///   VALUES ()`, for the same reason as on PostgreSQL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnqueueStatement {
     /// The backend the statements are written for.

@@ -123,6 +123,20 @@ const MYSQL_EXPECTED: &[(&str, &[&str])] = &[
         "claim ahead from one queue",
         &["r: ref USING solidq_ready_poll_by_queue"],
     ),
+    // From a floor (`store::floor`): a range of the same index, in its
+    // order.
+    (
+        "claim from one queue, from a floor",
+        &["r: range USING solidq_ready_poll_by_queue"],
+    ),
+    (
+        "claim from *, from a floor",
+        &["r: range USING solidq_ready_poll_all"],
+    ),
+    (
+        "claim ahead from one queue, from a floor",
+        &["r: range USING solidq_ready_poll_by_queue"],
+    ),
     ("dispatch: find due jobs", &["solidq_scheduled_dispatch"]),
     ("dispatch limited jobs", &["solidq_scheduled_dispatch"]),
     ("dispatch: move them", &["x: eq_ref USING PRIMARY"]),
@@ -389,11 +403,15 @@ fn mysql_claims_read_a_small_table_in_index_order() {
         .iter()
         .filter(|(name, _)| name.starts_with("claim from") || name.starts_with("claim ahead"))
         .collect();
-    assert_eq!(claims.len(), 8, "{plans:?}");
+    assert_eq!(claims.len(), 11, "{plans:?}");
     for (name, plan) in claims {
+        // From a floor: a range of the same indexes.
         let reads_in_order = plan.lines().filter(|l| l.starts_with("r: ")).all(|l| {
             l.starts_with("r: index USING solidq_ready_poll_all")
                 || l.starts_with("r: ref USING solidq_ready_poll_by_queue")
+                || (name.ends_with("from a floor")
+                    && (l.starts_with("r: range USING solidq_ready_poll_all")
+                        || l.starts_with("r: range USING solidq_ready_poll_by_queue")))
         });
         assert!(
             reads_in_order && !plan.contains("filesort"),

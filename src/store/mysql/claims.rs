@@ -43,36 +43,58 @@ impl ClaimsDriver for MysqlConnection {
         if alive.v == 0 {
             return Ok(Vec::new());
         }
-        let mut placed = load_candidates(c, claim, limits.immediate, None)?;
+        // A single pattern's claim starts at the worker's floor while the
+        // counter reads as the worker last saw it (`store::floor`), read
+        // before the candidates.
+        let mut floor_state = crate::store::floor::applies(claim).then(|| {
+            claim
+                .floor
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        });
+        let at = std::time::Instant::now();
+        let mut bound = None;
+        let mut below = 0;
+        if let Some(state) = floor_state.as_mut() {
+            bound = Some(state.bound(at));
+            below = super::floor::read(c)?;
+        }
+        let at_floor = bound.filter(|b| b.seen == below);
+        let immediate_from = at_floor.filter(|b| !b.head).map(|b| b.floor);
+        let ahead_from = at_floor.map(|b| b.floor);
+        let mut placed = load_candidates(c, claim, limits.immediate, None, immediate_from)?;
         let started: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
         // Beyond the idle threads: only jobs of fast kinds, and never
         // at-most-once ones.
         if !limits.fast_kinds.is_empty() {
             let ahead = Some((limits.fast_kinds.as_slice(), started.as_slice()));
-            placed.extend(load_candidates(c, claim, limits.ahead, ahead)?);
+            placed.extend(load_candidates(c, claim, limits.ahead, ahead, ahead_from)?);
         }
-        if placed.is_empty() {
-            return Ok(Vec::new());
+        let mut jobs: Vec<ClaimedJob> = Vec::new();
+        if !placed.is_empty() {
+            let picked: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
+            let ids_json = json_ids(&picked);
+            Cached(prepared(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
+            Cached(
+                prepared(INSERT_CLAIMED)
+                    .bind::<BigInt, _>(process_id)
+                    .bind::<Text, _>(json_ids(&started))
+                    .bind::<Text, _>(&ids_json),
+            )
+            .execute(c)?;
+            let positions: HashMap<i64, i64> = placed.into_iter().collect();
+            jobs = Cached(
+                prepared(SELECT_CLAIMED_JOBS)
+                    .bind::<Text, _>(ids_json)
+                    .bind::<BigInt, _>(process_id),
+            )
+            .load(c)?;
+            for job in &mut jobs {
+                job.position = positions.get(&job.id).copied().unwrap_or(job.id);
+            }
         }
-        let picked: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
-        let ids_json = json_ids(&picked);
-        Cached(prepared(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
-        Cached(
-            prepared(INSERT_CLAIMED)
-                .bind::<BigInt, _>(process_id)
-                .bind::<Text, _>(json_ids(&started))
-                .bind::<Text, _>(&ids_json),
-        )
-        .execute(c)?;
-        let positions: HashMap<i64, i64> = placed.into_iter().collect();
-        let mut jobs: Vec<ClaimedJob> = Cached(
-            prepared(SELECT_CLAIMED_JOBS)
-                .bind::<Text, _>(ids_json)
-                .bind::<BigInt, _>(process_id),
-        )
-        .load(c)?;
-        for job in &mut jobs {
-            job.position = positions.get(&job.id).copied().unwrap_or(job.id);
+        if let (Some(state), Some(bound)) = (floor_state.as_mut(), bound) {
+            state.claimed(at, at.elapsed(), (bound, limits.immediate), below, &jobs);
         }
         claim.sort(&mut jobs);
         Ok(jobs)
@@ -112,7 +134,8 @@ impl ClaimsDriver for MysqlConnection {
                 return Ok(Vec::new());
             }
             let ids = json_ids(&due.iter().map(|d| d.job_id).collect::<Vec<_>>());
-            Cached(prepared(MOVE_DUE).bind::<Text, _>(&ids)).execute(c)?;
+            let ready = Cached(prepared(MOVE_DUE).bind::<Text, _>(&ids)).execute(c)?;
+            super::floor::moved(c, ready)?;
             Cached(prepared(DELETE_SCHEDULED).bind::<Text, _>(&ids)).execute(c)?;
             Ok(due.into_iter().map(|d| d.queue_name).collect())
         })

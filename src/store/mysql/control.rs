@@ -103,7 +103,8 @@ impl ControlDriver for MysqlConnection {
         let moved = json_ids(&locked.iter().map(|l| l.job_id).collect::<Vec<_>>());
         Cached(prepared(DELETE_BLOCKED_TO_RUN).bind::<Text, _>(&moved)).execute(conn)?;
         Cached(prepared(UNLIMIT_JOBS).bind::<Text, _>(&moved)).execute(conn)?;
-        Cached(prepared(READY_FROM_JOBS).bind::<Text, _>(&moved)).execute(conn)?;
+        let ready = Cached(prepared(READY_FROM_JOBS).bind::<Text, _>(&moved)).execute(conn)?;
+        super::floor::moved(conn, ready)?;
         Ok(locked.into_iter().map(|l| l.queue_name).collect())
     }
 

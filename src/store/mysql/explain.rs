@@ -39,18 +39,28 @@ pub(in crate::store) fn explain(conn: &mut MysqlConnection) -> QueryResult<Vec<(
     use crate::types::QueuePattern::{All, Exact, Prefix};
     // The claim's own statements, the limit (and the ahead part's ids and
     // kinds) in place of each pattern's `?`s.
-    let candidates = |patterns: Vec<_>| {
+    // From a floor (`store::floor`), its position before the limit.
+    let candidates_from = |patterns: Vec<_>, floor: bool| {
         let claim = ClaimQuery::new(patterns);
-        let values = ["16"].repeat(claim.parts());
-        with_literals(claim.mysql_candidates(), &values)
+        let values = if floor { vec!["84", "16"] } else { vec!["16"] }.repeat(claim.parts());
+        with_literals(claim.mysql_candidates(floor), &values)
     };
-    let ahead = |patterns: Vec<_>| {
+    let candidates = |patterns| candidates_from(patterns, false);
+    let ahead_from = |patterns: Vec<_>, floor: bool| {
         // JSON_ARRAY: MariaDB prints a condition's string literals in the
         // JSON plan without escaping their double quotes.
         let claim = ClaimQuery::new(patterns);
-        let values = ["'[1]'", "JSON_ARRAY('echo')", "16"].repeat(claim.parts());
-        with_literals(claim.mysql_candidates_ahead(), &values)
+        let mut values = vec!["'[1]'", "JSON_ARRAY('echo')"];
+        if floor {
+            values.push("84");
+        }
+        values.push("16");
+        with_literals(
+            claim.mysql_candidates_ahead(floor),
+            &values.repeat(claim.parts()),
+        )
     };
+    let ahead = |patterns| ahead_from(patterns, false);
     let ids = "'[1, 2, 3]'";
     let statements: Vec<(&str, String)> = vec![
         (
@@ -83,6 +93,11 @@ pub(in crate::store) fn explain(conn: &mut MysqlConnection) -> QueryResult<Vec<(
             candidates(vec![Exact("default".into())]),
         ),
         (
+            "claim from one queue, from a floor",
+            candidates_from(vec![Exact("default".into())], true),
+        ),
+        ("claim from *, from a floor", candidates_from(vec![All], true)),
+        (
             "claim from a prefix",
             candidates(vec![Prefix("def".into())]),
         ),
@@ -102,6 +117,10 @@ pub(in crate::store) fn explain(conn: &mut MysqlConnection) -> QueryResult<Vec<(
         (
             "claim ahead from one queue",
             ahead(vec![Exact("default".into())]),
+        ),
+        (
+            "claim ahead from one queue, from a floor",
+            ahead_from(vec![Exact("default".into())], true),
         ),
         (
             "claim: lock the picked rows",

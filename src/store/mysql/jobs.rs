@@ -124,6 +124,7 @@ impl JobsDriver for MysqlConnection {
     }
 
     fn jobs_snooze(&mut self, rows: &[Snoozed]) -> QueryResult<()> {
+        let mut ready = 0;
         for row in rows {
             Cached(
                 prepared(JOBS_SNOOZE_UPDATE)
@@ -132,7 +133,7 @@ impl JobsDriver for MysqlConnection {
             )
             .execute(self)?;
             // Due now and free of a concurrency slot: ready at once.
-            Cached(
+            ready += Cached(
                 prepared(JOBS_SNOOZE_READY)
                     .bind::<BigInt, _>(row.id)
                     .bind::<diesel::sql_types::Bool, _>(row.delay.is_zero()),
@@ -145,10 +146,11 @@ impl JobsDriver for MysqlConnection {
             )
             .execute(self)?;
         }
-        Ok(())
+        super::floor::moved(self, ready)
     }
 
     fn jobs_release(&mut self, rows: &[Released]) -> QueryResult<()> {
+        let mut ready = 0;
         for row in rows {
             match &row.error {
                 Some(error) => Cached(
@@ -168,9 +170,10 @@ impl JobsDriver for MysqlConnection {
                 )
                 .execute(self)?,
             };
-            Cached(prepared(JOBS_RELEASE_READY).bind::<BigInt, _>(row.id)).execute(self)?;
+            ready +=
+                Cached(prepared(JOBS_RELEASE_READY).bind::<BigInt, _>(row.id)).execute(self)?;
         }
-        Ok(())
+        super::floor::moved(self, ready)
     }
 
     fn failed_retry(&mut self, ids: &[i64]) -> QueryResult<usize> {
@@ -185,6 +188,7 @@ impl JobsDriver for MysqlConnection {
             Cached(prepared(FAILED_RETRY_DELETE).bind::<Text, _>(&gone)).execute(c)?;
             Cached(prepared(FAILED_RETRY_UPDATE).bind::<Text, _>(&gone)).execute(c)?;
             let ready = Cached(prepared(FAILED_RETRY_READY).bind::<Text, _>(&gone)).execute(c)?;
+            super::floor::moved(c, ready)?;
             // Jobs under a concurrency limit go through the dispatcher,
             // which takes their slot.
             let limited = Cached(prepared(FAILED_RETRY_SCHEDULE_LIMITED).bind::<Text, _>(&gone))

@@ -32,6 +32,7 @@ mod claims;
 mod concurrency;
 mod control;
 mod explain;
+mod floor;
 mod health;
 mod jobs;
 mod processes;
@@ -278,6 +279,11 @@ fn insert_jobs(conn: &mut MysqlConnection, jobs: &[NewJob]) -> QueryResult<Vec<O
     if !fair.is_empty() {
         Cached(prepared(MOVE_DUE.as_str()).bind::<Text, _>(json_ids(&fair))).execute(conn)?;
     }
+    // A negative priority or a fair place: ready below the tail, where
+    // claims may have moved past (`store::floor`).
+    if crate::store::floor::moves_on(jobs) {
+        floor::moved(conn, 1)?;
+    }
     Ok(ids)
 }
 
@@ -406,34 +412,51 @@ fn insert_one(conn: &mut MysqlConnection, job: &NewJob) -> QueryResult<Option<i6
 
 impl ClaimQuery {
     /// The candidates, locked (`FOR UPDATE SKIP LOCKED` in each pattern's
-    /// part); binds the limit once per part ([`ClaimQuery::parts`]).
-    pub(super) fn mysql_candidates(&self) -> &str {
-        self.mysql_sql.get_or_init(|| {
+    /// part); binds the limit once per part ([`ClaimQuery::parts`]). From
+    /// a floor (`store::floor`; a single pattern), the floor's position
+    /// first.
+    pub(super) fn mysql_candidates(&self, from_floor: bool) -> &str {
+        let (sql, extra) = if from_floor {
+            (&self.mysql_floor_sql, floor::CONDITION)
+        } else {
+            (&self.mysql_sql, "")
+        };
+        sql.get_or_init(|| {
             format!(
                 "SELECT job_id, CAST(ord AS SIGNED) AS ord, priority, position FROM ({}) AS c",
-                self.candidates_in_index_order_sql("?", "", " FOR UPDATE SKIP LOCKED")
+                self.candidates_in_index_order_sql("?", extra, " FOR UPDATE SKIP LOCKED")
             )
         })
     }
 
     /// The candidates that may be claimed ahead, locked: jobs of the kinds
     /// of the second `?` (at least once), not among the ids of the first;
-    /// then the limit. Those three binds once per part. The kinds are
-    /// filtered before the limit, so that the claim locks only rows it may
-    /// take: InnoDB releases at once the lock on a row the `WHERE` refused,
-    /// while a row locked and not taken would stay locked to the commit,
-    /// and a concurrent claim would skip it.
-    pub(super) fn mysql_candidates_ahead(&self) -> &str {
-        self.mysql_ahead_sql.get_or_init(|| {
+    /// then (from a floor) the floor's position; then the limit. Those
+    /// binds once per part. The kinds are filtered before the limit, so
+    /// that the claim locks only rows it may take: InnoDB releases at once
+    /// the lock on a row the `WHERE` refused, while a row locked and not
+    /// taken would stay locked to the commit, and a concurrent claim would
+    /// skip it.
+    pub(super) fn mysql_candidates_ahead(&self, from_floor: bool) -> &str {
+        let sql = if from_floor {
+            &self.mysql_floor_ahead_sql
+        } else {
+            &self.mysql_ahead_sql
+        };
+        sql.get_or_init(|| {
             // Functions of the row, not `IN (SELECT …)` or `EXISTS`, which
             // MariaDB turns into a semi-join that reads the table whole
             // and sorts it, locking every row.
-            let extra = " AND NOT JSON_CONTAINS(?, CAST(r.job_id AS CHAR))
+            let mut extra = " AND NOT JSON_CONTAINS(?, CAST(r.job_id AS CHAR))
                   AND JSON_CONTAINS(?, JSON_QUOTE((SELECT j.kind FROM solidq_jobs j
-                       WHERE j.id = r.job_id AND j.delivery = 'at_least_once')))";
+                       WHERE j.id = r.job_id AND j.delivery = 'at_least_once')))"
+                .to_string();
+            if from_floor {
+                extra.push_str(floor::CONDITION);
+            }
             format!(
                 "SELECT job_id, CAST(ord AS SIGNED) AS ord, priority, position FROM ({}) AS c",
-                self.candidates_in_index_order_sql("?", extra, " FOR UPDATE SKIP LOCKED")
+                self.candidates_in_index_order_sql("?", &extra, " FOR UPDATE SKIP LOCKED")
             )
         })
     }
@@ -441,19 +464,21 @@ impl ClaimQuery {
 
 /// Up to `limit` candidates in claim order, locked: any job
 /// (`ahead = None`), or only jobs that may be claimed ahead, of the fast
-/// kinds and not among the ids given.
+/// kinds and not among the ids given; from the head, or at or after
+/// `(0, floor)` in claim order (`store::floor`).
 fn load_candidates(
     conn: &mut MysqlConnection,
     claim: &ClaimQuery,
     limit: usize,
     ahead: Option<(&[String], &[i64])>,
+    floor: Option<i64>,
 ) -> QueryResult<Vec<(i64, i64)>> {
     if limit == 0 {
         return Ok(Vec::new());
     }
     let mut query = match ahead {
-        Some(_) => sql_query(claim.mysql_candidates_ahead()),
-        None => sql_query(claim.mysql_candidates()),
+        Some(_) => sql_query(claim.mysql_candidates_ahead(floor.is_some())),
+        None => sql_query(claim.mysql_candidates(floor.is_some())),
     }
     .into_boxed::<diesel::mysql::Mysql>();
     let filters = ahead.map(|(kinds, taken)| (json_ids(taken), json_strings(kinds)));
@@ -462,6 +487,9 @@ fn load_candidates(
             query = query
                 .bind::<Text, _>(taken.clone())
                 .bind::<Text, _>(kinds.clone());
+        }
+        if let Some(floor) = floor {
+            query = query.bind::<BigInt, _>(floor);
         }
         query = query.bind::<BigInt, _>(limit as i64);
     }
@@ -498,7 +526,11 @@ impl AdminDriver for MysqlConnection {
                     e => Err(e),
                 })?
         } else {
-            Cached(prepared(PAUSE_DELETE).bind::<Text, _>(queue)).execute(self)?
+            let resumed = Cached(prepared(PAUSE_DELETE).bind::<Text, _>(queue)).execute(self)?;
+            // Its ready jobs may be anywhere below the floors of claims
+            // made while it was paused.
+            floor::moved(self, resumed)?;
+            resumed
         };
         Ok(changed > 0)
     }

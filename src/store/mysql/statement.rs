@@ -14,6 +14,11 @@
 //!    LAST_INSERT_ID()`: no row when the key was taken. Its times are the
 //!    job's (`created_at`, `scheduled_at`).
 //!
+//! A job with a negative priority or a fairness key may be placed before
+//! jobs that claims already passed: a statement before those two moves
+//! the counter that tells the claims to look there (`store::floor`), an
+//! insert of its own whose id `LAST_INSERT_ID()` then no longer holds.
+//!
 //! Times are the database's clock (`UTC_TIMESTAMP(6)`): an immediate job
 //! binds none; a delayed or timed one binds its run time (a `DATETIME`,
 //! UTC, or `NULL`) and its delay in microseconds, added to the database's
@@ -69,7 +74,7 @@ INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled
 SELECT id, queue_name, priority, scheduled_at, created_at, concurrency_key
 FROM solidq_jobs WHERE id = LAST_INSERT_ID()";
 
-/// The two statements that enqueue `job` (see the module docs).
+/// The statements that enqueue `job` (see the module docs).
 pub(in crate::store) fn enqueue_statements(job: &NewJob) -> Vec<Statement> {
     let mut params = job.column_values();
     let now = job.run_at.is_none() && job.delay.is_zero();
@@ -89,14 +94,23 @@ pub(in crate::store) fn enqueue_statements(job: &NewJob) -> Vec<Statement> {
     } else {
         SCHEDULED_AFTER_INSERT
     };
-    vec![
-        Statement {
-            sql: insert,
-            params,
-        },
-        Statement {
-            sql: execution.to_string(),
+    let mut statements = Vec::with_capacity(3);
+    // A job that may be ready below the tail moves the counter of the
+    // claims' floor on (`store::floor`), in the same transaction: first,
+    // so that `LAST_INSERT_ID()` is the job's afterwards.
+    if crate::store::floor::moves_on(std::slice::from_ref(job)) {
+        statements.push(Statement {
+            sql: crate::store::portable::MYSQL_MOVE_ON.to_string(),
             params: Vec::new(),
-        },
-    ]
+        });
+    }
+    statements.push(Statement {
+        sql: insert,
+        params,
+    });
+    statements.push(Statement {
+        sql: execution.to_string(),
+        params: Vec::new(),
+    });
+    statements
 }

@@ -48,7 +48,7 @@ impl ClaimsDriver for PgConnection {
         let mut jobs: Vec<ClaimedJob> = if claim.is_listed() {
             let from = i32::try_from(limits.from + 1).unwrap_or(i32::MAX);
             Cached(query.bind::<diesel::sql_types::Integer, _>(from)).load(self)?
-        } else if floor::applies(claim) {
+        } else if crate::store::floor::applies(claim) {
             let mut state = claim
                 .floor
                 .lock()

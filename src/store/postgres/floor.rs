@@ -1,68 +1,14 @@
-//! Where a claim's index scan starts (issue 37): past the rows claimed
-//! since vacuum last ran, not at the head of the queue.
+//! PostgreSQL's side of the claim floor (`store::floor`, which says why
+//! and when a claim starts at a floor): its counter, the sequence
+//! `solidq_ready_below`, and the claim's fragments that read it.
 //!
-//! A claim deletes the ready rows it takes. While a transaction is open
-//! anywhere in the database (a forgotten `BEGIN`, a report, `pg_dump`, a
-//! replica's feedback), vacuum cannot remove a row deleted after it began,
-//! and the index keeps pointing at it: each claim, scanning from the head
-//! of its queue in claim order, walks every row claimed since. At 2,000
-//! jobs/s that is 120,000 rows a minute, and the claim's cost grows with
-//! the hold (a claim of an empty queue read 765 buffers, 7–9 ms, after a
-//! minute).
-//!
-//! New jobs are ready at the tail: a job without a fairness key is placed
-//! at its id (`store::fair`), which grows. So once a claim has taken the
-//! rows of priority 0 up to place `p`, a later claim finds nothing new
-//! below `p` unless a statement made a job ready there: a due scheduled
-//! job, a retry, a release, a snooze, a job run now, a freed concurrency
-//! slot, a finished batch member's dependant, a resumed queue, a fair
-//! placement, a negative priority. Each of those moves the sequence
-//! `solidq_ready_below` on (one `nextval` per ready row, which writes no
-//! row version and is seen at once). A claim of a single queue pattern
-//! starts its scan at `(0, floor)` while the sequence reads as the worker
-//! last saw it, and at the head otherwise: its cost is the rows it takes,
-//! whatever died behind it (37 buffers, 0.05 ms against 765 above).
-//!
-//! Three margins keep it from skipping a job:
-//! - A place becomes a floor only [`SETTLE`] after the claim that reached
-//!   it: a job placed below it by a transaction still open then (ids are
-//!   handed out before commit, and commits finish out of order) is seen
-//!   by a claim from the head in the meantime.
-//! - When the sequence is seen to have moved, claims scan from the head
-//!   until one that starts [`SETTLE`] after the move has done so: the
-//!   statement that moved it commits after its `nextval`.
-//! - A worker's claim looks for the jobs of idle threads from the head
-//!   every [`FULL_EVERY`], or every twenty times as long as that scan
-//!   last took if longer (under a long hold it walks every row claimed
-//!   since: a twentieth of the time at most); one that finds jobs below
-//!   the floor drops it, and a claim that failed (rolled back, or its
-//!   `COMMIT` lost) forgets it. So a job whose transaction committed more
-//!   than [`SETTLE`] after it was placed, or that a rolled-back claim of
-//!   another worker held locked, waits for that scan; none is lost. The
-//!   jobs claimed ahead (fast kinds, for busy threads) start at the floor
-//!   even then: the scan walks the dead rows once, not twice.
-//!
-//! Lists of queue names and lists of several patterns keep scanning from
-//! the head: their places are not one order. SQLite has no horizon to pin
-//! (one writer, no row versions), and MySQL's claims keep their path.
-
-use std::collections::VecDeque;
-use std::time::{Duration, Instant};
-
-use super::{ClaimQuery, ClaimedJob};
-
-/// How long after a claim its place becomes a floor, and after a move of
-/// the sequence is seen, claims scan from the head: longer than a commit
-/// takes after its statement.
-#[cfg(not(test))]
-pub(crate) const SETTLE: Duration = Duration::from_millis(250);
-/// Unit tests run one statement at a time: nothing commits late.
-#[cfg(test)]
-pub(crate) const SETTLE: Duration = Duration::ZERO;
-
-/// The longest a claim goes on from a floor: a scan from the head at
-/// least this often finds what the margins missed.
-pub(crate) const FULL_EVERY: Duration = Duration::from_secs(1);
+//! Every statement that makes jobs ready below the tail calls `nextval`
+//! on it once per ready row: a sequence, not a row, because `nextval`
+//! writes no row version (no dead row of its own) and is seen at once,
+//! outside any transaction. The claim reads it in its `floor` CTE and
+//! starts its index scan at `(0, floor)` while it reads as the worker
+//! last saw it (37 buffers, 0.05 ms for a claim of an empty queue after a
+//! minute's hold at 2,000 jobs/s, against 765 buffers from the head).
 
 /// The text that the `.sql` files' statements making jobs ready below
 /// the tail put in their `RETURNING` list: it moves the sequence on, once
@@ -76,14 +22,6 @@ pub(in crate::store) const READY_BELOW: &str = "nextval('solidq_ready_below') AS
 /// schema lacks (a producer of this build before `migrate` still
 /// enqueues).
 pub(in crate::store) const MOVE_ON: &str = "SELECT nextval('solidq_ready_below')";
-
-/// Whether an enqueue of `jobs` may make one ready below the tail: a
-/// negative priority, or a fair place (at the front of its queue's ready
-/// rows). Other new jobs are placed at their ids, past every claim.
-pub(in crate::store) fn moves_on(jobs: &[crate::store::NewJob]) -> bool {
-    jobs.iter()
-        .any(|j| j.priority < 0 || j.fairness_key.is_some())
-}
 
 /// The claim's `floor` CTE, after `alive`: the sequence as it reads now,
 /// and where the scans start. While it reads `$5` (the value the worker
@@ -120,132 +58,6 @@ pub(super) const BELOW: &str = ", (SELECT last_value FROM floor) AS below";
 /// took jobs returns it with each).
 pub(super) const READ_BELOW: &str = "SELECT last_value AS below FROM solidq_ready_below";
 
-/// Whether `claim` starts at a floor: a single pattern (one order).
-pub(super) fn applies(claim: &ClaimQuery) -> bool {
-    claim.patterns.len() == 1
-}
-
-/// A worker's floor: the places its claims reached, and what it last saw
-/// of the sequence.
-#[derive(Debug, Default)]
-pub(crate) struct ClaimFloor {
-    /// The sequence's value as last seen.
-    seen: Option<i64>,
-    /// After a move was seen: claims scan from the head until one that
-    /// starts at or after this moment has.
-    settle_until: Option<Instant>,
-    /// The places of priority 0 that claims reached, and when, not yet
-    /// settled.
-    places: VecDeque<(Instant, i64)>,
-    /// The highest settled place.
-    floor: Option<i64>,
-    /// When a claim last scanned from the head, and how long it took.
-    from_head: Option<(Instant, Duration)>,
-}
-
-/// Where a claim starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Bound {
-    /// The sequence's value the floor holds for (-1, which it never has:
-    /// no floor).
-    pub(crate) seen: i64,
-    /// The floor's place.
-    pub(crate) floor: i64,
-    /// The jobs for idle threads are looked for from the head (those
-    /// claimed ahead from the floor, if any).
-    pub(crate) head: bool,
-}
-
-impl Bound {
-    /// From the head: no floor.
-    const HEAD: Bound = Bound {
-        seen: -1,
-        floor: 0,
-        head: true,
-    };
-}
-
-impl ClaimFloor {
-    /// Where a claim starting `now` starts.
-    pub(crate) fn bound(&mut self, now: Instant) -> Bound {
-        while let Some(&(at, place)) = self.places.front() {
-            if now.saturating_duration_since(at) < SETTLE {
-                break;
-            }
-            self.floor = Some(self.floor.map_or(place, |f| f.max(place)));
-            self.places.pop_front();
-        }
-        // From the head at least every FULL_EVERY, and no more than a
-        // twentieth of the time: under a long hold a scan from the head
-        // walks every row claimed since it began (100 ms after 10 minutes
-        // at 1,000 jobs/s), and jobs wait behind it.
-        let head_due = self.from_head.is_none_or(|(at, took)| {
-            now.saturating_duration_since(at) >= FULL_EVERY.max(took * 20)
-        });
-        match (self.seen, self.floor) {
-            (Some(seen), Some(floor)) if self.settle_until.is_none() => Bound {
-                seen,
-                floor,
-                head: head_due,
-            },
-            _ => Bound::HEAD,
-        }
-    }
-
-    /// Records a claim that started `at` from `bound`, asked for `idle`
-    /// jobs for idle threads, took `took`, read the sequence as `below`,
-    /// and took `jobs`.
-    pub(crate) fn claimed(
-        &mut self,
-        at: Instant,
-        took: Duration,
-        (bound, idle): (Bound, usize),
-        below: i64,
-        jobs: &[ClaimedJob],
-    ) {
-        // Only jobs for idle threads are looked for from the head: a claim
-        // for busy threads alone (of fast kinds) scanned nothing from there.
-        let bound = Bound {
-            head: bound.head && idle > 0,
-            ..bound
-        };
-        if self.seen != Some(below) {
-            self.seen = Some(below);
-            self.settle_until = Some(at + SETTLE);
-        } else if bound.head && self.settle_until.is_some_and(|until| at >= until) {
-            self.settle_until = None;
-        }
-        // Jobs picked for idle threads were taken in claim order; those
-        // claimed ahead only if of a fast kind, so not every row before
-        // them was taken.
-        let started = || jobs.iter().filter(|j| j.started);
-        if bound.head {
-            self.from_head = Some((at, took));
-            // A scan from the head that found jobs below the floor: the
-            // margins missed them (a commit later than SETTLE, another
-            // worker's claim rolled back), and may have missed more.
-            if started()
-                .any(|j| j.priority < 0 || (j.priority == 0 && Some(j.position) < self.floor))
-            {
-                self.places.clear();
-                self.floor = None;
-            }
-        }
-        let reached = started()
-            .filter(|j| j.priority == 0)
-            .map(|j| j.position)
-            .max();
-        if let Some(place) = reached {
-            self.places.push_back((at, place));
-        }
-    }
-
-    /// After a claim that failed: what it reached may still be ready.
-    pub(crate) fn forget(&mut self) {
-        *self = ClaimFloor::default();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, Instant};
@@ -254,6 +66,8 @@ mod tests {
     use diesel::{Connection, PgConnection, QueryableByName, RunQueryDsl};
 
     use super::*;
+    use crate::store::ClaimQuery;
+    use crate::store::floor::moves_on;
     use crate::store::portable::Portable;
     use crate::store::{
         ClaimLimits, ClaimsDriver, JobsDriver, NewJob, NewProcess, ProcessesDriver,
@@ -312,63 +126,6 @@ mod tests {
             "in the caller's transaction too"
         );
         assert_eq!(super::super::enqueue_statement(&job(0, None)).len(), 1);
-    }
-
-    /// A claim only for busy threads (none idle) is no scan from the head:
-    /// it neither ends the settling after a move nor counts as the
-    /// regular scan, so a worker kept busy still scans from the head.
-    #[test]
-    fn only_a_claim_for_idle_threads_counts_as_a_scan_from_the_head() {
-        let mut floor = ClaimFloor::default();
-        let start = Instant::now();
-        let job = |position| ClaimedJob {
-            id: position,
-            queue_name: "floor".into(),
-            kind: "noop".into(),
-            arguments: "null".into(),
-            concurrency_key: None,
-            priority: 0,
-            options: "{}".into(),
-            delivery: "at_least_once".into(),
-            max_attempts: 1,
-            attempts: 0,
-            stalled_count: 0,
-            snoozes: 0,
-            checkpoint: None,
-            batch_id: None,
-            cancel_requested: false,
-            created_at: chrono::NaiveDateTime::default(),
-            due_at: chrono::NaiveDateTime::default(),
-            claimed_at: chrono::NaiveDateTime::default(),
-            ord: 0,
-            position,
-            started: true,
-            run_alone: false,
-        };
-        let first = floor.bound(start);
-        assert!(first.head, "nothing seen yet: from the head");
-        floor.claimed(start, Duration::ZERO, (first, 4), 7, &[job(10)]);
-        // The sequence was first seen then: once more from the head, for
-        // what moved it to commit.
-        let settling = floor.bound(start);
-        assert!(settling.head, "settling");
-        floor.claimed(start, Duration::ZERO, (settling, 4), 7, &[job(11)]);
-        let later = start + Duration::from_millis(10);
-        let at_floor = floor.bound(later);
-        assert!(
-            !at_floor.head && at_floor.floor == 11,
-            "at the floor: {at_floor:?}"
-        );
-        let due = start + FULL_EVERY;
-        let bound = floor.bound(due);
-        assert!(bound.head, "a second on: from the head");
-        floor.claimed(due, Duration::ZERO, (bound, 0), 7, &[]);
-        assert!(
-            floor.bound(due).head,
-            "still due: nothing was scanned from the head"
-        );
-        floor.claimed(due, Duration::ZERO, (bound, 2), 7, &[]);
-        assert!(!floor.bound(due).head, "scanned");
     }
 
     #[derive(QueryableByName)]

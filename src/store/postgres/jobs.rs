@@ -98,7 +98,7 @@ impl JobsDriver for PgConnection {
                 .load(self)?
             }
         };
-        if super::floor::moves_on(jobs) {
+        if crate::store::floor::moves_on(jobs) {
             Cached(prepared(super::floor::MOVE_ON)).execute(self)?;
         }
         Ok(align_inserted(jobs, rows))

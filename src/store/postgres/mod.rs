@@ -24,7 +24,6 @@ mod statement;
 mod stats;
 
 pub(in crate::store) use explain::explain;
-pub(in crate::store) use floor::ClaimFloor;
 pub(in crate::store) use statement::enqueue_statement;
 
 use super::{
@@ -243,7 +242,7 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
     // A single pattern's claim starts its index scan at the floor (`$6`)
     // while the counter of jobs made ready below the tail reads as the
     // worker last saw it (`$5`), and at the head otherwise (floor.rs).
-    let floored = floor::applies(claim);
+    let floored = crate::store::floor::applies(claim);
     let (floor_cte, from_floor, ahead_from_floor, below) = if floored {
         (
             floor::CTE,

@@ -17,7 +17,7 @@ pub(in crate::store) fn enqueue_statement(job: &NewJob) -> Vec<Statement> {
         sql: shape.statement().to_string(),
         params,
     }];
-    if super::floor::moves_on(std::slice::from_ref(job)) {
+    if crate::store::floor::moves_on(std::slice::from_ref(job)) {
         statements.push(Statement {
             sql: super::floor::MOVE_ON.to_string(),
             params: Vec::new(),

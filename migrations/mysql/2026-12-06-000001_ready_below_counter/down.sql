@@ -1,0 +1,1 @@
+DROP TABLE solidq_ready_below;

@@ -1,0 +1,89 @@
+//! MySQL's side of the claim floor (`store::floor`, which says why and
+//! when a claim starts at a floor): its counter and the claim's condition.
+//!
+//! InnoDB keeps a deleted row's index entries, delete-marked, until purge
+//! removes them, and purge waits for the oldest open read view: under a
+//! hold, a claim from the head of its queue walks every entry claimed
+//! since (MariaDB at 500 jobs/s: the pickup's median rose by 5 ms every
+//! 10 s of a hold, and a work-down under one ran at a quarter of its
+//! rate).
+//!
+//! The counter is a table of one auto-increment column,
+//! `solidq_ready_below`, not a sequence (MySQL 8 has none): every
+//! statement that makes jobs ready below the tail inserts a row in its
+//! transaction (`Portable::ready_inserted`, once per statement that
+//! inserted any), and the claim reads the highest id first, before its
+//! candidates. A row commits with the jobs it announces, so a claim that
+//! sees the jobs sees the move, or sees it on its next claim; two moves
+//! that commit out of order are covered by the settling after a move
+//! (`store::floor::SETTLE`). The maintenance round deletes all rows but
+//! the highest ([`TRIM`]); the claim's read starts from the other end of
+//! the index, so the delete-marked rows a hold keeps are never walked.
+
+use diesel::MysqlConnection;
+use diesel::sql_types::BigInt;
+use diesel::{QueryResult, QueryableByName, RunQueryDsl};
+
+use crate::store::portable::Portable;
+use crate::store::{Cached, prepared};
+
+/// The counter as it reads now.
+const READ_BELOW: &str =
+    "SELECT CAST(COALESCE(MAX(id), 0) AS SIGNED) AS below FROM solidq_ready_below";
+
+/// Deletes every row of the counter but the highest.
+pub(super) const TRIM: &str = "DELETE FROM solidq_ready_below \
+     WHERE id < (SELECT top FROM (SELECT MAX(id) AS top FROM solidq_ready_below) AS t)";
+
+/// The candidates' condition from a floor (the position bound once): at
+/// or after `(0, ?)` in claim order, two ranges of either claim index
+/// (both end in priority, position). Not a row comparison, which
+/// MariaDB's range optimizer does not read as a range.
+pub(super) const CONDITION: &str = " AND (r.priority > 0 OR (r.priority = 0 AND r.position >= ?))";
+
+#[derive(QueryableByName)]
+struct BelowRow {
+    #[diesel(sql_type = BigInt)]
+    below: i64,
+}
+
+/// Reads the counter: before the claim's candidates, so that a move
+/// committed between the two is seen by the next claim at the latest.
+pub(super) fn read(conn: &mut MysqlConnection) -> QueryResult<i64> {
+    Ok(Cached(prepared(READ_BELOW))
+        .get_result::<BelowRow>(conn)?
+        .below)
+}
+
+/// After a statement that made `rows` jobs ready below the tail: moves
+/// the counter on, in the statement's transaction (none: nothing to say).
+pub(super) fn moved(conn: &mut MysqlConnection, rows: usize) -> QueryResult<()> {
+    conn.ready_inserted(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::NewJob;
+    use crate::store::portable::MYSQL_MOVE_ON;
+
+    /// An enqueue in the caller's transaction moves the counter exactly
+    /// for a job that may be ready below the tail, and first, so that
+    /// `LAST_INSERT_ID()` is the job's afterwards.
+    #[test]
+    fn an_enqueue_statement_moves_the_counter_first_for_a_job_below_the_tail() {
+        let job = |priority, key: Option<&str>| NewJob {
+            priority,
+            fairness_key: key.map(Into::into),
+            ..NewJob::plain("floor", "noop")
+        };
+        for moving in [job(-1, None), job(0, Some("tenant"))] {
+            let statements = super::super::enqueue_statements(&moving);
+            assert_eq!(statements.len(), 3);
+            assert_eq!(statements[0].sql, MYSQL_MOVE_ON);
+            assert!(statements[1].sql.contains("INSERT INTO solidq_jobs"));
+        }
+        let plain = super::super::enqueue_statements(&job(0, None));
+        assert_eq!(plain.len(), 2);
+        assert!(plain.iter().all(|s| s.sql != MYSQL_MOVE_ON));
+    }
+}
