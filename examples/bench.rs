@@ -97,6 +97,11 @@ cargo run --release --example bench -- [flags]
                     transaction held open by another session while a
                     producer offers a steady rate to one worker process,
                     then a work-down with a hold against without)
+                    designs (PostgreSQL, only when named: issue 37's claim
+                    designs on raw tables under a hold: from the head, from
+                    a floor, a ring of tables emptied by TRUNCATE; the
+                    first --mvcc-rates rate and the clean and held
+                    --mvcc-phases)
                     big (only when named: --big-rows finished jobs
                     kept against an empty database: pickup, work-down,
                     every dashboard page through target/release/solidq
@@ -376,9 +381,9 @@ fn parse_args() -> Args {
 }
 
 /// What `--only` can name.
-const SECTIONS: [&str; 10] = [
+const SECTIONS: [&str; 11] = [
     "enqueue", "workdown", "mixed", "latency", "idle", "features", "fairness", "queues", "mvcc",
-    "big",
+    "designs", "big",
 ];
 
 /// Prints `message` and the flags, and exits with status 2.
@@ -399,7 +404,7 @@ impl Args {
         match &self.only {
             Some(only) => only.iter().any(|s| s == section),
             // Minutes a run: only when named.
-            None => section != "mvcc" && section != "big",
+            None => !["mvcc", "big", "designs"].contains(&section),
         }
     }
 }
@@ -460,6 +465,9 @@ fn main() {
         }
         if args.runs("big") {
             bench_big(backend, &args, &mut table);
+        }
+        if args.runs("designs") {
+            bench_designs(backend, &args, &mut table);
         }
         table.print(backend);
     }
@@ -3032,6 +3040,283 @@ fn soak(backend: &'static str, args: &Args, total: usize) {
         println!(
             "last tenth / first tenth: {:.2}; worker peak RSS {peak:.1?} MB",
             last / first
+        );
+    }
+}
+
+// ------------------------------------------------------- claim designs
+
+/// Where a raw claimer of [`bench_designs`] starts its scans.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Design {
+    /// From the head of the one ready table, every claim (solidq before
+    /// the floor).
+    Head,
+    /// From the highest place claimed, and from the head once a second
+    /// (solidq's floor, its margins left out: one producer commits in
+    /// order).
+    Floor,
+    /// Ready rows in a ring of tables, one per second of inserts; the
+    /// claimer drains them oldest first and empties a drained one by
+    /// `TRUNCATE` (awa's and pgque's rotation; no MVCC, so a hold keeps
+    /// nothing of it), which the producer then fills again.
+    Ring,
+}
+
+/// How the other session holds its snapshot.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Holder {
+    /// `BEGIN ISOLATION LEVEL REPEATABLE READ` and a read of another
+    /// table: a console's forgotten transaction, a report.
+    Snapshot,
+    /// The same holding `ACCESS SHARE` on the ready tables, as `pg_dump`
+    /// holds on every table it dumps: `TRUNCATE` waits for it.
+    Dump,
+}
+
+/// Tables of the ring (and the one ready table of the others: the first).
+const RING: usize = 8;
+
+/// The claim designs of issue 37 side by side, on raw tables (PostgreSQL
+/// only): a producer inserts `--mvcc-rates`' first rate (2,000) a second
+/// in batches every 10 ms while one claimer deletes up to 16 rows a claim
+/// (`FOR UPDATE SKIP LOCKED`), `--mvcc-phases`' clean and held seconds;
+/// per phase the claimer's statement time and the machine's CPU per job,
+/// and the rows left at the end (the claimer kept up when 0).
+fn bench_designs(backend: &'static str, args: &Args, table: &mut Table) {
+    if backend != "postgres" {
+        println!("designs: PostgreSQL only; not run");
+        return;
+    }
+    let rate = args
+        .mvcc_rates
+        .as_ref()
+        .and_then(|r| r.first().copied())
+        .unwrap_or(2_000);
+    let [clean, held, _] = args.mvcc_phases.map(Duration::from_secs);
+    let runs = [
+        (Design::Head, Holder::Snapshot),
+        (Design::Floor, Holder::Snapshot),
+        (Design::Ring, Holder::Snapshot),
+        (Design::Floor, Holder::Dump),
+        (Design::Ring, Holder::Dump),
+    ];
+    for (design, holder) in runs {
+        let db = BenchDb::new(backend, args);
+        let mut setup = Raw::open(&db.url);
+        setup.batch("CREATE SEQUENCE dsg_seq");
+        for t in 0..RING {
+            setup.batch(&format!(
+                "CREATE TABLE dsg_ready_{t} (job_id bigint PRIMARY KEY, priority integer NOT NULL,
+                     position bigint NOT NULL);
+                 CREATE INDEX dsg_ready_{t}_claim ON dsg_ready_{t} (priority, position)"
+            ));
+        }
+        // The generation the producer fills, and the oldest not emptied.
+        let filling = Arc::new(AtomicU64::new(0));
+        let oldest = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let produced = Arc::new(AtomicU64::new(0));
+        let producer = {
+            let (url, filling, oldest, stop, produced) = (
+                db.url.clone(),
+                Arc::clone(&filling),
+                Arc::clone(&oldest),
+                Arc::clone(&stop),
+                Arc::clone(&produced),
+            );
+            std::thread::spawn(move || {
+                let Raw::Pg(mut c) = Raw::open(&url) else {
+                    unreachable!()
+                };
+                let per_tick = (rate / 100).max(1) as i64;
+                let started = Instant::now();
+                for tick in 0u64.. {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let due = started + Duration::from_millis(10 * tick);
+                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                    let mut g = filling.load(Ordering::SeqCst);
+                    // A new generation a second, if its table is empty.
+                    if design == Design::Ring
+                        && tick > 0
+                        && tick.is_multiple_of(100)
+                        && g + 1 - oldest.load(Ordering::SeqCst) < RING as u64
+                    {
+                        g += 1;
+                        filling.store(g, Ordering::SeqCst);
+                    }
+                    let t = g as usize % RING;
+                    Cached(
+                        diesel::sql_query(format!(
+                            "INSERT INTO dsg_ready_{t} (job_id, priority, position)
+                             SELECT n, 0, n FROM (SELECT nextval('dsg_seq') AS n
+                                                  FROM generate_series(1, $1)) s"
+                        ))
+                        .bind::<BigInt, _>(per_tick),
+                    )
+                    .execute(&mut c)
+                    .expect("produce");
+                    produced.fetch_add(per_tick as u64, Ordering::SeqCst);
+                }
+            })
+        };
+        let claimer = {
+            let (url, filling, oldest, stop) = (
+                db.url.clone(),
+                Arc::clone(&filling),
+                Arc::clone(&oldest),
+                Arc::clone(&stop),
+            );
+            // (jobs, statement time) per phase, the phase switched by
+            // the main thread.
+            let phase = Arc::new(AtomicU64::new(0));
+            let tally = Arc::new(std::sync::Mutex::new([(0u64, Duration::ZERO); 2]));
+            let (phase_c, tally_c) = (Arc::clone(&phase), Arc::clone(&tally));
+            let handle = std::thread::spawn(move || {
+                #[derive(QueryableByName)]
+                struct Pos {
+                    #[diesel(sql_type = BigInt)]
+                    position: i64,
+                }
+                let Raw::Pg(mut c) = Raw::open(&url) else {
+                    unreachable!()
+                };
+                c.batch_execute("SET lock_timeout = '50ms'")
+                    .expect("session");
+                let claim = |c: &mut PgConnection, t: usize, floor: Option<i64>, n: i64| {
+                    let from = if floor.is_some() {
+                        "WHERE (priority, position) >= (0, $2)"
+                    } else {
+                        ""
+                    };
+                    let sql = format!(
+                        "DELETE FROM dsg_ready_{t} WHERE job_id = ANY(ARRAY(
+                             SELECT job_id FROM dsg_ready_{t} {from}
+                             ORDER BY priority, position LIMIT $1 FOR UPDATE SKIP LOCKED))
+                         RETURNING position"
+                    );
+                    let q = diesel::sql_query(sql).bind::<BigInt, _>(n);
+                    let rows: Vec<Pos> = match floor {
+                        Some(f) => Cached(q.bind::<BigInt, _>(f)).load(c),
+                        None => Cached(q).load(c),
+                    }
+                    .expect("claim");
+                    rows
+                };
+                let mut floor: Option<i64> = None;
+                let mut last_head = Instant::now();
+                let mut retry_at = Instant::now();
+                while !stop.load(Ordering::SeqCst) {
+                    let at = Instant::now();
+                    let mut got = 0usize;
+                    match design {
+                        Design::Head => got = claim(&mut c, 0, None, 16).len(),
+                        Design::Floor => {
+                            let from_head =
+                                floor.is_none() || last_head.elapsed() >= Duration::from_secs(1);
+                            let rows = claim(&mut c, 0, if from_head { None } else { floor }, 16);
+                            if from_head {
+                                last_head = at;
+                            }
+                            got = rows.len();
+                            if let Some(top) = rows.iter().map(|r| r.position).max() {
+                                floor = Some(floor.map_or(top, |f| f.max(top)));
+                            }
+                        }
+                        Design::Ring => {
+                            // Oldest first; a drained table is emptied
+                            // when it is the oldest, and when TRUNCATE
+                            // waited (a dump holds the tables), not tried
+                            // again for a second: its dead rows are
+                            // walked meanwhile, as they are in one table.
+                            let newest = filling.load(Ordering::SeqCst);
+                            let mut g = oldest.load(Ordering::SeqCst);
+                            while g <= newest && got < 16 {
+                                let asked = 16 - got;
+                                let n = claim(&mut c, g as usize % RING, None, asked as i64).len();
+                                got += n;
+                                if n == asked || g == newest {
+                                    break;
+                                }
+                                if g == oldest.load(Ordering::SeqCst) && Instant::now() >= retry_at
+                                {
+                                    let t = g as usize % RING;
+                                    if c.batch_execute(&format!("TRUNCATE dsg_ready_{t}")).is_ok() {
+                                        oldest.store(g + 1, Ordering::SeqCst);
+                                    } else {
+                                        retry_at = Instant::now() + Duration::from_secs(1);
+                                    }
+                                }
+                                g += 1;
+                            }
+                        }
+                    }
+                    let took = at.elapsed();
+                    let p = phase_c.load(Ordering::SeqCst) as usize;
+                    if p < 2 {
+                        let mut tally = tally_c.lock().unwrap();
+                        tally[p].0 += got as u64;
+                        tally[p].1 += took;
+                    }
+                    if got == 0 {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                }
+            });
+            (handle, phase, tally)
+        };
+        let (handle, phase, tally) = claimer;
+        let mut marks = vec![(machine_busy_jiffies(), Instant::now())];
+        std::thread::sleep(clean);
+        marks.push((machine_busy_jiffies(), Instant::now()));
+        phase.store(1, Ordering::SeqCst);
+        let mut hold = Raw::hold(&db.url);
+        if holder == Holder::Dump {
+            let tables: Vec<String> = (0..RING).map(|t| format!("dsg_ready_{t}")).collect();
+            hold.batch(&format!(
+                "LOCK TABLE {} IN ACCESS SHARE MODE",
+                tables.join(", ")
+            ));
+        }
+        std::thread::sleep(held);
+        marks.push((machine_busy_jiffies(), Instant::now()));
+        phase.store(2, Ordering::SeqCst);
+        stop.store(true, Ordering::SeqCst);
+        producer.join().expect("producer");
+        handle.join().expect("claimer");
+        let mut check = Raw::open(&db.url);
+        let left: i64 = (0..RING)
+            .map(|t| check.scalar(&format!("SELECT count(*) AS v FROM dsg_ready_{t}")))
+            .sum();
+        hold.batch("COMMIT");
+        let tally = *tally.lock().unwrap();
+        let label = format!("{design:?}, held by {holder:?}");
+        let mut line = format!("designs {rate}/s, {label}:");
+        for (p, name) in ["clean", "held"].iter().enumerate() {
+            let (jobs, took) = tally[p];
+            let cpu = cores(marks[p], marks[p + 1]) * (marks[p + 1].1 - marks[p].1).as_secs_f64();
+            let per_job_us = |v: f64| v * 1e6 / jobs.max(1) as f64;
+            let claim_us = per_job_us(took.as_secs_f64());
+            let cpu_us = per_job_us(cpu);
+            line.push_str(&format!(
+                " {name}: {jobs} jobs, claim {claim_us:.1} µs a job, machine CPU {cpu_us:.0} µs a job;"
+            ));
+            table.add(
+                format!("designs {rate}/s, {label}, {name}: claim time per job (µs)"),
+                vec![claim_us],
+            );
+            table.add(
+                format!("designs {rate}/s, {label}, {name}: machine CPU per job (µs)"),
+                vec![cpu_us],
+            );
+        }
+        println!(
+            "{line} left behind at the end {left} of {} produced",
+            produced.load(Ordering::SeqCst)
         );
     }
 }
