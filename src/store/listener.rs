@@ -30,6 +30,8 @@
 //!   every claimed row InnoDB's purge had not removed yet, and under a
 //!   transaction held open elsewhere each read walked them all (MariaDB at
 //!   500 jobs/s: a third of the machine's CPU per job under a hold).
+//!   Since a claim's commit no longer changes it, the poller is woken once
+//!   more [`SECOND_LOOK`] after each change.
 
 #[cfg(feature = "postgres")]
 use std::ffi::CStr;
@@ -773,6 +775,8 @@ impl SqliteWatcher {
 struct MysqlWatcher {
     conn: diesel::MysqlConnection,
     signature: Signature,
+    /// After a change, when to wake the poller once more ([`SECOND_LOOK`]).
+    again_at: Option<std::time::Instant>,
     /// How often the signature is read (`mysql_watch_interval`): the
     /// pickup latency of a job enqueued by another process is about half
     /// of it, plus the claim.
@@ -802,6 +806,7 @@ impl MysqlWatcher {
         Ok(MysqlWatcher {
             conn,
             signature,
+            again_at: None,
             interval: interval.max(Duration::from_millis(1)),
         })
     }
@@ -819,6 +824,16 @@ fn read_signature(conn: &mut diesel::MysqlConnection) -> Result<Signature> {
     .map_err(Error::db("listen"))
 }
 
+/// How long after a change the poller is woken once more. Its first
+/// claim may have run beside another worker's, whose claim held the new
+/// rows locked while it looked at them (`SKIP LOCKED` skipped them), and
+/// nothing changes the signature when that claim commits: the first ready
+/// job, which it read before, did. Without this second look such a worker
+/// waited for its fallback poll (`hoarding::mysql` saw it once in
+/// `.ci/run`: one of two idle workers got none of 40 new jobs in 4 s).
+#[cfg(feature = "mysql")]
+const SECOND_LOOK: Duration = Duration::from_millis(30);
+
 #[cfg(feature = "mysql")]
 impl Listener for MysqlWatcher {
     fn wait(&mut self, timeout: Duration) -> Result<Heard> {
@@ -827,6 +842,14 @@ impl Listener for MysqlWatcher {
             let signature = read_signature(&mut self.conn)?;
             if signature != self.signature {
                 self.signature = signature;
+                self.again_at = Some(std::time::Instant::now() + SECOND_LOOK);
+                return Ok(Heard::Changes);
+            }
+            if self
+                .again_at
+                .is_some_and(|at| std::time::Instant::now() >= at)
+            {
+                self.again_at = None;
                 return Ok(Heard::Changes);
             }
             let now = std::time::Instant::now();
