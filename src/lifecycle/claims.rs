@@ -3,12 +3,16 @@
 //! the progress of running jobs under their claim's fence.
 
 use std::collections::HashSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::store::{
     ClaimLimits, ClaimQuery, ClaimedJob, Progress, Released, Store, driver, in_transaction,
 };
 use crate::types::{Backend, Result};
+
+/// How long a look below the claims' floor waits for a connection: it
+/// takes a free one, or waits for the next.
+const PROBE_CHECKOUT: Duration = Duration::from_millis(100);
 
 /// How many times a claim whose `COMMIT` was lost is read back.
 const CLAIM_RESOLVE_ATTEMPTS: u32 = 6;
@@ -37,6 +41,7 @@ impl Store {
         if self.backend() == Backend::Sqlite {
             return self.with_driver("ready_claim", |d| d.ready_claim(claim, process_id, limits));
         }
+        self.probe_floor(claim);
         let mut claimed: Option<Vec<ClaimedJob>> = None;
         let result = self.with_driver("ready_claim", |d| {
             claimed = None;
@@ -54,6 +59,35 @@ impl Store {
                 self.claims_resolve(process_id, jobs, error)
             }
             (result, _) => result,
+        }
+    }
+
+    /// Starts a look below `claim`'s floor when one is due (`store::floor`),
+    /// on a thread and a connection of its own: under a long hold it walks
+    /// every row claimed since the hold began, and a claim that did so
+    /// kept jobs waiting. It takes a connection only if one is free soon.
+    fn probe_floor(&self, claim: &ClaimQuery) {
+        let Some((floor, prober)) = claim.probe_due() else {
+            return;
+        };
+        let store = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("solidq-floor".into())
+            .spawn(move || {
+                let at = Instant::now();
+                let found = store.with_conn_within(
+                    "ready_below_floor",
+                    Some(PROBE_CHECKOUT),
+                    |c| driver(c).ready_below_floor(&prober, floor),
+                );
+                if let Err(error) = &found {
+                    log::debug!("looking below the claims' floor: {error}");
+                }
+                prober.probed(at, at.elapsed(), found.ok());
+            });
+        if let Err(error) = spawned {
+            log::debug!("looking below the claims' floor: {error}");
+            claim.probed(Instant::now(), Duration::ZERO, None);
         }
     }
 

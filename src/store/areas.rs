@@ -143,6 +143,12 @@ pub(crate) trait ClaimsDriver {
         limits: &ClaimLimits,
     ) -> QueryResult<Vec<ClaimedJob>>;
 
+    /// Whether a ready job of `claim`'s pattern (a single one), in a queue
+    /// not paused, is placed before `(0, floor)` in claim order: a read of
+    /// the first such row, without locks (`store::floor`'s look below a
+    /// worker's floor, on a connection of its own).
+    fn ready_below_floor(&mut self, claim: &ClaimQuery, floor: i64) -> QueryResult<bool>;
+
     /// Operation: moves up to `batch` due scheduled executions to ready;
     /// returns the queue of each job moved.
     fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>>;

@@ -248,7 +248,8 @@ conformance!(
     a_dependant_waits_and_its_edges_resolve_once,
     escaped_nul_and_text_beyond_ascii_read_back_as_written,
     blocked_jobs_wait_in_priority_order_and_are_taken_once,
-    a_queue_is_paused_once_and_resumed_once;
+    a_queue_is_paused_once_and_resumed_once,
+    a_look_below_a_floor_finds_what_a_claim_there_would_take;
     alone: a_claim_is_its_processs_alone_and_finishes_once,
     a_many_job_insert_gives_each_job_its_own_id_in_order,
     claims_taken_ahead_are_not_started_until_marked,
@@ -932,6 +933,39 @@ fn a_job_made_ready_behind_the_claims_is_claimed_next(d: &mut dyn Driver) {
     tail(d);
     assert!(d.pause_set("conformance-paused", false).unwrap());
     assert_eq!(claim(d, 5), [paused], "a resumed queue");
+}
+
+/// The look below a worker's floor (`store::floor`, a read without locks
+/// on a connection of its own) finds a ready job exactly when a claim from
+/// the head would take one placed before the floor: of priority 0 placed
+/// before it or of a negative priority, in a queue of the pattern that is
+/// not paused.
+fn a_look_below_a_floor_finds_what_a_claim_there_would_take(d: &mut dyn Driver) {
+    let queue = "conformance-look";
+    let insert = |d: &mut dyn Driver, priority: i32| -> i64 {
+        let job = NewJob {
+            queue_name: queue.into(),
+            priority,
+            ..job(None)
+        };
+        d.jobs_insert(&[job], false).unwrap()[0].expect("a new id")
+    };
+    let exact = ClaimQuery::new(vec![QueuePattern::Exact(queue.into())]);
+    let prefix = ClaimQuery::new(vec![QueuePattern::Prefix("conformance-lo".into())]);
+    let other = ClaimQuery::new(vec![QueuePattern::Exact("conformance-elsewhere".into())]);
+    let first = insert(d, 0);
+    let second = insert(d, 0);
+    insert(d, 5);
+    for query in [&exact, &prefix] {
+        assert!(!d.ready_below_floor(query, first).unwrap(), "none before the first");
+        assert!(d.ready_below_floor(query, second).unwrap(), "the first, before the second");
+    }
+    assert!(!d.ready_below_floor(&other, second).unwrap(), "another queue");
+    insert(d, -1);
+    assert!(d.ready_below_floor(&exact, first).unwrap(), "a negative priority");
+    assert!(d.pause_set(queue, true).unwrap());
+    assert!(!d.ready_below_floor(&exact, second).unwrap(), "a paused queue");
+    assert!(!d.ready_below_floor(&prefix, second).unwrap(), "a paused queue");
 }
 
 fn claim_ids(d: &mut dyn Driver, process: i64, n: usize) -> Vec<i64> {

@@ -61,7 +61,9 @@ pub(crate) struct ClaimQuery {
     postgres_sql: std::sync::OnceLock<String>,
     /// Where the server backends' claims start (`store::floor`).
     #[cfg(any(feature = "postgres", feature = "mysql"))]
-    pub(super) floor: std::sync::Mutex<super::floor::ClaimFloor>,
+    /// Shared with the look below the floor, which runs on a thread of its
+    /// own ([`ClaimQuery::probe_due`]).
+    pub(super) floor: std::sync::Arc<std::sync::Mutex<super::floor::ClaimFloor>>,
     #[cfg(feature = "sqlite")]
     pub(super) sqlite_sql: std::sync::OnceLock<String>,
     #[cfg(feature = "sqlite")]
@@ -102,6 +104,39 @@ impl ClaimQuery {
     #[cfg(feature = "postgres")]
     pub(crate) fn postgres_sql(&self) -> &str {
         self.postgres_sql.get_or_init(|| postgres::claim_sql(self))
+    }
+
+    /// A look below the floor, when one is due (`store::floor`): the floor,
+    /// and a query of the same pattern that shares this one's floor, to
+    /// run it on a thread of its own ([`ClaimQuery::probed`] records how
+    /// it went).
+    pub(crate) fn probe_due(&self) -> Option<(i64, ClaimQuery)> {
+        #[cfg(any(feature = "postgres", feature = "mysql"))]
+        if super::floor::applies(self) {
+            let floor = self
+                .floor
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .probe_due(std::time::Instant::now())?;
+            let prober = ClaimQuery {
+                floor: std::sync::Arc::clone(&self.floor),
+                ..ClaimQuery::new(self.patterns.clone())
+            };
+            return Some((floor, prober));
+        }
+        None
+    }
+
+    /// Records a look below the floor that started `at` and took `took`:
+    /// whether it found a ready job there (`None`: it failed).
+    pub(crate) fn probed(&self, at: std::time::Instant, took: std::time::Duration, found: Option<bool>) {
+        #[cfg(any(feature = "postgres", feature = "mysql"))]
+        self.floor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .probed(at, took, found);
+        #[cfg(not(any(feature = "postgres", feature = "mysql")))]
+        let _ = (at, took, found);
     }
 
     /// After a claim that failed: the next starts at the head of the
@@ -557,6 +592,15 @@ pub(crate) enum Outcome {
         error: String,
         keep: Duration,
     },
+}
+
+/// A ready row's job, as a look below a claim floor reads it
+/// (`ClaimsDriver::ready_below_floor`).
+#[derive(diesel::QueryableByName)]
+pub(crate) struct ReadyJobId {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    #[allow(dead_code)] // read only to see that a row came back
+    pub job_id: i64,
 }
 
 /// One finished execution to record, fenced by the claim it was run under.

@@ -46,6 +46,12 @@ const EXPECTED: &[(&str, &[&str], &[&str])] = &[
         &["solidq_ready_poll_by_queue"],
     ),
     ("dispatch due jobs", &["solidq_scheduled_dispatch"], &[]),
+    // A worker's look below its floor: the claim's index, from its head.
+    (
+        "look below a floor in one queue",
+        &["solidq_ready_poll_by_queue"],
+        &[],
+    ),
     // A keyed job's place: its key's last ready row, by the partial index.
     (
         "enqueue many jobs with fairness keys",
@@ -135,6 +141,10 @@ const MYSQL_EXPECTED: &[(&str, &[&str])] = &[
     ),
     (
         "claim ahead from one queue, from a floor",
+        &["r: range USING solidq_ready_poll_by_queue"],
+    ),
+    (
+        "look below a floor in one queue",
         &["r: range USING solidq_ready_poll_by_queue"],
     ),
     ("dispatch: find due jobs", &["solidq_scheduled_dispatch"]),

@@ -100,6 +100,13 @@ impl ClaimsDriver for MysqlConnection {
         Ok(jobs)
     }
 
+    fn ready_below_floor(&mut self, claim: &ClaimQuery, floor: i64) -> QueryResult<bool> {
+        let rows: Vec<crate::store::ReadyJobId> =
+            Cached(sql_query(super::floor::below_sql(claim)).bind::<BigInt, _>(floor))
+                .load(self)?;
+        Ok(!rows.is_empty())
+    }
+
     fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
         Cached(
             prepared(MARK_STARTED)

@@ -109,6 +109,14 @@ pub(in crate::store) fn explain(conn: &mut MysqlConnection) -> QueryResult<Vec<(
             "claim from listed queues",
             candidates(vec![Exact("critical".into()), Exact("default".into())]),
         ),
+        // A worker's look below its floor (`store::floor`), without locks.
+        (
+            "look below a floor in one queue",
+            with_literals(
+                &super::floor::below_sql(&ClaimQuery::new(vec![Exact("default".into())])),
+                &["84"],
+            ),
+        ),
         ("claim ahead from *", ahead(vec![All])),
         (
             "claim ahead from listed queues",

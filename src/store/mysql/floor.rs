@@ -41,6 +41,17 @@ pub(super) const TRIM: &str = "DELETE FROM solidq_ready_below \
 /// MariaDB's range optimizer does not read as a range.
 pub(super) const CONDITION: &str = " AND (r.priority > 0 OR (r.priority = 0 AND r.position >= ?))";
 
+/// The look below a floor (`store::floor`): the first ready row of the
+/// claim's pattern before `(0, ?)` in claim order, without locks, through
+/// the claim's index (two ranges of it, like [`CONDITION`]).
+pub(super) fn below_sql(claim: &crate::store::ClaimQuery) -> String {
+    claim.candidates_in_index_order_sql(
+        "1",
+        " AND (r.priority < 0 OR (r.priority = 0 AND r.position < ?))",
+        "",
+    )
+}
+
 #[derive(QueryableByName)]
 struct BelowRow {
     #[diesel(sql_type = BigInt)]

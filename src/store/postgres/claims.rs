@@ -81,6 +81,12 @@ impl ClaimsDriver for PgConnection {
         Ok(jobs)
     }
 
+    fn ready_below_floor(&mut self, claim: &ClaimQuery, floor: i64) -> QueryResult<bool> {
+        let rows: Vec<crate::store::ReadyJobId> =
+            Cached(sql_query(floor::below_sql(claim)).bind::<BigInt, _>(floor)).load(self)?;
+        Ok(!rows.is_empty())
+    }
+
     fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>> {
         let rows: Vec<QueueRow> =
             Cached(prepared(DISPATCH_SCHEDULED).bind::<BigInt, _>(batch as i64)).load(self)?;

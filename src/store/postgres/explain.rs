@@ -77,6 +77,12 @@ pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(Str
             claim(vec![Exact("critical".into()), Exact("default".into())]),
             "(16, 1, 84, ARRAY['noop'], 1)",
         ),
+        // A worker's look below its floor (`store::floor`), without locks.
+        (
+            "look below a floor in one queue",
+            super::floor::below_sql(&ClaimQuery::new(vec![Exact("default".into())])),
+            "(84)",
+        ),
         ("dispatch due jobs", DISPATCH_SCHEDULED.into(), "(500)"),
         (
             "finish (fence and succeed)",

@@ -58,6 +58,12 @@ pub(super) const BELOW: &str = ", (SELECT last_value FROM floor) AS below";
 /// took jobs returns it with each).
 pub(super) const READ_BELOW: &str = "SELECT last_value AS below FROM solidq_ready_below";
 
+/// The look below a floor (`store::floor`): the first ready row of the
+/// claim's pattern before `(0, $1)` in claim order, without locks.
+pub(super) fn below_sql(claim: &crate::store::ClaimQuery) -> String {
+    claim.candidates_where_sql("1", " AND (r.priority, r.position) < (0, $1)", "")
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, Instant};

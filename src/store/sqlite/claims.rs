@@ -149,6 +149,18 @@ impl ClaimsDriver for SqliteConnection {
         })
     }
 
+    /// SQLite's claims keep to the head (`store::floor`), but the look
+    /// answers the same.
+    fn ready_below_floor(&mut self, claim: &ClaimQuery, floor: i64) -> QueryResult<bool> {
+        let sql = claim.candidates_where_sql(
+            "1",
+            " AND (r.priority < 0 OR (r.priority = 0 AND r.position < ?))",
+            "",
+        );
+        let rows: Vec<crate::store::ReadyJobId> = Cached(sql_query(sql).bind::<BigInt, _>(floor)).load(self)?;
+        Ok(!rows.is_empty())
+    }
+
     fn claimed_held(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
         let rows: Vec<IdRow> = Cached(
             prepared(CLAIMS_HELD)
