@@ -47,3 +47,20 @@ LEFT JOIN LATERAL (
     ORDER BY a.xact_start
     LIMIT 1
 ) AS h ON true
+
+-- name: tables_tend/horizon
+-- The oldest transaction id any session, replication slot or prepared
+-- transaction of the server holds back (as text: xid has no order, age()
+-- does), and this database and schema: a VACUUM removes nothing that a
+-- VACUUM of the same table under the same horizon left. Our own session's
+-- snapshot is among them, so with nothing held it is new every round.
+SELECT (SELECT x::text FROM (
+            SELECT backend_xmin AS x FROM pg_stat_activity WHERE backend_xmin IS NOT NULL
+            UNION ALL
+            SELECT backend_xid FROM pg_stat_activity WHERE backend_xid IS NOT NULL
+            UNION ALL
+            SELECT xmin FROM pg_replication_slots WHERE xmin IS NOT NULL
+            UNION ALL
+            SELECT transaction FROM pg_prepared_xacts
+        ) AS h ORDER BY age(x) DESC LIMIT 1) AS horizon,
+       current_database()::text || '.' || current_schema()::text AS place
