@@ -75,11 +75,10 @@ impl Store {
             .name("solidq-floor".into())
             .spawn(move || {
                 let at = Instant::now();
-                let found = store.with_conn_within(
-                    "ready_below_floor",
-                    Some(PROBE_CHECKOUT),
-                    |c| driver(c).ready_below_floor(&prober, floor),
-                );
+                let found =
+                    store.with_conn_within("ready_below_floor", Some(PROBE_CHECKOUT), |c| {
+                        driver(c).ready_below_floor(&prober, floor)
+                    });
                 if let Err(error) = &found {
                     log::debug!("looking below the claims' floor: {error}");
                 }

@@ -957,15 +957,33 @@ fn a_look_below_a_floor_finds_what_a_claim_there_would_take(d: &mut dyn Driver) 
     let second = insert(d, 0);
     insert(d, 5);
     for query in [&exact, &prefix] {
-        assert!(!d.ready_below_floor(query, first).unwrap(), "none before the first");
-        assert!(d.ready_below_floor(query, second).unwrap(), "the first, before the second");
+        assert!(
+            !d.ready_below_floor(query, first).unwrap(),
+            "none before the first"
+        );
+        assert!(
+            d.ready_below_floor(query, second).unwrap(),
+            "the first, before the second"
+        );
     }
-    assert!(!d.ready_below_floor(&other, second).unwrap(), "another queue");
+    assert!(
+        !d.ready_below_floor(&other, second).unwrap(),
+        "another queue"
+    );
     insert(d, -1);
-    assert!(d.ready_below_floor(&exact, first).unwrap(), "a negative priority");
+    assert!(
+        d.ready_below_floor(&exact, first).unwrap(),
+        "a negative priority"
+    );
     assert!(d.pause_set(queue, true).unwrap());
-    assert!(!d.ready_below_floor(&exact, second).unwrap(), "a paused queue");
-    assert!(!d.ready_below_floor(&prefix, second).unwrap(), "a paused queue");
+    assert!(
+        !d.ready_below_floor(&exact, second).unwrap(),
+        "a paused queue"
+    );
+    assert!(
+        !d.ready_below_floor(&prefix, second).unwrap(),
+        "a paused queue"
+    );
 }
 
 fn claim_ids(d: &mut dyn Driver, process: i64, n: usize) -> Vec<i64> {

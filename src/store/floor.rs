@@ -203,7 +203,9 @@ impl ClaimFloor {
     /// long hold a look walks every row claimed since it began). Marks a
     /// look under way; [`ClaimFloor::probed`] records how it went.
     pub(crate) fn probe_due(&mut self, now: Instant) -> Option<i64> {
-        let floor = self.floor.filter(|_| self.seen.is_some() && self.floored())?;
+        let floor = self
+            .floor
+            .filter(|_| self.seen.is_some() && self.floored())?;
         let due = self.from_head.is_none_or(|(at, took)| {
             now.saturating_duration_since(at) >= FULL_EVERY.max(took * 20)
         });
@@ -345,9 +347,16 @@ mod tests {
             !at_floor.head && at_floor.floor == 11,
             "at the floor: {at_floor:?}"
         );
-        assert_eq!(floor.probe_due(later), None, "looked from the head at the start");
+        assert_eq!(
+            floor.probe_due(later),
+            None,
+            "looked from the head at the start"
+        );
         let due = start + FULL_EVERY;
-        assert!(!floor.bound(due).head, "a look is due, but not on the claim's path");
+        assert!(
+            !floor.bound(due).head,
+            "a look is due, but not on the claim's path"
+        );
         assert_eq!(floor.probe_due(due), Some(11), "a second on: a look below");
         assert_eq!(floor.probe_due(due), None, "one look at a time");
         floor.probed(due, Duration::ZERO, Some(false));
@@ -358,7 +367,11 @@ mod tests {
         floor.probed(next, Duration::ZERO, Some(true));
         let bound = floor.bound(next);
         assert!(bound.head && bound.floor == 11, "found below: {bound:?}");
-        assert_eq!(floor.probe_due(next + FULL_EVERY), None, "a claim from the head is due");
+        assert_eq!(
+            floor.probe_due(next + FULL_EVERY),
+            None,
+            "a claim from the head is due"
+        );
         floor.claimed(next, Duration::ZERO, (bound, 0), 7, &[]);
         assert!(
             floor.bound(next).head,

@@ -129,7 +129,12 @@ impl ClaimQuery {
 
     /// Records a look below the floor that started `at` and took `took`:
     /// whether it found a ready job there (`None`: it failed).
-    pub(crate) fn probed(&self, at: std::time::Instant, took: std::time::Duration, found: Option<bool>) {
+    pub(crate) fn probed(
+        &self,
+        at: std::time::Instant,
+        took: std::time::Duration,
+        found: Option<bool>,
+    ) {
         #[cfg(any(feature = "postgres", feature = "mysql"))]
         self.floor
             .lock()

@@ -27,8 +27,7 @@ const TEND_HORIZON: &str = named(SQL, "tables_tend/horizon");
 /// and under a transaction held open for minutes it would read every
 /// index entry of a hot table each round for nothing (PostgreSQL at 1,000
 /// jobs/s through a ten-minute hold: 1.8 million dead rows behind it).
-static VACUUMED_UNDER: std::sync::Mutex<Vec<(String, String)>> =
-    std::sync::Mutex::new(Vec::new());
+static VACUUMED_UNDER: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
 
 #[derive(QueryableByName)]
 struct TendHorizon {

@@ -157,7 +157,8 @@ impl ClaimsDriver for SqliteConnection {
             " AND (r.priority < 0 OR (r.priority = 0 AND r.position < ?))",
             "",
         );
-        let rows: Vec<crate::store::ReadyJobId> = Cached(sql_query(sql).bind::<BigInt, _>(floor)).load(self)?;
+        let rows: Vec<crate::store::ReadyJobId> =
+            Cached(sql_query(sql).bind::<BigInt, _>(floor)).load(self)?;
         Ok(!rows.is_empty())
     }
 
