@@ -19,9 +19,9 @@ const SQL: &str = include_str!("health.sql");
 const HORIZON: &str = named(SQL, "horizon");
 const TABLES: &str = named(SQL, "tables");
 const DATABASE: &str = named(SQL, "database");
-const TEND_HORIZON: &str = named(SQL, "tables_tend/horizon");
+const TEND_HORIZON: &str = named(SQL, "horizon/tend");
 
-/// The horizon (`tables_tend/horizon`) under which this process last
+/// The horizon (`horizon/tend`) under which this process last
 /// vacuumed each table, by database, schema and table: a VACUUM under the
 /// same horizon can remove nothing (every row dead since died after it),
 /// and under a transaction held open for minutes it would read every

@@ -48,7 +48,7 @@ LEFT JOIN LATERAL (
     LIMIT 1
 ) AS h ON true
 
--- name: tables_tend/horizon
+-- name: horizon/tend
 -- The oldest transaction id any session, replication slot or prepared
 -- transaction of the server holds back (as text: xid has no order, age()
 -- does), and this database and schema: a VACUUM removes nothing that a
