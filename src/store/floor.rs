@@ -41,8 +41,10 @@
 //!   pickup p99 grew to 175 ms in the tenth minute of a hold at 500
 //!   jobs/s. A look that finds a row makes the next claim look for the
 //!   jobs of idle threads from the head; one that finds jobs below the
-//!   floor there drops it. A claim that failed (rolled back, or its
-//!   `COMMIT` lost) forgets the floor. So a job whose transaction
+//!   floor there drops it; so does a look that fails, or that has not
+//!   come back after five seconds (or twenty times the last one's time:
+//!   its connection may hang on a server gone away). A claim that failed
+//!   (rolled back, or its `COMMIT` lost) forgets the floor. So a job whose transaction
 //!   committed more than [`SETTLE`] after it was placed, or that a
 //!   rolled-back claim of another worker held locked, waits for that look
 //!   (a second or so); none is lost. A row another worker's claim holds
@@ -124,8 +126,9 @@ pub(crate) struct ClaimFloor {
     from_head: Option<(Instant, Duration)>,
     /// Whether that scan was cheap ([`HEAD_CHEAP`]).
     head_cheap: bool,
-    /// A look below the floor is under way ([`ClaimFloor::probe_due`]).
-    probing: bool,
+    /// A look below the floor under way, since when
+    /// ([`ClaimFloor::probe_due`]).
+    probing: Option<Instant>,
     /// A look below the floor found a ready row: the next claim looks for
     /// the jobs of idle threads from the head.
     head_wanted: bool,
@@ -142,7 +145,7 @@ impl Default for ClaimFloor {
             floor: None,
             from_head: None,
             head_cheap: true,
-            probing: false,
+            probing: None,
             head_wanted: false,
             cheap: HEAD_CHEAP,
         }
@@ -181,6 +184,14 @@ impl ClaimFloor {
             self.floor = Some(self.floor.map_or(place, |f| f.max(place)));
             self.places.pop_front();
         }
+        // A look that has not come back (its connection hangs on a server
+        // gone away, say): claims look from the head, as without looks.
+        if self.probing.is_some_and(|since| {
+            let took = self.from_head.map_or(Duration::ZERO, |(_, took)| took);
+            now.saturating_duration_since(since) >= (FULL_EVERY * 5).max(took * 20)
+        }) {
+            self.head_wanted = true;
+        }
         match (self.seen, self.floor) {
             (Some(seen), Some(floor)) if self.floored() => Bound {
                 seen,
@@ -209,10 +220,10 @@ impl ClaimFloor {
         let due = self.from_head.is_none_or(|(at, took)| {
             now.saturating_duration_since(at) >= FULL_EVERY.max(took * 20)
         });
-        if self.probing || self.head_wanted || !due {
+        if self.probing.is_some() || self.head_wanted || !due {
             return None;
         }
-        self.probing = true;
+        self.probing = Some(now);
         Some(floor)
     }
 
@@ -220,7 +231,7 @@ impl ClaimFloor {
     /// whether it `found` a ready row there, or failed (`None`: the next
     /// claim looks from the head, as it would without looks).
     pub(crate) fn probed(&mut self, at: Instant, took: Duration, found: Option<bool>) {
-        self.probing = false;
+        self.probing = None;
         self.from_head = Some((at, took));
         match found {
             Some(found) => {
@@ -383,6 +394,15 @@ mod tests {
         assert_eq!(floor.probe_due(later), Some(11));
         floor.probed(later, Duration::ZERO, None);
         assert!(floor.bound(later).head, "a look that failed: from the head");
+        let bound = floor.bound(later);
+        floor.claimed(later, Duration::ZERO, (bound, 2), 7, &[]);
+        let hung = later + FULL_EVERY;
+        assert_eq!(floor.probe_due(hung), Some(11));
+        assert!(!floor.bound(hung + FULL_EVERY).head, "a look under way");
+        assert!(
+            floor.bound(hung + FULL_EVERY * 5).head,
+            "a look that does not come back: from the head"
+        );
     }
 
     /// While a scan from the head is cheap, every claim scans from there
