@@ -102,6 +102,10 @@ cargo run --release --example bench -- [flags]
                     a floor, a ring of tables emptied by TRUNCATE; the
                     first --mvcc-rates rate and the clean and held
                     --mvcc-phases)
+                    effects (work-down of jobs that each write one row:
+                    in their own transaction with their success,
+                    JobContext::complete_in_transaction, against the
+                    same row written on a connection of their own)
                     big (only when named: --big-rows finished jobs
                     kept against an empty database: pickup, work-down,
                     every dashboard page through target/release/solidq
@@ -152,6 +156,55 @@ impl Job for Noop {
     const KIND: &'static str = "noop";
     fn perform(&self, _ctx: &JobContext) -> JobResult {
         Ok(serde_json::Value::Null)
+    }
+}
+
+thread_local! {
+    /// Each worker thread's own connection, for [`Effect`].
+    static EFFECT_CONN: std::cell::RefCell<Option<solidq::AnyConnection>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Writes a row to `bench_effects` on its thread's own connection, then
+/// succeeds as usual: the row at least once.
+#[derive(Serialize, Deserialize)]
+struct Effect;
+
+impl Job for Effect {
+    const KIND: &'static str = "effect";
+    fn perform(&self, ctx: &JobContext) -> JobResult {
+        let queue = ctx.state::<Queue>()?;
+        EFFECT_CONN.with(|conn| {
+            let mut conn = conn.borrow_mut();
+            if conn.is_none() {
+                *conn = Some(queue.open_connection()?);
+            }
+            diesel::sql_query(format!(
+                "INSERT INTO bench_effects (job_id) VALUES ({})",
+                ctx.job_id()
+            ))
+            .execute(conn.as_mut().expect("opened"))?;
+            Ok(serde_json::Value::Null)
+        })
+    }
+}
+
+/// The same row, written in the job's own transaction with its success:
+/// exactly once.
+#[derive(Serialize, Deserialize)]
+struct EffectInTransaction;
+
+impl Job for EffectInTransaction {
+    const KIND: &'static str = "effect_in_transaction";
+    fn perform(&self, ctx: &JobContext) -> JobResult {
+        ctx.complete_in_transaction(|conn| {
+            diesel::sql_query(format!(
+                "INSERT INTO bench_effects (job_id) VALUES ({})",
+                ctx.job_id()
+            ))
+            .execute(conn)?;
+            Ok(serde_json::Value::Null)
+        })
     }
 }
 
@@ -381,9 +434,9 @@ fn parse_args() -> Args {
 }
 
 /// What `--only` can name.
-const SECTIONS: [&str; 11] = [
+const SECTIONS: [&str; 12] = [
     "enqueue", "workdown", "mixed", "latency", "idle", "features", "fairness", "queues", "mvcc",
-    "designs", "big",
+    "designs", "big", "effects",
 ];
 
 /// Prints `message` and the flags, and exits with status 2.
@@ -466,6 +519,9 @@ fn main() {
         if args.runs("big") {
             bench_big(backend, &args, &mut table);
         }
+        if args.runs("effects") {
+            bench_effects(backend, &args, &mut table);
+        }
         if args.runs("designs") {
             bench_designs(backend, &args, &mut table);
         }
@@ -492,6 +548,7 @@ fn run_worker(url: &str, threads: usize, prefetch: usize, standalone: bool) {
         ..WorkerConfig::default()
     });
     solidq::install_signal_handlers().expect("signals");
+    let effects_queue = queue.clone();
     let handle = Worker::new(queue)
         .config(config)
         .register::<Noop>()
@@ -499,6 +556,9 @@ fn run_worker(url: &str, threads: usize, prefetch: usize, standalone: bool) {
         .register::<Stepped>()
         .register::<Rated>()
         .register::<Tenant>()
+        .register::<Effect>()
+        .register::<EffectInTransaction>()
+        .state(effects_queue)
         .start()
         .expect("worker");
     while !solidq::signal_received() {
@@ -1888,6 +1948,64 @@ fn bench_features(backend: &'static str, args: &Args, table: &mut Table) {
         fair,
         "plain no-op, same run",
         plain,
+    );
+}
+
+/// Exactly-once effects: `--jobs` jobs that each write one row, committed
+/// with their success in one transaction (`complete_in_transaction`),
+/// against the same row written on a connection of the job's own and the
+/// success recorded by the completer's batches. Every run checks that
+/// every job succeeded and wrote its row once; the database server's CPU
+/// per job beside each.
+fn bench_effects(backend: &'static str, args: &Args, table: &mut Table) {
+    let n = args.jobs / 1_000 * 1_000;
+    let (mut own, mut in_tx) = (vec![], vec![]);
+    let (mut own_cpu, mut in_tx_cpu) = (vec![], vec![]);
+    for _ in 0..args.repeat {
+        for transaction in [false, true] {
+            let db = BenchDb::new(backend, args);
+            let mut raw = Raw::open(&db.url);
+            raw.batch("CREATE TABLE bench_effects (job_id BIGINT NOT NULL)");
+            if transaction {
+                db.fill_with(n, || EffectInTransaction);
+            } else {
+                db.fill_with(n, || Effect);
+            }
+            let cpu = server_cpu_by_pid(backend);
+            let started = Instant::now();
+            let start_us = raw.now_us();
+            let workers = Workers::spawn(&db.url, args.processes, args.threads, args.prefetch);
+            let elapsed = wait_drained(&db, &mut raw, n, started, start_us);
+            workers.stop();
+            let server_us = server_cpu_since(backend, &cpu) as f64 / n as f64;
+            let (rows, jobs) = (
+                raw.scalar("SELECT count(*) AS v FROM bench_effects"),
+                raw.scalar("SELECT count(DISTINCT job_id) AS v FROM bench_effects"),
+            );
+            assert_eq!((rows, jobs), (n as i64, n as i64), "every job's row, once");
+            if transaction {
+                in_tx.push(rate(n, elapsed));
+                in_tx_cpu.push(server_us);
+            } else {
+                own.push(rate(n, elapsed));
+                own_cpu.push(server_us);
+            }
+        }
+    }
+    table.add_vs(
+        format!(
+            "work-down {n}, each writing a row in its transaction with its success, {}x{} (jobs/s)",
+            args.processes, args.threads
+        ),
+        in_tx,
+        "the row on a connection of the job's own, same run",
+        own,
+    );
+    table.add_vs(
+        "the same: database server CPU per job (µs)",
+        in_tx_cpu,
+        "the row on a connection of the job's own, same run",
+        own_cpu,
     );
 }
 

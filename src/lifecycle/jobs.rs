@@ -7,7 +7,8 @@ use diesel::result::Error as DieselError;
 use crate::store::batches::{NewBatch, Refusal, StoredCallbacks};
 use crate::store::dependencies::Wait;
 use crate::store::{
-    Completion, Driver, FinishReport, Inserted, NewJob, Progress, Start, Store, in_transaction,
+    AnyConnection, Completion, Driver, FinishReport, Inserted, NewJob, Outcome, Progress, Start,
+    Store, driver, in_transaction,
 };
 use crate::types::{Error, Result};
 
@@ -234,6 +235,24 @@ impl Store {
         starts: &[Start],
         progress: &[Progress],
     ) -> Result<FinishReport> {
+        // Completions a job committed in its own transaction are reported
+        // as written and not written again (their claims are gone: a
+        // fenced write would find nothing and call them lost).
+        let recorded: Vec<i64> = completions
+            .iter()
+            .filter(|c| c.recorded)
+            .map(|c| c.job_id)
+            .collect();
+        if !recorded.is_empty() {
+            let rest: Vec<Completion> = completions
+                .iter()
+                .filter(|c| !c.recorded)
+                .cloned()
+                .collect();
+            let mut report = self.claimed_finish(&rest, starts, progress)?;
+            report.written.extend(recorded);
+            return Ok(report);
+        }
         if completions.is_empty() && starts.is_empty() && progress.is_empty() {
             return Ok(FinishReport::default());
         }
@@ -249,5 +268,118 @@ impl Store {
                 })
             }
         })
+    }
+}
+
+/// How a job's own transaction ended ([`Store::finish_in_transaction`]).
+pub(crate) enum TxEnd<E> {
+    /// Committed: the job's writes and its success, together.
+    Committed,
+    /// The job's writes returned an error: everything rolled back.
+    Refused(E),
+    /// They panicked: everything rolled back; the panic goes on.
+    Panicked(Box<dyn std::any::Any + Send>),
+    /// The claim was no longer this process's (it was pruned, the job
+    /// released): everything rolled back, nothing recorded.
+    ClaimLost,
+    /// The database failed and nothing was committed (a commit whose
+    /// answer was lost was read back first).
+    Failed(Error),
+}
+
+impl Store {
+    /// Runs `body` (the job's writes; its result text) and then records
+    /// `completion` (a success; its result set from `body`'s) in one write
+    /// transaction on a connection of the pool: `BEGIN IMMEDIATE` on
+    /// SQLite. The completion is fenced as the completer's is, so a claim
+    /// that is no longer this process's rolls everything back.
+    ///
+    /// A lock conflict in solidq's own statements (a deadlock, a
+    /// serialization failure, SQLite's busy lock at `BEGIN`) rolls back and
+    /// runs `body` again, as every operation of solidq's does. A lost
+    /// connection may have lost only the commit's answer: whether the claim
+    /// is still held, and else whether the job succeeded, is read back.
+    pub(crate) fn finish_in_transaction<E>(
+        &self,
+        completion: &Completion,
+        progress: &[Progress],
+        body: &mut dyn FnMut(&mut AnyConnection) -> std::result::Result<Option<String>, E>,
+    ) -> TxEnd<E> {
+        enum Stop<E> {
+            Refused(E),
+            Panicked(Box<dyn std::any::Any + Send>),
+            Lost,
+        }
+        let mut stop: Option<Stop<E>> = None;
+        let ran = self.with_conn("complete_in_transaction", |conn| {
+            stop = None;
+            conn.write_transaction(|conn| {
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(conn)));
+                let result = match ran {
+                    Ok(Ok(result)) => result,
+                    Ok(Err(refusal)) => {
+                        stop = Some(Stop::Refused(refusal));
+                        return Err(DieselError::RollbackTransaction);
+                    }
+                    Err(payload) => {
+                        stop = Some(Stop::Panicked(payload));
+                        return Err(DieselError::RollbackTransaction);
+                    }
+                };
+                let d = driver(conn);
+                if !progress.is_empty() {
+                    d.jobs_set_progress(progress)?;
+                }
+                let mut completion = completion.clone();
+                if let Outcome::Succeeded { result: r, .. } = &mut completion.outcome {
+                    *r = result;
+                }
+                let report = super::rules::finish_on_driver(d, &[completion], &[])?;
+                if report.written.is_empty() {
+                    stop = Some(Stop::Lost);
+                    return Err(DieselError::RollbackTransaction);
+                }
+                Ok(())
+            })
+        });
+        match (stop, ran) {
+            (Some(Stop::Refused(refusal)), _) => TxEnd::Refused(refusal),
+            (Some(Stop::Panicked(payload)), _) => TxEnd::Panicked(payload),
+            (Some(Stop::Lost), _) => TxEnd::ClaimLost,
+            (None, Ok(())) => TxEnd::Committed,
+            (None, Err(error)) if error.is_connection_lost() => match self.committed(completion) {
+                Ok(true) => TxEnd::Committed,
+                Ok(false) => TxEnd::Failed(error),
+                Err(unread) => {
+                    log::warn!(
+                        "job {}: the connection was lost during its transaction ({error}), and whether it committed cannot be read now ({unread}); the completer's fenced write decides",
+                        completion.job_id
+                    );
+                    TxEnd::Failed(error)
+                }
+            },
+            (None, Err(error)) => TxEnd::Failed(error),
+        }
+    }
+
+    /// Whether a job's transaction committed its completion, read back
+    /// after its connection was lost: not while its claim stands (the
+    /// commit deletes it); else whether the job succeeded, or (kept for no
+    /// time) is gone.
+    fn committed(&self, completion: &Completion) -> Result<bool> {
+        let held = self.with_read("complete_in_transaction/read_back", |conn| {
+            driver(conn).claimed_held(completion.process_id, &[completion.job_id])
+        })?;
+        if !held.is_empty() {
+            return Ok(false);
+        }
+        match self.job_info(crate::store::JobLookup::Id(completion.job_id)) {
+            Ok(info) => Ok(info.status == crate::types::JobStatus::Succeeded),
+            Err(Error::JobNotFound(_)) => Ok(matches!(
+                completion.outcome,
+                Outcome::Succeeded { keep, .. } if keep.is_zero()
+            )),
+            Err(error) => Err(error),
+        }
     }
 }

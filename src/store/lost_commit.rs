@@ -4,6 +4,9 @@
 //! live process that does not know them. A real server behind a TCP relay
 //! that forwards the `COMMIT` and then drops the connection instead of
 //! its answer; PostgreSQL and MySQL (SQLite's connections are never lost).
+//! And a job's own transaction (`JobContext::complete_in_transaction`)
+//! whose commit answer is lost: read back as committed when it did, as
+//! failed when it did not, never run twice.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -12,15 +15,21 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::conformance::{mysql_url, postgres_url};
-use super::{ClaimLimits, ClaimQuery, NewJob, NewProcess, PoolOptions, SqliteSettings, Store};
+use super::{
+    ClaimLimits, ClaimQuery, Completion, NewJob, NewProcess, Outcome, PoolOptions, SqliteSettings,
+    Store,
+};
+use crate::lifecycle::TxEnd;
 use crate::types::{Backend, DatabaseUrl, QueuePattern};
 
 /// Relays connections to `upstream`; once armed, the first `COMMIT` a
-/// client sends is forwarded and its connection closed before the
-/// server's answer is passed back.
+/// client sends is forwarded (unless `forward` is unset: then it is
+/// dropped too) and its connection closed before the server's answer is
+/// passed back.
 struct CommitEater {
     port: u16,
     armed: Arc<AtomicBool>,
+    forward: Arc<AtomicBool>,
     eaten: Arc<AtomicUsize>,
 }
 
@@ -30,7 +39,8 @@ impl CommitEater {
         let port = listener.local_addr().unwrap().port();
         let armed = Arc::new(AtomicBool::new(false));
         let eaten = Arc::new(AtomicUsize::new(0));
-        let (a, e) = (armed.clone(), eaten.clone());
+        let forward = Arc::new(AtomicBool::new(true));
+        let (a, e, f) = (armed.clone(), eaten.clone(), forward.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
@@ -39,12 +49,13 @@ impl CommitEater {
                 };
                 let doomed = Arc::new(AtomicBool::new(false));
                 let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-                let (armed, eaten, d) = (a.clone(), e.clone(), doomed.clone());
+                let (armed, eaten, d, forward) = (a.clone(), e.clone(), doomed.clone(), f.clone());
                 std::thread::spawn(move || {
                     relay(c2, s2, |chunk| {
                         if is_commit(chunk) && armed.swap(false, Ordering::SeqCst) {
                             d.store(true, Ordering::SeqCst);
                             eaten.fetch_add(1, Ordering::SeqCst);
+                            return forward.load(Ordering::SeqCst);
                         }
                         true
                     })
@@ -54,7 +65,12 @@ impl CommitEater {
                 });
             }
         });
-        CommitEater { port, armed, eaten }
+        CommitEater {
+            port,
+            armed,
+            forward,
+            eaten,
+        }
     }
 }
 
@@ -86,13 +102,15 @@ fn job() -> NewJob {
     NewJob::plain("lost", "lost_commit")
 }
 
-fn a_claim_whose_commit_answer_is_lost_runs_its_jobs(backend: Backend) {
+/// A migrated database of `backend` (`None`: skipped, loudly), reached
+/// directly and through a relay: the direct store, the relay, the store
+/// through the relay, and a registered worker process.
+fn relayed(backend: Backend) -> Option<(Store, CommitEater, Store, i64)> {
     let url = match backend {
         Backend::Postgres => postgres_url(),
         Backend::Mysql => mysql_url(),
         Backend::Sqlite => unreachable!("SQLite's connections are never lost"),
-    };
-    let Some(url) = url else { return };
+    }?;
     let options = PoolOptions {
         size: 2,
         timeout: Duration::from_secs(10),
@@ -100,13 +118,6 @@ fn a_claim_whose_commit_answer_is_lost_runs_its_jobs(backend: Backend) {
     };
     let direct = Store::connect(&DatabaseUrl::parse(&url).unwrap(), &options).unwrap();
     direct.migrate().unwrap();
-    let ids: Vec<i64> = direct
-        .jobs_enqueue(&[job(), job(), job()])
-        .unwrap()
-        .outcome
-        .into_iter()
-        .map(|o| o.unwrap())
-        .collect();
     let process = direct
         .process_register(&NewProcess {
             kind: "worker".into(),
@@ -117,7 +128,6 @@ fn a_claim_whose_commit_answer_is_lost_runs_its_jobs(backend: Backend) {
             metadata: "{}".into(),
         })
         .unwrap();
-
     // The same database through the relay.
     let (scheme, rest) = url.split_once("://").unwrap();
     let (authority, path) = rest.split_once('/').unwrap();
@@ -136,7 +146,20 @@ fn a_claim_whose_commit_answer_is_lost_runs_its_jobs(backend: Backend) {
         relayed.push_str("sslmode=disable");
     }
     let store = Store::connect(&DatabaseUrl::parse(&relayed).unwrap(), &options).unwrap();
+    Some((direct, relay, store, process))
+}
 
+fn a_claim_whose_commit_answer_is_lost_runs_its_jobs(backend: Backend) {
+    let Some((direct, relay, store, process)) = relayed(backend) else {
+        return;
+    };
+    let ids: Vec<i64> = direct
+        .jobs_enqueue(&[job(), job(), job()])
+        .unwrap()
+        .outcome
+        .into_iter()
+        .map(|o| o.unwrap())
+        .collect();
     let claim = ClaimQuery::new(vec![QueuePattern::parse("lost").unwrap()]);
     let limits = ClaimLimits {
         immediate: 3,
@@ -176,4 +199,121 @@ fn postgres_a_claim_whose_commit_answer_is_lost_runs_its_jobs() {
 #[test]
 fn mysql_a_claim_whose_commit_answer_is_lost_runs_its_jobs() {
     a_claim_whose_commit_answer_is_lost_runs_its_jobs(Backend::Mysql);
+}
+
+#[derive(diesel::QueryableByName)]
+struct Count {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    v: i64,
+}
+
+/// A job's own transaction (an effect row, then its success) through the
+/// relay, armed: the answer to its `COMMIT` is lost, after the `COMMIT`
+/// reached the server (`forward`) or before. Either way the effect is
+/// there exactly when the job is recorded succeeded, and the result says
+/// which.
+fn a_job_transaction_whose_commit_answer_is_lost_is_read_back(backend: Backend, forward: bool) {
+    use diesel::RunQueryDsl;
+    let Some((direct, relay, store, process)) = relayed(backend) else {
+        return;
+    };
+    direct
+        .with_conn("effects", |c| {
+            diesel::sql_query("CREATE TABLE effects (job_id BIGINT NOT NULL)").execute(c)
+        })
+        .unwrap();
+    let id = direct.jobs_enqueue(&[job()]).unwrap().outcome[0].unwrap();
+    let claim = ClaimQuery::new(vec![QueuePattern::parse("lost").unwrap()]);
+    let limits = ClaimLimits {
+        immediate: 1,
+        ahead: 0,
+        fast_kinds: Vec::new(),
+        from: 0,
+    };
+    let claimed = direct.ready_claim(&claim, process, &limits).unwrap();
+    assert_eq!(claimed.len(), 1);
+    let completion = Completion {
+        job_id: id,
+        process_id: process,
+        outcome: Outcome::Succeeded {
+            result: None,
+            keep: Duration::from_secs(3600),
+        },
+        slot: None,
+        batch_id: None,
+        started: Some(std::time::Instant::now()),
+        recorded: false,
+    };
+    relay.forward.store(forward, Ordering::SeqCst);
+    relay.armed.store(true, Ordering::SeqCst);
+    let mut runs = 0;
+    let end = store.finish_in_transaction(&completion, &[], &mut |conn| {
+        runs += 1;
+        diesel::sql_query(format!("INSERT INTO effects (job_id) VALUES ({id})"))
+            .execute(conn)
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(Some("{\"done\":true}".into()))
+    });
+    assert_eq!(
+        relay.eaten.load(Ordering::SeqCst),
+        1,
+        "the relay ate a COMMIT's answer"
+    );
+    assert_eq!(runs, 1, "the effects ran once");
+    let effects = direct
+        .with_conn("count", |c| {
+            diesel::sql_query("SELECT count(*) AS v FROM effects").get_result::<Count>(c)
+        })
+        .unwrap()
+        .v;
+    let held = direct
+        .with_driver("claimed_held", |d| d.claimed_held(process, &[id]))
+        .unwrap();
+    let info = direct.job_info(crate::store::JobLookup::Id(id)).unwrap();
+    if forward {
+        assert!(
+            matches!(end, TxEnd::Committed),
+            "a COMMIT that reached the server is read back as committed"
+        );
+        assert_eq!(effects, 1);
+        assert!(held.is_empty(), "the commit deleted the claim");
+        assert_eq!(info.status, crate::types::JobStatus::Succeeded);
+        assert_eq!(info.result, Some(serde_json::json!({ "done": true })));
+    } else {
+        assert!(
+            matches!(end, TxEnd::Failed(ref e) if e.is_connection_lost()),
+            "a COMMIT that never reached the server is read back as not committed"
+        );
+        assert_eq!(effects, 0, "the effects rolled back with the connection");
+        assert_eq!(
+            held,
+            vec![id],
+            "the claim stands, for the completer to record a retry"
+        );
+        assert_eq!(info.status, crate::types::JobStatus::Running);
+    }
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_a_job_transaction_whose_commit_answer_is_lost_is_read_back_as_committed() {
+    a_job_transaction_whose_commit_answer_is_lost_is_read_back(Backend::Postgres, true);
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_a_job_transaction_whose_commit_never_arrived_is_read_back_as_not_committed() {
+    a_job_transaction_whose_commit_answer_is_lost_is_read_back(Backend::Postgres, false);
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn mysql_a_job_transaction_whose_commit_answer_is_lost_is_read_back_as_committed() {
+    a_job_transaction_whose_commit_answer_is_lost_is_read_back(Backend::Mysql, true);
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn mysql_a_job_transaction_whose_commit_never_arrived_is_read_back_as_not_committed() {
+    a_job_transaction_whose_commit_answer_is_lost_is_read_back(Backend::Mysql, false);
 }

@@ -382,6 +382,16 @@ impl Store {
                     return Ok(value);
                 }
                 Err(source) => {
+                    if self.backend() == Backend::Mysql
+                        && matches!(source, diesel::result::Error::RollbackTransaction)
+                    {
+                        // Rolled back by choice, perhaps after an error of
+                        // a statement not ours (a job's own, in its
+                        // transaction: a deadlock in a locking read leaves
+                        // the client library's statement unable to run
+                        // again, see below). Rare: a fresh connection.
+                        pooled.broken = true;
+                    }
                     let error = Error::Database {
                         operation,
                         source: Box::new(source),

@@ -621,6 +621,10 @@ pub(crate) struct Completion {
     /// When its attempt started; `None` when it never did (cancelled
     /// before its claim started).
     pub started: Option<std::time::Instant>,
+    /// Already written, by the job itself in its own transaction
+    /// ([`JobContext::complete_in_transaction`](crate::JobContext::complete_in_transaction)):
+    /// reported as written, never written again.
+    pub recorded: bool,
 }
 
 /// A job claimed ahead that started, to record on its claim.

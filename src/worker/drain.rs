@@ -15,6 +15,7 @@ use super::completer::{Ran, report_outcome};
 use super::executor;
 use super::pool::on_claim_clock;
 use super::tally::Tally;
+use super::transaction::{Claim, Finisher};
 use crate::dispatcher::Dispatcher;
 use crate::events::JobClaimed;
 use crate::job::{ProgressCell, ShutdownSignal};
@@ -136,14 +137,28 @@ impl Worker {
                 // Progress and step checkpoints are written once, before
                 // the outcome, as a worker writes them at the latest.
                 let cell = ProgressCell::new(job.id, process_id, |_| {});
+                let finisher = Arc::new(Finisher::new(Claim {
+                    store: &store,
+                    job_id: job.id,
+                    process_id,
+                    kind: &job.kind,
+                    slot: Slot::of(job.concurrency_key.as_deref(), &options),
+                    batch_id: job.batch_id,
+                    keep: std::time::Duration::from_millis(options.keep_result_ms),
+                    started,
+                    payload: &self.registry.payload,
+                }));
                 let execution = executor::execute(
                     &job,
                     &options,
                     started,
                     &self.registry,
                     &shutdown,
-                    Some(Arc::clone(&cell)),
-                    Arc::new(AtomicBool::new(job.cancel_requested)),
+                    executor::Attempt {
+                        progress: Some(Arc::clone(&cell)),
+                        cancel: Arc::new(AtomicBool::new(job.cancel_requested)),
+                        finisher: Some(finisher),
+                    },
                 );
                 let progress: Vec<Progress> = match cell.take() {
                     (None, None) => Vec::new(),
@@ -169,6 +184,7 @@ impl Worker {
                     slot: Slot::of(job.concurrency_key.as_deref(), &options),
                     batch_id: job.batch_id,
                     started: execution.started,
+                    recorded: execution.recorded,
                 };
                 let report =
                     store.claimed_finish(std::slice::from_ref(&completion), &[], &progress)?;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 use super::registry::Registry;
+use super::transaction::Finisher;
 use crate::config::DEFAULT_MAX_SNOOZES;
 use crate::job::{HandBack, JobContext, JobError, ProgressCell, ShutdownSignal, StepBook};
 use crate::store::{ClaimedJob, DISCARDED, Outcome, StoredOptions};
@@ -78,6 +79,18 @@ pub(crate) struct Execution {
     /// When the attempt started; `None` when it did not (cancelled before
     /// this claim of it started).
     pub started: Option<Instant>,
+    /// Already recorded: the job committed its success in its own
+    /// transaction.
+    pub recorded: bool,
+}
+
+/// What an attempt shares with its worker while it runs: where its
+/// progress goes, the operator's cancel, and the way to finish in its own
+/// transaction.
+pub(crate) struct Attempt {
+    pub progress: Option<Arc<ProgressCell>>,
+    pub cancel: Arc<AtomicBool>,
+    pub finisher: Option<Arc<Finisher>>,
 }
 
 /// Runs `job` and decides its outcome.
@@ -87,9 +100,13 @@ pub(crate) fn execute(
     started: Instant,
     registry: &Registry,
     shutdown: &Arc<ShutdownSignal>,
-    progress: Option<Arc<ProgressCell>>,
-    cancel: Arc<AtomicBool>,
+    attempt: Attempt,
 ) -> Execution {
+    let Attempt {
+        progress,
+        cancel,
+        finisher,
+    } = attempt;
     if cancel.load(Ordering::SeqCst) {
         // Asked to stop while a worker that is gone held it: not run.
         return cancelled(job, options, Duration::ZERO, None, None);
@@ -113,12 +130,35 @@ pub(crate) fn execute(
         steps: StepBook::load(job.id, job.checkpoint.as_deref()),
         batch_id: job.batch_id,
         cancel: Arc::clone(&cancel),
+        finish: finisher
+            .as_ref()
+            .map(|f| Arc::clone(f) as Arc<dyn crate::job::Finish>),
     };
 
     let ran = catch_unwind(AssertUnwindSafe(|| {
         registry.run(&job.kind, &job.arguments, &ctx)
     }));
     let elapsed = started.elapsed();
+    // A job that committed its success in its own transaction succeeded,
+    // whatever it did after.
+    if let Some(result) = finisher.as_ref().and_then(|f| f.recorded()) {
+        if !matches!(ran, Ok(Some(Ok(_)))) {
+            log::warn!(
+                "job {} committed its success in its transaction, then ended with an error or a panic; it stays succeeded",
+                job.id
+            );
+        }
+        return Execution {
+            outcome: Outcome::Succeeded {
+                result,
+                keep: Duration::from_millis(options.keep_result_ms),
+            },
+            elapsed,
+            error: None,
+            started: Some(started),
+            recorded: true,
+        };
+    }
     let timed_out = deadline.is_some_and(|d| Instant::now() > d);
     // Cancelled and ended with any error (a panic, a snooze, an
     // interruption): discarded, whatever attempts or snoozes are left.
@@ -217,6 +257,7 @@ pub(crate) fn execute(
             elapsed,
             error: None,
             started: Some(started),
+            recorded: false,
         },
         Err((error, retryable)) => {
             let summary = Some((error.kind.clone(), error.message.clone()));
@@ -259,6 +300,7 @@ pub(crate) fn execute(
                 elapsed,
                 error: summary,
                 started: Some(started),
+                recorded: false,
             }
         }
     }
@@ -297,6 +339,7 @@ fn cancelled(
         elapsed,
         error: Some((error.kind, error.message)),
         started,
+        recorded: false,
     }
 }
 
@@ -335,6 +378,7 @@ fn hand_back_execution(
             },
             elapsed,
             started: Some(started),
+            recorded: false,
         };
     }
     Execution {
@@ -342,6 +386,7 @@ fn hand_back_execution(
         elapsed,
         error: None,
         started: Some(started),
+        recorded: false,
     }
 }
 

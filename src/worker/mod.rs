@@ -31,6 +31,7 @@ mod shutdown;
 mod state;
 mod stats;
 mod tally;
+mod transaction;
 
 use std::sync::Arc;
 use std::time::Duration;

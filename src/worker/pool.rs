@@ -28,6 +28,7 @@ use crossbeam_channel::Sender;
 use super::completer::{Message, Ran};
 use super::executor;
 use super::state::{Assigned, Running, Shared, Unreleased, WorkQueue, lock};
+use super::transaction::{Claim, Finisher};
 use crate::events::{JobReleased, ReleaseCause};
 use crate::job::ProgressCell;
 use crate::store::{ClaimedJob, Completion, Slot, StoredOptions};
@@ -142,14 +143,28 @@ fn run(shared: &Shared, thread: usize, assigned: Assigned, completions: &Sender<
             let _ = completions.send(Message::Progress(cell));
         })
     };
+    let finisher = Arc::new(Finisher::new(Claim {
+        store: &shared.store,
+        job_id: job.id,
+        process_id,
+        kind: &job.kind,
+        slot: Slot::of(job.concurrency_key.as_deref(), &options),
+        batch_id: job.batch_id,
+        keep: Duration::from_millis(options.keep_result_ms),
+        started,
+        payload: &shared.registry.payload,
+    }));
     let execution = executor::execute(
         &job,
         &options,
         started,
         &shared.registry,
         &shared.shutdown,
-        Some(progress),
-        cancel,
+        executor::Attempt {
+            progress: Some(progress),
+            cancel,
+            finisher: Some(finisher),
+        },
     );
     let ended_at = on_claim_clock(&job, claimed, Instant::now());
     let wait = crate::events::elapsed(job.due_at, job.claimed_at) + started.duration_since(claimed);
@@ -164,6 +179,7 @@ fn run(shared: &Shared, thread: usize, assigned: Assigned, completions: &Sender<
         slot: Slot::of(job.concurrency_key.as_deref(), &options),
         batch_id: job.batch_id,
         started: execution.started,
+        recorded: execution.recorded,
     };
     let ran = Ran {
         attempt: u32::try_from(job.attempts).unwrap_or(0).saturating_add(1),

@@ -22,6 +22,7 @@ mod control;
 mod deploy;
 mod engine;
 mod events;
+mod exactly_once;
 mod exit;
 mod failover;
 mod fairness;

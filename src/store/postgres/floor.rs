@@ -66,10 +66,10 @@ pub(super) fn below_sql(claim: &crate::store::ClaimQuery) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
 
     use diesel::connection::SimpleConnection;
-    use diesel::{Connection, PgConnection, QueryableByName, RunQueryDsl};
+    use diesel::{PgConnection, QueryableByName, RunQueryDsl};
 
     use super::*;
     use crate::store::ClaimQuery;
@@ -146,26 +146,9 @@ mod tests {
     /// handful, from the head every one of them.
     #[test]
     fn a_claim_from_the_floor_reads_none_of_the_rows_claimed_behind_it() {
-        let Some(url) = crate::store::conformance::postgres_url() else {
+        let Some((mut conn, mut holder)) = super::super::migrated_under_a_held_snapshot() else {
             return;
         };
-        let options = crate::store::PoolOptions {
-            size: 1,
-            timeout: Duration::from_secs(30),
-            sqlite: crate::store::SqliteSettings::default(),
-        };
-        let store = crate::store::Store::connect(
-            &crate::types::DatabaseUrl::parse(&url).unwrap(),
-            &options,
-        )
-        .unwrap();
-        store.migrate().unwrap();
-        drop(store);
-        let mut conn = PgConnection::establish(&url).unwrap();
-        let mut holder = PgConnection::establish(&url).unwrap();
-        holder
-            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1")
-            .unwrap();
         let p = conn
             .process_insert(&NewProcess {
                 kind: "worker".into(),

@@ -174,7 +174,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use diesel::connection::SimpleConnection;
-    use diesel::{Connection, PgConnection, QueryableByName, RunQueryDsl};
+    use diesel::{PgConnection, QueryableByName, RunQueryDsl};
 
     use super::{TEND_HORIZON, TendHorizon};
     use crate::store::{HealthDriver, JobsDriver, NewJob};
@@ -198,26 +198,9 @@ mod tests {
     /// it is vacuumed again.
     #[test]
     fn a_vacuum_under_the_horizon_of_the_last_is_skipped() {
-        let Some(url) = crate::store::conformance::postgres_url() else {
+        let Some((mut conn, mut holder)) = super::super::migrated_under_a_held_snapshot() else {
             return;
         };
-        let options = crate::store::PoolOptions {
-            size: 1,
-            timeout: Duration::from_secs(30),
-            sqlite: crate::store::SqliteSettings::default(),
-        };
-        let store = crate::store::Store::connect(
-            &crate::types::DatabaseUrl::parse(&url).unwrap(),
-            &options,
-        )
-        .unwrap();
-        store.migrate().unwrap();
-        drop(store);
-        let mut conn = PgConnection::establish(&url).unwrap();
-        let mut holder = PgConnection::establish(&url).unwrap();
-        holder
-            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1")
-            .unwrap();
         let jobs: Vec<NewJob> = (0..500).map(|_| NewJob::plain("tend", "noop")).collect();
         for _ in 0..4 {
             conn.jobs_insert(&jobs, false).unwrap();

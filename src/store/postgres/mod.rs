@@ -360,3 +360,28 @@ fn align_inserted(jobs: &[NewJob], rows: Vec<InsertedRow>) -> Vec<Option<i64>> {
         })
         .collect()
 }
+
+/// A migrated schema of its own (`None`: PostgreSQL is not there, the
+/// test skipped loudly) and two connections to it: one to work on, and
+/// one holding a snapshot open (`REPEATABLE READ`), so vacuum can remove
+/// no row deleted from now on: a transaction held open elsewhere.
+#[cfg(test)]
+pub(super) fn migrated_under_a_held_snapshot() -> Option<(PgConnection, PgConnection)> {
+    let url = crate::store::conformance::postgres_url()?;
+    let options = crate::store::PoolOptions {
+        size: 1,
+        timeout: Duration::from_secs(30),
+        sqlite: crate::store::SqliteSettings::default(),
+    };
+    let store =
+        crate::store::Store::connect(&crate::types::DatabaseUrl::parse(&url).unwrap(), &options)
+            .unwrap();
+    store.migrate().unwrap();
+    drop(store);
+    let conn = PgConnection::establish(&url).unwrap();
+    let mut holder = PgConnection::establish(&url).unwrap();
+    holder
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1")
+        .unwrap();
+    Some((conn, holder))
+}

@@ -201,6 +201,66 @@ impl Job for Ledger {
     }
 }
 
+/// Appends a `tx` row to `test_ledger` and records its success in one
+/// transaction (`JobContext::complete_in_transaction`): the row exists
+/// exactly when the job succeeded. Its first run (attempt 1, never
+/// stalled) writes its pid to `marker`, if given, inside the transaction
+/// and sleeps `sleep_ms` there before the commit; with `refuse_first` it
+/// then returns an error, which rolls the row back. Before its
+/// transaction it may wait (up to 20 s) for an operator's cancel
+/// (`wait_for_cancel`), or move its own claim to another process id
+/// through a connection of its own to `move_claim` (as if its process had
+/// been pruned and the job claimed again).
+#[derive(Serialize, Deserialize, Default)]
+pub struct TxLedger {
+    pub n: i64,
+    pub sleep_ms: u64,
+    pub marker: Option<String>,
+    pub refuse_first: bool,
+    pub wait_for_cancel: bool,
+    pub move_claim: Option<String>,
+}
+
+impl Job for TxLedger {
+    const KIND: &'static str = "tx_ledger";
+    fn perform(&self, ctx: &JobContext) -> JobResult {
+        let first = ctx.attempt() == 1 && ctx.stalled_count() == 0;
+        let waited = Instant::now();
+        while self.wait_for_cancel
+            && !ctx.is_cancelled_by_operator()
+            && waited.elapsed() < Duration::from_secs(20)
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if let Some(url) = &self.move_claim {
+            TestConn::open(url).execute(&format!(
+                "UPDATE solidq_claimed_executions SET process_id = process_id + 1000000 WHERE job_id = {}",
+                ctx.job_id()
+            ));
+        }
+        ctx.complete_in_transaction(|conn| {
+            diesel::sql_query(format!(
+                "INSERT INTO test_ledger (job_id, n, pid, event, at_us) VALUES ({}, {}, {}, 'tx', {})",
+                ctx.job_id(),
+                self.n,
+                std::process::id(),
+                now_us()
+            ))
+            .execute(conn)?;
+            if first {
+                if let Some(marker) = &self.marker {
+                    std::fs::write(marker, std::process::id().to_string())?;
+                }
+                std::thread::sleep(Duration::from_millis(self.sleep_ms));
+                if self.refuse_first {
+                    return Err(JobError::new("refused", "the first run refuses"));
+                }
+            }
+            Ok(serde_json::json!({ "n": self.n }))
+        })
+    }
+}
+
 /// Appends a `start` row to `test_ledger`, then waits until it is asked
 /// to stop (`ctx.is_cancelled()`): appends `interrupted` and hands itself
 /// back ([`JobError::interrupted`]). Run again after that (`snoozes` > 0),
@@ -521,6 +581,7 @@ pub fn register(worker: Worker) -> Worker {
         .register::<HoldLock>()
         .register::<PaddedLedger>()
         .register::<CancelLedger>()
+        .register::<TxLedger>()
 }
 
 /// Takes SQLite's write lock on `db` through a connection of its own
