@@ -179,11 +179,18 @@ impl Job for Effect {
             if conn.is_none() {
                 *conn = Some(queue.open_connection()?);
             }
-            diesel::sql_query(format!(
-                "INSERT INTO bench_effects (job_id) VALUES ({})",
-                ctx.job_id()
-            ))
-            .execute(conn.as_mut().expect("opened"))?;
+            // A write transaction (SQLite: BEGIN IMMEDIATE), as the guide
+            // says a write on one's own connection should be: a plain
+            // INSERT may meet SQLITE_BUSY at once under WAL.
+            conn.as_mut()
+                .expect("opened")
+                .write_transaction(|conn| {
+                    diesel::sql_query(format!(
+                        "INSERT INTO bench_effects (job_id) VALUES ({})",
+                        ctx.job_id()
+                    ))
+                    .execute(conn)
+                })?;
             Ok(serde_json::Value::Null)
         })
     }
@@ -1665,6 +1672,15 @@ fn assert_succeeded_after(raw: &mut Raw, n: usize, after: i64) {
          WHERE id > {after} AND finished_at IS NOT NULL AND errors IS NULL"
     ));
     let failed = raw.scalar("SELECT count(*) AS v FROM solidq_failed_executions");
+    if (succeeded, failed) != (n as i64, 0) {
+        // Say why: the first errors recorded.
+        for (error, id, _) in raw.named_pairs(&format!(
+            "SELECT errors AS name, id AS a, 0 AS b FROM solidq_jobs
+             WHERE id > {after} AND errors IS NOT NULL ORDER BY id LIMIT 3"
+        )) {
+            eprintln!("job {id}: {error}");
+        }
+    }
     assert_eq!(
         (succeeded, failed),
         (n as i64, 0),
