@@ -182,15 +182,13 @@ impl Job for Effect {
             // A write transaction (SQLite: BEGIN IMMEDIATE), as the guide
             // says a write on one's own connection should be: a plain
             // INSERT may meet SQLITE_BUSY at once under WAL.
-            conn.as_mut()
-                .expect("opened")
-                .write_transaction(|conn| {
-                    diesel::sql_query(format!(
-                        "INSERT INTO bench_effects (job_id) VALUES ({})",
-                        ctx.job_id()
-                    ))
-                    .execute(conn)
-                })?;
+            conn.as_mut().expect("opened").write_transaction(|conn| {
+                diesel::sql_query(format!(
+                    "INSERT INTO bench_effects (job_id) VALUES ({})",
+                    ctx.job_id()
+                ))
+                .execute(conn)
+            })?;
             Ok(serde_json::Value::Null)
         })
     }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::child::Child;
 use common::jobs::{Echo, TxLedger};
+use common::recorder::Recorder;
 use common::{TestDb, assert_invariants, wait_for};
 use serde_json::json;
 use solidq::{BatchOptions, EnqueueOptions, JobRequest, JobStatus, Queue};
@@ -60,7 +61,9 @@ fn writes_and_success_commit_together(db: &TestDb) {
     assert_eq!(info.result, Some(json!({ "n": 7 })));
     assert_eq!(info.attempts, 1, "one attempt, recorded by the transaction");
     assert!(info.started_at.is_some() && info.finished_at.is_some());
-    // And through a worker's threads.
+    // And through a worker's threads. The completer sees each success as
+    // already written: it writes nothing (the claim is gone: a write would
+    // be fenced out, reported by nobody) and reports it, once.
     let ids: Vec<i64> = (0..20)
         .map(|n| {
             enqueue(
@@ -72,8 +75,10 @@ fn writes_and_success_commit_together(db: &TestDb) {
             )
         })
         .collect();
+    let heard = Recorder::default();
     let worker = common::jobs::worker(queue.clone())
         .threads(4)
+        .events(heard.clone())
         .start()
         .unwrap();
     wait_for("every job to succeed", WAIT, || {
@@ -84,6 +89,14 @@ fn writes_and_success_commit_together(db: &TestDb) {
     for &id in &ids {
         assert_eq!(effects(db, id), 1, "job {id}");
         assert_eq!(queue.job(id).unwrap().attempts, 1, "job {id}");
+        // (A claim ahead may be handed back unstarted and claimed again:
+        // `released`, not an end of the job.)
+        let ended: Vec<&str> = heard
+            .names_of_job(id)
+            .into_iter()
+            .filter(|n| !["claimed", "released"].contains(n))
+            .collect();
+        assert_eq!(ended, ["succeeded"], "job {id}: one end, reported once");
     }
     assert_invariants(db);
 }
