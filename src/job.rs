@@ -17,7 +17,6 @@ use serde::de::DeserializeOwned;
 use crate::concurrency::{ConcurrencyLimit, check_duration};
 use crate::types::{Backoff, Delivery, Error, ErrorInfo, Result, validate_queue_name};
 
-pub(crate) use context::Finish;
 pub use context::JobContext;
 pub(crate) use context::{ProgressCell, ShutdownSignal, Standing};
 pub(crate) use middleware::run_chain;

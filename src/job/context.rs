@@ -11,7 +11,6 @@ use chrono::{DateTime, Utc};
 use super::JobError;
 use super::state::StateMap;
 use super::steps::StepBook;
-use crate::store::AnyConnection;
 
 /// What a running job can see about itself, and how it learns it should stop.
 ///
@@ -72,19 +71,10 @@ pub struct JobContext {
     /// Set when an operator asks this running job to stop.
     pub(crate) cancel: Arc<AtomicBool>,
     /// Commits the job's writes with its completion
-    /// ([`JobContext::complete_in_transaction`]); `None` outside a worker.
-    pub(crate) finish: Option<Arc<dyn Finish>>,
-}
-
-/// What [`JobContext::complete_in_transaction`] calls: the worker's side,
-/// which knows the job's claim and the store.
-pub(crate) trait Finish: Send + Sync + fmt::Debug {
-    /// Runs `writes` and the job's success in one transaction.
-    fn complete(
-        &self,
-        ctx: &JobContext,
-        writes: &mut dyn FnMut(&mut AnyConnection) -> Result<serde_json::Value, JobError>,
-    ) -> crate::JobResult;
+    /// ([`JobContext::complete_in_transaction`]): the worker's
+    /// `Finisher`, which knows the job's claim and the store (a layer
+    /// above this one); `None` outside a worker.
+    pub(crate) finish: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl JobContext {
@@ -166,92 +156,6 @@ impl JobContext {
     /// discarded, never retried.
     pub fn is_cancelled_by_operator(&self) -> bool {
         self.cancel.load(Ordering::SeqCst)
-    }
-}
-
-impl JobContext {
-    /// Commits the job's own writes to solidq's database together with its
-    /// success, in one transaction: either both are written or neither is.
-    /// A job whose effects are rows in the database its queue lives in
-    /// then applies them **exactly once**, through crashes, kills and lost
-    /// connections, where a job writing on a connection of its own applies
-    /// them at least once (the process may die between its commit and the
-    /// completer's record of it, and the job runs again). Effects
-    /// elsewhere (an HTTP call, an email) stay at least once.
-    ///
-    /// `writes` gets a connection of the worker's pool inside a write
-    /// transaction (SQLite: `BEGIN IMMEDIATE`, so nothing in it meets a
-    /// busy lock), does its writes, and returns the job's result. solidq
-    /// then records the job as succeeded with that result, fenced by its
-    /// claim, and commits. Return this method's value from
-    /// [`Job::perform`](crate::Job::perform):
-    ///
-    /// ```no_run
-    /// # use serde::{Deserialize, Serialize};
-    /// use diesel::RunQueryDsl;
-    /// use solidq::{Job, JobContext, JobResult};
-    ///
-    /// #[derive(Serialize, Deserialize)]
-    /// struct CreditAccount { account: i64, cents: i64 }
-    ///
-    /// impl Job for CreditAccount {
-    ///     const KIND: &'static str = "credit_account";
-    ///     fn perform(&self, ctx: &JobContext) -> JobResult {
-    ///         ctx.complete_in_transaction(|conn| {
-    ///             diesel::sql_query(format!(
-    ///                 "UPDATE accounts SET cents = cents + {} WHERE id = {}",
-    ///                 self.cents, self.account
-    ///             ))
-    ///             .execute(conn)?;
-    ///             Ok(serde_json::json!({ "credited": self.cents }))
-    ///         })
-    ///     }
-    /// }
-    /// ```
-    ///
-    /// What happens when something goes wrong:
-    ///
-    /// - `writes` returns an error (or panics): everything rolls back and
-    ///   the error is the job's, retried or failed by its options.
-    /// - The claim is no longer this worker's (its process was pruned while
-    ///   the job ran, an operator cancelled it, its timeout passed): the
-    ///   completion fails inside the transaction, everything rolls back, and
-    ///   nothing is recorded over the claim that replaced it.
-    /// - solidq's own statements meet a deadlock, a serialization failure
-    ///   or SQLite's busy lock: everything rolls back and `writes` runs
-    ///   again (so it takes `FnMut`); nothing of the first run is kept.
-    /// - The connection is lost: solidq reads back whether the commit
-    ///   happened (the claim is deleted by it) before anything else, so the
-    ///   job is never run again after a commit whose answer was lost.
-    ///
-    /// Once this returned `Ok`, the job's success is recorded, whatever
-    /// `perform` does next; a second call is refused. Keep the transaction
-    /// short: on SQLite every other writer waits for it. Outside a worker
-    /// or [`Worker::drain`](crate::Worker::drain) (a job run by hand) it
-    /// returns an error. Jobs of a batch or a workflow count their end, and
-    /// release their dependants, in the same transaction.
-    pub fn complete_in_transaction<T, F>(&self, mut writes: F) -> crate::JobResult
-    where
-        T: serde::Serialize,
-        F: FnMut(&mut AnyConnection) -> Result<T, JobError>,
-    {
-        let Some(finish) = self.finish.as_ref() else {
-            return Err(JobError::new(
-                "no_worker",
-                "complete_in_transaction needs the claim of a worker or Worker::drain running this job",
-            )
-            .no_retry());
-        };
-        finish.complete(self, &mut |conn| {
-            let value = writes(conn)?;
-            serde_json::to_value(value).map_err(|error| {
-                JobError::new(
-                    "result_not_json",
-                    format!("the result of complete_in_transaction is not JSON: {error}"),
-                )
-                .no_retry()
-            })
-        })
     }
 }
 

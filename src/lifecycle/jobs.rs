@@ -8,7 +8,7 @@ use crate::store::batches::{NewBatch, Refusal, StoredCallbacks};
 use crate::store::dependencies::Wait;
 use crate::store::{
     AnyConnection, Completion, Driver, FinishReport, Inserted, NewJob, Outcome, Progress, Start,
-    Store, driver, in_transaction,
+    Store, TxEnd, driver, in_transaction,
 };
 use crate::types::{Error, Result};
 
@@ -269,22 +269,6 @@ impl Store {
             }
         })
     }
-}
-
-/// How a job's own transaction ended ([`Store::finish_in_transaction`]).
-pub(crate) enum TxEnd<E> {
-    /// Committed: the job's writes and its success, together.
-    Committed,
-    /// The job's writes returned an error: everything rolled back.
-    Refused(E),
-    /// They panicked: everything rolled back; the panic goes on.
-    Panicked(Box<dyn std::any::Any + Send>),
-    /// The claim was no longer this process's (it was pruned, the job
-    /// released): everything rolled back, nothing recorded.
-    ClaimLost,
-    /// The database failed and nothing was committed (a commit whose
-    /// answer was lost was read back first).
-    Failed(Error),
 }
 
 impl Store {

@@ -18,6 +18,6 @@ mod rates;
 mod recurring;
 mod rules;
 
-pub(crate) use jobs::{BatchMaking, BatchRefused, TxEnd, batch_make_on};
+pub(crate) use jobs::{BatchMaking, BatchRefused, batch_make_on};
 pub(crate) use processes::{PruneTarget, Pruned, ReleaseReason, ReleaseReport};
 pub(crate) use rates::Limited;

@@ -17,9 +17,8 @@ use std::time::Duration;
 use super::conformance::{mysql_url, postgres_url};
 use super::{
     ClaimLimits, ClaimQuery, Completion, NewJob, NewProcess, Outcome, PoolOptions, SqliteSettings,
-    Store,
+    Store, TxEnd,
 };
-use crate::lifecycle::TxEnd;
 use crate::types::{Backend, DatabaseUrl, QueuePattern};
 
 /// Relays connections to `upstream`; once armed, the first `COMMIT` a

@@ -737,3 +737,19 @@ pub(crate) struct ProcessRow {
     #[diesel(sql_type = diesel::sql_types::Timestamp)]
     pub last_heartbeat_at: NaiveDateTime,
 }
+
+/// How a job's own transaction ended (`Store::finish_in_transaction`).
+pub(crate) enum TxEnd<E> {
+    /// Committed: the job's writes and its success, together.
+    Committed,
+    /// The job's writes returned an error: everything rolled back.
+    Refused(E),
+    /// They panicked: everything rolled back; the panic goes on.
+    Panicked(Box<dyn std::any::Any + Send>),
+    /// The claim was no longer this process's (it was pruned, the job
+    /// released): everything rolled back, nothing recorded.
+    ClaimLost,
+    /// The database failed and nothing was committed (a commit whose
+    /// answer was lost was read back first).
+    Failed(crate::types::Error),
+}

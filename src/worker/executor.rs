@@ -132,7 +132,7 @@ pub(crate) fn execute(
         cancel: Arc::clone(&cancel),
         finish: finisher
             .as_ref()
-            .map(|f| Arc::clone(f) as Arc<dyn crate::job::Finish>),
+            .map(|f| Arc::clone(f) as Arc<dyn std::any::Any + Send + Sync>),
     };
 
     let ran = catch_unwind(AssertUnwindSafe(|| {

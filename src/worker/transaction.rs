@@ -7,9 +7,8 @@ use std::time::{Duration, Instant};
 
 use crate::JobResult;
 use crate::client::PayloadLimit;
-use crate::job::{Finish, JobContext, JobError};
-use crate::lifecycle::TxEnd;
-use crate::store::{AnyConnection, Completion, Outcome, Progress, Slot, Store};
+use crate::job::{JobContext, JobError};
+use crate::store::{AnyConnection, Completion, Outcome, Progress, Slot, Store, TxEnd};
 
 /// One attempt's way to finish inside its own transaction.
 pub(crate) struct Finisher {
@@ -73,7 +72,8 @@ impl std::fmt::Debug for Finisher {
     }
 }
 
-impl Finish for Finisher {
+impl Finisher {
+    /// Runs `writes` and the job's success in one transaction.
     fn complete(
         &self,
         ctx: &JobContext,
@@ -183,5 +183,95 @@ impl Finish for Finisher {
                 ))
             }
         }
+    }
+}
+
+impl JobContext {
+    /// Commits the job's own writes to solidq's database together with its
+    /// success, in one transaction: either both are written or neither is.
+    /// A job whose effects are rows in the database its queue lives in
+    /// then applies them **exactly once**, through crashes, kills and lost
+    /// connections, where a job writing on a connection of its own applies
+    /// them at least once (the process may die between its commit and the
+    /// completer's record of it, and the job runs again). Effects
+    /// elsewhere (an HTTP call, an email) stay at least once.
+    ///
+    /// `writes` gets a connection of the worker's pool inside a write
+    /// transaction (SQLite: `BEGIN IMMEDIATE`, so nothing in it meets a
+    /// busy lock), does its writes, and returns the job's result. solidq
+    /// then records the job as succeeded with that result, fenced by its
+    /// claim, and commits. Return this method's value from
+    /// [`Job::perform`](crate::Job::perform):
+    ///
+    /// ```no_run
+    /// # use serde::{Deserialize, Serialize};
+    /// use diesel::RunQueryDsl;
+    /// use solidq::{Job, JobContext, JobResult};
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct CreditAccount { account: i64, cents: i64 }
+    ///
+    /// impl Job for CreditAccount {
+    ///     const KIND: &'static str = "credit_account";
+    ///     fn perform(&self, ctx: &JobContext) -> JobResult {
+    ///         ctx.complete_in_transaction(|conn| {
+    ///             diesel::sql_query(format!(
+    ///                 "UPDATE accounts SET cents = cents + {} WHERE id = {}",
+    ///                 self.cents, self.account
+    ///             ))
+    ///             .execute(conn)?;
+    ///             Ok(serde_json::json!({ "credited": self.cents }))
+    ///         })
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// What happens when something goes wrong:
+    ///
+    /// - `writes` returns an error (or panics): everything rolls back and
+    ///   the error is the job's, retried or failed by its options.
+    /// - The claim is no longer this worker's (its process was pruned while
+    ///   the job ran, an operator cancelled it, its timeout passed): the
+    ///   completion fails inside the transaction, everything rolls back, and
+    ///   nothing is recorded over the claim that replaced it.
+    /// - solidq's own statements meet a deadlock, a serialization failure
+    ///   or SQLite's busy lock: everything rolls back and `writes` runs
+    ///   again (so it takes `FnMut`); nothing of the first run is kept.
+    /// - The connection is lost: solidq reads back whether the commit
+    ///   happened (the claim is deleted by it) before anything else, so the
+    ///   job is never run again after a commit whose answer was lost.
+    ///
+    /// Once this returned `Ok`, the job's success is recorded, whatever
+    /// `perform` does next; a second call is refused. Keep the transaction
+    /// short: on SQLite every other writer waits for it. Outside a worker
+    /// or [`Worker::drain`](crate::Worker::drain) (a job run by hand) it
+    /// returns an error. Jobs of a batch or a workflow count their end, and
+    /// release their dependants, in the same transaction.
+    pub fn complete_in_transaction<T, F>(&self, mut writes: F) -> crate::JobResult
+    where
+        T: serde::Serialize,
+        F: FnMut(&mut AnyConnection) -> Result<T, JobError>,
+    {
+        let Some(finish) = self
+            .finish
+            .as_ref()
+            .and_then(|f| f.downcast_ref::<Finisher>())
+        else {
+            return Err(JobError::new(
+                "no_worker",
+                "complete_in_transaction needs the claim of a worker or Worker::drain running this job",
+            )
+            .no_retry());
+        };
+        finish.complete(self, &mut |conn| {
+            let value = writes(conn)?;
+            serde_json::to_value(value).map_err(|error| {
+                JobError::new(
+                    "result_not_json",
+                    format!("the result of complete_in_transaction is not JSON: {error}"),
+                )
+                .no_retry()
+            })
+        })
     }
 }
