@@ -148,16 +148,7 @@ pub(crate) fn execute(
                 job.id
             );
         }
-        return Execution {
-            outcome: Outcome::Succeeded {
-                result,
-                keep: Duration::from_millis(options.keep_result_ms),
-            },
-            elapsed,
-            error: None,
-            started: Some(started),
-            recorded: true,
-        };
+        return succeeded(result, options, elapsed, started, true);
     }
     let timed_out = deadline.is_some_and(|d| Instant::now() > d);
     // Cancelled and ended with any error (a panic, a snooze, an
@@ -249,16 +240,7 @@ pub(crate) fn execute(
     };
 
     match failure {
-        Ok(result) => Execution {
-            outcome: Outcome::Succeeded {
-                result,
-                keep: Duration::from_millis(options.keep_result_ms),
-            },
-            elapsed,
-            error: None,
-            started: Some(started),
-            recorded: false,
-        },
+        Ok(result) => succeeded(result, options, elapsed, started, false),
         Err((error, retryable)) => {
             let summary = Some((error.kind.clone(), error.message.clone()));
             let at_most_once_timeout = error.kind == "timeout"
@@ -303,6 +285,27 @@ pub(crate) fn execute(
                 recorded: false,
             }
         }
+    }
+}
+
+/// A success with `result`; `recorded` when the job's own transaction
+/// already wrote it.
+fn succeeded(
+    result: Option<String>,
+    options: &StoredOptions,
+    elapsed: Duration,
+    started: Instant,
+    recorded: bool,
+) -> Execution {
+    Execution {
+        outcome: Outcome::Succeeded {
+            result,
+            keep: Duration::from_millis(options.keep_result_ms),
+        },
+        elapsed,
+        error: None,
+        started: Some(started),
+        recorded,
     }
 }
 

@@ -5,9 +5,9 @@
 
 use crate::common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::child::Child;
+use common::child::kill_one_every_300ms;
 use common::jobs::{Echo, Hopeless, Ledger};
 use common::{TestDb, wait_for};
 use serde_json::json;
@@ -400,18 +400,10 @@ fn a_batch_of_1000_under_sigkill_fires_each_callback_once_after_its_last_member(
         ("SOLIDQ_TEST_ALIVE_MS", "1000"),
         ("SOLIDQ_TEST_HEARTBEAT_MS", "100"),
     ];
-    let mut workers: Vec<Child> = (0..3).map(|_| Child::worker(&db.url, &settings)).collect();
     // SIGKILL a worker every 300 ms for 10 s, starting another in its
     // place (standalone workers prune the dead).
-    let mut kills = 0;
-    let chaos_end = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < chaos_end {
-        std::thread::sleep(Duration::from_millis(300));
-        let victim = fastrand::usize(..workers.len());
-        workers[victim].signal(libc::SIGKILL);
-        workers[victim] = Child::worker(&db.url, &settings);
-        kills += 1;
-    }
+    let (workers, kills) =
+        kill_one_every_300ms(&db.url, &settings, Duration::from_secs(10), || false);
     assert!(kills >= 20, "{kills} kills");
     let info = {
         let mut info = None;

@@ -10,7 +10,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::child::Child;
+use common::child::{Child, kill_one_every_300ms};
 use common::jobs::{Echo, TxLedger};
 use common::recorder::Recorder;
 use common::{TestDb, assert_invariants, wait_for};
@@ -311,16 +311,8 @@ fn every_effect_lands_exactly_once_under_sigkill_every_300ms(db: &TestDb) {
         ("SOLIDQ_TEST_ALIVE_MS", "1000"),
         ("SOLIDQ_TEST_HEARTBEAT_MS", "100"),
     ];
-    let mut workers: Vec<Child> = (0..3).map(|_| Child::worker(&db.url, &settings)).collect();
-    let mut kills = 0;
-    let chaos_end = Instant::now() + Duration::from_secs(15);
-    while Instant::now() < chaos_end {
-        std::thread::sleep(Duration::from_millis(300));
-        let victim = fastrand::usize(..workers.len());
-        workers[victim].signal(libc::SIGKILL);
-        workers[victim] = Child::worker(&db.url, &settings);
-        kills += 1;
-    }
+    let (workers, kills) =
+        kill_one_every_300ms(&db.url, &settings, Duration::from_secs(15), || false);
     wait_for("every job to succeed", Duration::from_secs(240), || {
         db.scalar("SELECT count(*) AS v FROM solidq_jobs WHERE finished_at IS NOT NULL") == JOBS
     });

@@ -7,9 +7,9 @@
 
 use crate::common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::child::Child;
+use common::child::{Child, kill_one_every_300ms};
 use common::jobs::{Hopeless, Ledger};
 use common::{TestDb, assert_invariants, wait_for};
 use solidq::{
@@ -280,18 +280,12 @@ fn a_three_level_fan_out_and_fan_in_with_a_failing_parent_under_sigkill(db: &Tes
         ("SOLIDQ_TEST_ALIVE_MS", "1000"),
         ("SOLIDQ_TEST_HEARTBEAT_MS", "100"),
     ];
-    let mut workers: Vec<Child> = (0..3).map(|_| Child::worker(&db.url, &settings)).collect();
     // SIGKILL a worker every 300 ms until the workflow finished (at most
     // 20 s), starting another in its place.
-    let mut kills = 0;
-    let chaos_end = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < chaos_end && !queue.batch_info(made.id).unwrap().unwrap().is_finished() {
-        std::thread::sleep(Duration::from_millis(300));
-        let victim = fastrand::usize(..workers.len());
-        workers[victim].signal(libc::SIGKILL);
-        workers[victim] = Child::worker(&db.url, &settings);
-        kills += 1;
-    }
+    let (workers, kills) =
+        kill_one_every_300ms(&db.url, &settings, Duration::from_secs(20), || {
+            queue.batch_info(made.id).unwrap().unwrap().is_finished()
+        });
     let info = wait_finished(&queue, made.id, Duration::from_secs(120));
     drop(workers);
     let reruns = db.scalar("SELECT count(*) AS v FROM test_ledger WHERE event = 'start'") - 10;

@@ -350,3 +350,27 @@ impl Child {
         Child::spawn(command)
     }
 }
+
+/// Chaos: three standalone workers on `url` with `settings`; every 300 ms
+/// one of them, at random, is killed with SIGKILL and another started in
+/// its place (the living prune the dead), until `length` has passed or
+/// `done()` holds. Returns the workers left running and how many were
+/// killed.
+pub fn kill_one_every_300ms(
+    url: &str,
+    settings: &[(&str, &str)],
+    length: Duration,
+    mut done: impl FnMut() -> bool,
+) -> (Vec<Child>, usize) {
+    let mut workers: Vec<Child> = (0..3).map(|_| Child::worker(url, settings)).collect();
+    let mut kills = 0;
+    let end = Instant::now() + length;
+    while Instant::now() < end && !done() {
+        std::thread::sleep(Duration::from_millis(300));
+        let victim = fastrand::usize(..workers.len());
+        workers[victim].signal(libc::SIGKILL);
+        workers[victim] = Child::worker(url, settings);
+        kills += 1;
+    }
+    (workers, kills)
+}
