@@ -20,6 +20,7 @@ use solidq::{BatchOptions, EnqueueOptions, JobRequest, JobStatus, Queue};
 backend_tests!(
     writes_and_success_commit_together,
     a_refusal_rolls_the_writes_back_and_the_job_is_retried,
+    a_panic_rolls_the_writes_back_and_leaves_no_transaction_open,
     a_claim_moved_away_rolls_back_and_records_nothing,
     a_cancelled_job_rolls_its_writes_back_and_is_discarded,
     a_workflow_member_ends_once_and_releases_its_dependant,
@@ -127,6 +128,45 @@ fn a_refusal_rolls_the_writes_back_and_the_job_is_retried(db: &TestDb) {
     assert_eq!(effects(db, id), 1);
     let info = queue.job(id).unwrap();
     assert_eq!((info.status, info.attempts), (JobStatus::Succeeded, 2));
+    assert_invariants(db);
+}
+
+fn a_panic_rolls_the_writes_back_and_leaves_no_transaction_open(db: &TestDb) {
+    db.create_ledger();
+    let queue = db.queue();
+    let id = enqueue(
+        &queue,
+        &TxLedger {
+            panic_first: true,
+            ..TxLedger::default()
+        },
+    );
+    let worker = common::jobs::worker(queue.clone());
+    assert_eq!(worker.drain_ready().unwrap().retried, 1);
+    assert_eq!(effects(db, id), 0, "the panicking run's row rolled back");
+    let info = queue.job(id).unwrap();
+    assert_eq!(info.status, JobStatus::Retrying);
+    assert_eq!(info.error.as_ref().map(|e| e.kind.as_str()), Some("panic"));
+    // The pooled connection went back rolled back: no session of this
+    // database is left inside a transaction (on SQLite one would hold the
+    // write lock, and the run below could not commit).
+    let open = match db.backend {
+        solidq::Backend::Postgres => db.scalar(&format!(
+            "SELECT count(*) AS v FROM pg_stat_activity
+             WHERE state LIKE 'idle in transaction%' AND application_name = '{}'",
+            db.url.rsplit("application_name=").next().unwrap()
+        )),
+        solidq::Backend::Mysql => db.scalar(
+            "SELECT count(*) AS v FROM information_schema.innodb_trx t
+             JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
+             WHERE p.db = DATABASE() AND p.id <> CONNECTION_ID()",
+        ),
+        _ => 0,
+    };
+    assert_eq!(open, 0, "transactions left open by the panic");
+    queue.run_job_now(id).unwrap();
+    assert_eq!(worker.drain_ready().unwrap().succeeded, 1);
+    assert_eq!(effects(db, id), 1);
     assert_invariants(db);
 }
 

@@ -219,6 +219,8 @@ pub struct TxLedger {
     pub refuse_first: bool,
     pub wait_for_cancel: bool,
     pub move_claim: Option<String>,
+    /// The first run panics inside its transaction, after its write.
+    pub panic_first: bool,
 }
 
 impl Job for TxLedger {
@@ -254,6 +256,9 @@ impl Job for TxLedger {
                 std::thread::sleep(Duration::from_millis(self.sleep_ms));
                 if self.refuse_first {
                     return Err(JobError::new("refused", "the first run refuses"));
+                }
+                if self.panic_first {
+                    panic!("the first run panics in its transaction");
                 }
             }
             Ok(serde_json::json!({ "n": self.n }))
