@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use crate::store::{
-    ClaimLimits, ClaimQuery, ClaimedJob, Progress, Released, Store, driver, in_transaction,
+    ClaimLimits, ClaimQuery, ClaimedJob, Progress, Released, Store, driver, in_claim_transaction,
+    in_transaction,
 };
 use crate::types::{Backend, Result};
 
@@ -45,7 +46,7 @@ impl Store {
         let mut claimed: Option<Vec<ClaimedJob>> = None;
         let result = self.with_driver("ready_claim", |d| {
             claimed = None;
-            in_transaction(d, |d| {
+            in_claim_transaction(d, |d| {
                 let jobs = d.ready_claim(claim, process_id, limits)?;
                 claimed = Some(jobs.clone());
                 Ok(jobs)

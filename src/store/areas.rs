@@ -44,6 +44,16 @@ pub(crate) trait Driver:
         &mut self,
         body: &mut dyn FnMut(&mut dyn Driver) -> QueryResult<()>,
     ) -> QueryResult<()>;
+
+    /// Runs a claim in a transaction of its own: [`Driver::transaction`],
+    /// and on PostgreSQL with bitmap scans off for it (`postgres::claims`
+    /// says why).
+    fn claim_transaction(
+        &mut self,
+        body: &mut dyn FnMut(&mut dyn Driver) -> QueryResult<()>,
+    ) -> QueryResult<()> {
+        self.transaction(body)
+    }
 }
 
 /// A job's rows and outcomes, and an operator's actions on jobs that wait

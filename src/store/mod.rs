@@ -727,6 +727,20 @@ pub(crate) fn in_transaction<T>(
     Ok(out.expect("a committed transaction ran its body"))
 }
 
+/// Runs a claim, `body`, in a transaction of its own
+/// ([`Driver::claim_transaction`]); returns what it returned.
+pub(crate) fn in_claim_transaction<T>(
+    driver: &mut dyn Driver,
+    mut body: impl FnMut(&mut dyn Driver) -> QueryResult<T>,
+) -> QueryResult<T> {
+    let mut out = None;
+    driver.claim_transaction(&mut |d| {
+        out = Some(body(d)?);
+        Ok(())
+    })?;
+    Ok(out.expect("a committed transaction ran its body"))
+}
+
 /// A raw SQL statement that diesel may cache as a prepared statement (keyed
 /// by its text). diesel's `sql_query` opts out of the cache, which on
 /// PostgreSQL means a parse and plan per call; our statements are static

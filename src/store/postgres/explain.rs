@@ -110,10 +110,19 @@ pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(Str
     conn.batch_execute("SET plan_cache_mode = force_generic_plan")?;
     let mut plans = Vec::new();
     for (i, (name, sql, args)) in statements.iter().enumerate() {
-        conn.batch_execute(&format!("PREPARE solidq_explain_{i} AS {sql}"))?;
-        let lines: Vec<PlanLine> =
-            sql_query(format!("EXPLAIN EXECUTE solidq_explain_{i}{args}")).load(conn)?;
-        conn.batch_execute(&format!("DEALLOCATE solidq_explain_{i}"))?;
+        let plan = |conn: &mut PgConnection| -> QueryResult<Vec<PlanLine>> {
+            conn.batch_execute(&format!("PREPARE solidq_explain_{i} AS {sql}"))?;
+            let lines =
+                sql_query(format!("EXPLAIN EXECUTE solidq_explain_{i}{args}")).load(conn)?;
+            conn.batch_execute(&format!("DEALLOCATE solidq_explain_{i}"))?;
+            Ok(lines)
+        };
+        // A claim is planned in its transaction, with its settings.
+        let lines = if name.starts_with("claim from") {
+            super::claims::claim_transaction(conn, plan)?
+        } else {
+            plan(conn)?
+        };
         plans.push((
             name.to_string(),
             lines

@@ -326,6 +326,13 @@ impl Driver for PgConnection {
     ) -> QueryResult<()> {
         Connection::transaction(self, |c| body(c))
     }
+
+    fn claim_transaction(
+        &mut self,
+        body: &mut dyn FnMut(&mut dyn Driver) -> QueryResult<()>,
+    ) -> QueryResult<()> {
+        claims::claim_transaction(self, |c| body(c))
+    }
 }
 
 impl AdminDriver for PgConnection {
