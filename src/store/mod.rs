@@ -717,24 +717,32 @@ pub(crate) fn driver(conn: &mut AnyConnection) -> &mut dyn Driver {
 /// Runs `body` in a [`Driver::transaction`], returning its value.
 pub(crate) fn in_transaction<T>(
     driver: &mut dyn Driver,
-    mut body: impl FnMut(&mut dyn Driver) -> QueryResult<T>,
+    body: impl FnMut(&mut dyn Driver) -> QueryResult<T>,
 ) -> QueryResult<T> {
-    let mut out = None;
-    driver.transaction(&mut |d| {
-        out = Some(body(d)?);
-        Ok(())
-    })?;
-    Ok(out.expect("a committed transaction ran its body"))
+    returning(driver, body, |d, b| d.transaction(b))
 }
 
 /// Runs a claim, `body`, in a transaction of its own
 /// ([`Driver::claim_transaction`]); returns what it returned.
 pub(crate) fn in_claim_transaction<T>(
     driver: &mut dyn Driver,
+    body: impl FnMut(&mut dyn Driver) -> QueryResult<T>,
+) -> QueryResult<T> {
+    returning(driver, body, |d, b| d.claim_transaction(b))
+}
+
+/// Runs `body` through `run` (a transaction of the driver's, whose body
+/// returns nothing), returning `body`'s value.
+fn returning<T>(
+    driver: &mut dyn Driver,
     mut body: impl FnMut(&mut dyn Driver) -> QueryResult<T>,
+    run: impl FnOnce(
+        &mut dyn Driver,
+        &mut dyn FnMut(&mut dyn Driver) -> QueryResult<()>,
+    ) -> QueryResult<()>,
 ) -> QueryResult<T> {
     let mut out = None;
-    driver.claim_transaction(&mut |d| {
+    run(driver, &mut |d| {
         out = Some(body(d)?);
         Ok(())
     })?;

@@ -16,7 +16,11 @@ const MARK_UNSTARTED: &str = named(SQL, "claimed_mark_unstarted");
 const DELETE_CLAIMS_OF_PROCESS: &str = named(SQL, "claimed_delete_by_process");
 const DELETE_ORPHANED_CLAIMS: &str = named(SQL, "claimed_delete_orphans");
 pub(super) const SUCCEED_FENCED: &str = named(SQL, "jobs_succeed_fenced");
-const CLAIM_BEGIN: &str = named(SQL, "claim_begin");
+/// A claim's transaction: opened with bitmap scans off in it
+/// ([`claim_transaction`] says why). Not in `claims.sql`: it opens a
+/// transaction, where each `.sql` file's names are statements every
+/// backend names alike and PostgreSQL prepares.
+const CLAIM_BEGIN: &str = "BEGIN; SET LOCAL enable_bitmapscan = off";
 
 /// Runs a claim, `body`, in a transaction with bitmap scans off, opened in
 /// the round trip of its `BEGIN` (diesel's transaction manager knows it

@@ -119,8 +119,3 @@ UPDATE solidq_jobs j SET finished_at = LOCALTIMESTAMP,
        attempts = j.attempts + 1, updated_at = LOCALTIMESTAMP
 WHERE j.id = ANY (ARRAY(SELECT job_id FROM fenced))
 RETURNING j.id
-
--- name: claim_begin
--- A claim's transaction: bitmap scans off in it (claims.rs's
--- claim_transaction says why), in the round trip of its BEGIN.
-BEGIN; SET LOCAL enable_bitmapscan = off

@@ -140,18 +140,9 @@ mod tests {
         n: i64,
     }
 
-    /// The index entries a claim of every queue (`*`) reads from the floor
-    /// under a held snapshot, after an `ANALYZE` found the ready table
-    /// empty (a drained queue; autovacuum's does the same): a handful, in
-    /// a claim's transaction, where bitmap scans are off. The planner
-    /// prices a whole index at a page then, and a bitmap scan of the queue
-    /// index, read whole, came out as cheap as the claim order's index
-    /// (`claims::claim_transaction`).
-    #[test]
-    fn a_claim_of_every_queue_reads_from_the_floor_whatever_the_statistics_say() {
-        let Some((mut conn, mut holder)) = super::super::migrated_under_a_held_snapshot() else {
-            return;
-        };
+    /// A worker process and 2,000 ready jobs of the queue `floor`; returns
+    /// the process's id and 500 more such jobs to insert.
+    fn two_thousand_ready(conn: &mut PgConnection) -> (i64, Vec<NewJob>) {
         let p = conn
             .process_insert(&NewProcess {
                 kind: "worker".into(),
@@ -166,13 +157,33 @@ mod tests {
         for _ in 0..4 {
             conn.jobs_insert(&jobs, false).unwrap();
         }
-        let query = ClaimQuery::new(vec![QueuePattern::All]);
-        let limits = |n| ClaimLimits {
+        (p, jobs)
+    }
+
+    /// Limits of `n` jobs for idle threads and none ahead.
+    fn limits(n: usize) -> ClaimLimits {
+        ClaimLimits {
             immediate: n,
             ahead: 0,
             fast_kinds: Vec::new(),
             from: 0,
+        }
+    }
+
+    /// The index entries a claim of every queue (`*`) reads from the floor
+    /// under a held snapshot, after an `ANALYZE` found the ready table
+    /// empty (a drained queue; autovacuum's does the same): a handful, in
+    /// a claim's transaction, where bitmap scans are off. The planner
+    /// prices a whole index at a page then, and a bitmap scan of the queue
+    /// index, read whole, came out as cheap as the claim order's index
+    /// (`claims::claim_transaction`).
+    #[test]
+    fn a_claim_of_every_queue_reads_from_the_floor_whatever_the_statistics_say() {
+        let Some((mut conn, mut holder)) = super::super::migrated_under_a_held_snapshot() else {
+            return;
         };
+        let (p, jobs) = two_thousand_ready(&mut conn);
+        let query = ClaimQuery::new(vec![QueuePattern::All]);
         for _ in 0..20 {
             let claimed = super::super::claims::claim_transaction(&mut conn, |c| {
                 c.ready_claim(&query, p, &limits(100))
@@ -236,27 +247,8 @@ mod tests {
         let Some((mut conn, mut holder)) = super::super::migrated_under_a_held_snapshot() else {
             return;
         };
-        let p = conn
-            .process_insert(&NewProcess {
-                kind: "worker".into(),
-                name: "floor".into(),
-                pid: 4711,
-                hostname: "host".into(),
-                supervisor_id: None,
-                metadata: "{}".into(),
-            })
-            .unwrap();
-        let jobs: Vec<NewJob> = (0..500).map(|_| NewJob::plain("floor", "noop")).collect();
-        for _ in 0..4 {
-            conn.jobs_insert(&jobs, false).unwrap();
-        }
+        let (p, jobs) = two_thousand_ready(&mut conn);
         let query = ClaimQuery::new(vec![QueuePattern::Exact("floor".into())]);
-        let limits = |n| ClaimLimits {
-            immediate: n,
-            ahead: 0,
-            fast_kinds: Vec::new(),
-            from: 0,
-        };
         for _ in 0..20 {
             assert_eq!(
                 conn.ready_claim(&query, p, &limits(100)).unwrap().len(),
