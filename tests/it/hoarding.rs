@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use common::child::Child;
-use common::jobs::{Echo, Sleep};
+use common::jobs::{Echo, FileLedger, Sleep};
 use common::{TestDb, assert_invariants, wait_for};
 use solidq::{EnqueueOptions, JobRequest, JobStatus};
 
@@ -133,22 +133,40 @@ fn a_kind_that_turns_slow_is_handed_back_at_once(db: &TestDb) {
     assert_eq!(busy, 2, "both workers got slow jobs");
 }
 
-/// `worker`, of one thread, holding a long job and, of the `ahead` fast
-/// ones enqueued behind it, at least one claimed ahead; returns the long
-/// job's id and the fast ones'.
+/// `worker`, of one thread, running a long job and, of the `ahead` fast
+/// ones enqueued behind it, holding at least one claimed ahead; returns
+/// the long job's id, the fast ones' and the directory of the file the
+/// long job writes (to keep while it may run again).
+///
+/// Running: its code has started (it records its start in a file before
+/// it sleeps). Claimed is not enough: a job claimed for the idle thread
+/// waits in the worker's queue until the thread takes it, and a SIGTERM
+/// then hands it back with those claimed ahead (on a loaded machine the
+/// long job ended up ready, not succeeded, in `.ci/run`).
 ///
 /// The fast ones are `echo` jobs (a few microseconds, no I/O), learned in a
 /// warm-up: the worker claims a kind ahead only while its jobs take less
 /// than a claim round trip here, which a job writing a file did not always
 /// on a loaded machine (CI saw no claim ahead at all).
-fn hold_ahead(db: &TestDb, worker: &Child, long_ms: u64, ahead: usize) -> (i64, Vec<i64>) {
+fn hold_ahead(
+    db: &TestDb,
+    worker: &Child,
+    long_ms: u64,
+    ahead: usize,
+) -> (i64, Vec<i64>, tempfile::TempDir) {
     let queue = db.queue();
     let warm: Vec<Echo> = (0..100).map(|n| Echo { value: n.into() }).collect();
     queue.enqueue_all(&warm).unwrap();
     wait_for("the warm-up", WAIT, || {
         db.scalar("SELECT count(*) AS v FROM solidq_jobs WHERE finished_at IS NULL") == 0
     });
-    let mut batch = vec![JobRequest::new(&Sleep { ms: long_ms }, EnqueueOptions::new()).unwrap()];
+    let dir = tempfile::tempdir().unwrap();
+    let starts = dir.path().join("starts");
+    let long = FileLedger {
+        path: starts.display().to_string(),
+        sleep_ms: long_ms,
+    };
+    let mut batch = vec![JobRequest::new(&long, EnqueueOptions::new()).unwrap()];
     for n in 0..ahead {
         let job = Echo { value: n.into() };
         batch.push(JobRequest::new(&job, EnqueueOptions::new()).unwrap());
@@ -164,27 +182,23 @@ fn hold_ahead(db: &TestDb, worker: &Child, long_ms: u64, ahead: usize) -> (i64, 
         ))
     };
     let deadline = Instant::now() + WAIT;
-    while !(claimed() >= 2
-        && db.scalar(&format!(
-            "SELECT count(*) AS v FROM solidq_claimed_executions WHERE job_id = {}",
-            ids[0]
-        )) == 1)
-    {
+    let started = || std::fs::read_to_string(&starts).is_ok_and(|s| !s.is_empty());
+    while !(claimed() >= 2 && started()) {
         assert!(
             Instant::now() < deadline,
-            "the long job and jobs behind it were not claimed in {WAIT:?}; the worker's log:\n{}",
+            "the long job did not start with jobs behind it claimed in {WAIT:?}; the worker's log:\n{}",
             worker.logs()
         );
         std::thread::sleep(Duration::from_millis(10));
     }
     eprintln!("{} of {ahead} claimed ahead", claimed() - 1);
-    (ids[0], ids[1..].to_vec())
+    (ids[0], ids[1..].to_vec(), dir)
 }
 
 fn a_killed_workers_jobs_claimed_ahead_go_back_without_a_stall(db: &TestDb) {
     let queue = db.queue();
     let victim = Child::worker(&db.url, &[("SOLIDQ_TEST_THREADS", "1")]);
-    let (long, ahead) = hold_ahead(db, &victim, 60_000, 8);
+    let (long, ahead, _dir) = hold_ahead(db, &victim, 60_000, 8);
     victim.signal(libc::SIGKILL);
     // Standalone peers prune it once its heartbeat is a threshold old. Two:
     // the stalled long job runs again alone in whichever claims it (issue
@@ -227,7 +241,7 @@ fn sigterm_hands_back_jobs_claimed_ahead_at_once(db: &TestDb) {
             ("SOLIDQ_TEST_SHUTDOWN_MS", "10000"),
         ],
     );
-    let (long, ahead) = hold_ahead(db, &worker, 3_000, 8);
+    let (long, ahead, _dir) = hold_ahead(db, &worker, 3_000, 8);
     worker.signal(libc::SIGTERM);
     let asked = Instant::now();
     wait_for("the jobs claimed ahead to be back in ready", WAIT, || {
