@@ -27,7 +27,7 @@ backend_tests!(
     a_worker_frozen_in_its_transaction_and_pruned_rolls_back_when_thawed,
 );
 
-backend_tests!(alone: every_effect_lands_exactly_once_under_sigkill_every_300ms,);
+backend_tests!(exclusive: every_effect_lands_exactly_once_under_sigkill_every_300ms,);
 
 const WAIT: Duration = Duration::from_secs(30);
 
