@@ -29,7 +29,9 @@
 //! * mixed: K threads enqueue single jobs for S seconds while P×T workers
 //!   consume them; against one thread enqueuing alone with no worker, on a
 //!   database of its own, in the same run (issue 28's "enqueue under load":
-//!   both ratios ≥ 1.5 on PostgreSQL).
+//!   both ratios ≥ 1.5 on PostgreSQL); and the K threads enqueuing with no
+//!   worker, on a database of their own (what the workers' share of the
+//!   machine costs them is the difference).
 //! * pickup latency: one job at a time enqueued while the worker is idle;
 //!   from just before `enqueue` to the job starting. Worker in another
 //!   process; on SQLite also in this process.
@@ -2115,6 +2117,7 @@ fn bench_fairness(backend: &'static str, args: &Args, table: &mut Table) {
 
 fn bench_mixed(backend: &'static str, args: &Args, table: &mut Table) {
     let (mut produced_rates, mut consumed_rates, mut alone_rates) = (vec![], vec![], vec![]);
+    let mut together_rates = vec![];
     let length = Duration::from_secs(args.mixed_seconds);
     for _ in 0..args.repeat {
         // The baseline, in the same run: one thread enqueuing alone, on a
@@ -2122,6 +2125,13 @@ fn bench_mixed(backend: &'static str, args: &Args, table: &mut Table) {
         let db = BenchDb::new(backend, args);
         let (alone, _, elapsed) = run_mixed(&db, 1, length, None);
         alone_rates.push(rate(alone, elapsed));
+        drop(db);
+        // The producers alone: what they enqueue with no worker beside
+        // them, on a database of its own (what the workers' share of the
+        // machine costs them is the difference).
+        let db = BenchDb::new(backend, args);
+        let (together, _, elapsed) = run_mixed(&db, args.producers, length, None);
+        together_rates.push(rate(together, elapsed));
         drop(db);
         let db = BenchDb::new(backend, args);
         let workers = Workers::spawn(&db.url, args.processes, args.threads, args.prefetch);
@@ -2133,6 +2143,15 @@ fn bench_mixed(backend: &'static str, args: &Args, table: &mut Table) {
     }
     table.add(
         "mixed: one thread enqueuing alone, no worker (jobs/s)",
+        alone_rates.clone(),
+    );
+    table.add_vs(
+        format!(
+            "mixed: {} threads enqueuing, no worker (jobs/s)",
+            args.producers
+        ),
+        together_rates,
+        "one thread alone",
         alone_rates.clone(),
     );
     table.add_vs(

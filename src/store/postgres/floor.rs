@@ -279,6 +279,47 @@ mod tests {
         );
     }
 
+    /// A claim that comes back short of jobs for its idle threads reads
+    /// the queue's index once: its ahead part, which could find nothing
+    /// more, is not run (`claim_sql`). A claim that fills them reads it
+    /// twice and takes jobs ahead too.
+    #[test]
+    fn a_claim_that_comes_back_short_reads_the_queue_once() {
+        let Some((mut conn, mut holder)) = super::super::migrated_under_a_held_snapshot() else {
+            return;
+        };
+        holder.batch_execute("ROLLBACK").unwrap();
+        let (p, jobs) = two_thousand_ready(&mut conn);
+        let query = ClaimQuery::new(vec![QueuePattern::All]);
+        assert_eq!(
+            conn.ready_claim(&query, p, &limits(1_995)).unwrap().len(),
+            1_995
+        );
+        let ahead = ClaimLimits {
+            immediate: 10,
+            ahead: 10,
+            fast_kinds: vec!["noop".into()],
+            from: 0,
+        };
+        // The claim's scans of the index, and the jobs it took.
+        let claim = |conn: &mut PgConnection| -> (i64, usize) {
+            let counter =
+                "SELECT pg_stat_get_xact_numscans('solidq_ready_poll_all'::regclass) AS n";
+            super::super::claims::claim_transaction(conn, |c| {
+                let before = diesel::sql_query(counter).get_result::<Read>(c)?.n;
+                let claimed = c.ready_claim(&query, p, &ahead)?.len();
+                Ok((
+                    diesel::sql_query(counter).get_result::<Read>(c)?.n - before,
+                    claimed,
+                ))
+            })
+            .unwrap()
+        };
+        assert_eq!(claim(&mut conn), (1, 5), "a claim of the last 5 jobs");
+        conn.jobs_insert(&jobs[..30], false).unwrap();
+        assert_eq!(claim(&mut conn), (2, 20), "a claim of 10 and 10 ahead");
+    }
+
     /// The entries of the claim's index a claim of one job reads, while
     /// another session holds a snapshot from before 2,000 jobs were
     /// claimed (vacuum can remove none of their rows): from the floor a

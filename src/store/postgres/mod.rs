@@ -254,10 +254,18 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
         ("", "", "", "")
     };
     let immediate = claim.candidates_where_sql("$1", from_floor, LOCK);
+    // The ahead part is not read at all when the immediate part came back
+    // short: each of its scans then reached the end of what it may claim,
+    // and the ahead part reads the same rows, or fewer, with the same
+    // snapshot. (A one-time filter: without it a claim of a drained queue
+    // read the index to its end twice, the second time through every row
+    // claimed since the last vacuum; under single enqueues beside 2 × 16
+    // workers that was 3.6 ms of a claim's 3.9.)
     let ahead = claim.candidates_where_sql(
         "$3",
         &format!(
-            "{ahead_from_floor} AND job_id <> ALL ((SELECT ids FROM started)::bigint[]) \
+            "{ahead_from_floor} AND (SELECT count(*) FROM immediate) >= $1 \
+             AND job_id <> ALL ((SELECT ids FROM started)::bigint[]) \
              AND (SELECT j.kind = ANY ($4) AND j.delivery = 'at_least_once' \
                   FROM solidq_jobs j WHERE j.id = r.job_id)"
         ),
