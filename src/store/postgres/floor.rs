@@ -160,6 +160,16 @@ mod tests {
         (p, jobs)
     }
 
+    /// [`two_thousand_ready`] on a migrated schema of its own, with no
+    /// snapshot held (`None`: PostgreSQL is not there, the test skipped
+    /// loudly).
+    fn two_thousand_ready_unheld() -> Option<(PgConnection, i64, Vec<NewJob>)> {
+        let (mut conn, mut holder) = super::super::migrated_under_a_held_snapshot()?;
+        holder.batch_execute("ROLLBACK").unwrap();
+        let (p, jobs) = two_thousand_ready(&mut conn);
+        Some((conn, p, jobs))
+    }
+
     /// Limits of `n` jobs for idle threads and none ahead.
     fn limits(n: usize) -> ClaimLimits {
         ClaimLimits {
@@ -244,11 +254,9 @@ mod tests {
     /// of server CPU (`claims::claim_transaction`).
     #[test]
     fn a_connection_plans_its_claim_once() {
-        let Some((mut conn, mut holder)) = super::super::migrated_under_a_held_snapshot() else {
+        let Some((mut conn, p, _)) = two_thousand_ready_unheld() else {
             return;
         };
-        holder.batch_execute("ROLLBACK").unwrap();
-        let (p, _) = two_thousand_ready(&mut conn);
         let query = ClaimQuery::new(vec![QueuePattern::All]);
         for _ in 0..12 {
             let claimed = super::super::claims::claim_transaction(&mut conn, |c| {
@@ -285,11 +293,9 @@ mod tests {
     /// twice and takes jobs ahead too.
     #[test]
     fn a_claim_that_comes_back_short_reads_the_queue_once() {
-        let Some((mut conn, mut holder)) = super::super::migrated_under_a_held_snapshot() else {
+        let Some((mut conn, p, jobs)) = two_thousand_ready_unheld() else {
             return;
         };
-        holder.batch_execute("ROLLBACK").unwrap();
-        let (p, jobs) = two_thousand_ready(&mut conn);
         let query = ClaimQuery::new(vec![QueuePattern::All]);
         assert_eq!(
             conn.ready_claim(&query, p, &limits(1_995)).unwrap().len(),
