@@ -8,7 +8,8 @@
 //!   INSERT of a job and its ready row as one prepared statement
 //!   (PostgreSQL), one `BEGIN IMMEDIATE` transaction (SQLite) or one
 //!   transaction of two INSERTs, the second taking `LAST_INSERT_ID()`
-//!   (MySQL).
+//!   (MySQL); and the same on the minimal schema of the work-down's limit
+//!   (below), ids given by the caller ("against the limit").
 //! * enqueue bulk: `enqueue_all` of 1,000 jobs per call.
 //! * work-down: `--jobs` no-op jobs enqueued beforehand, then P worker
 //!   processes of T threads (this binary with `--worker`); time until none
@@ -1308,6 +1309,61 @@ impl Raw {
         }
     }
 
+    /// One job enqueued on the minimal schema ([`Raw::fill_minimal`]
+    /// made it), with the id given: its job row and its ready row in one
+    /// transaction, as [`Raw::enqueue`] on solidq's (issue 28, item 3's
+    /// single enqueue against the minimal schema's single statement).
+    fn enqueue_minimal(&mut self, id: i64) {
+        match self {
+            Raw::Pg(c) => {
+                Cached(
+                    diesel::sql_query(
+                        "WITH j AS (INSERT INTO raw_jobs (id, queue_name, class_name, arguments, priority, attempts,
+                                                          created_at, updated_at)
+                                    VALUES ($1, 'default', 'noop', 'null', 0, 0, LOCALTIMESTAMP, LOCALTIMESTAMP)
+                                    RETURNING id, queue_name, priority, created_at)
+                         INSERT INTO raw_ready (job_id, queue_name, priority, created_at)
+                         SELECT id, queue_name, priority, created_at FROM j",
+                    )
+                    .bind::<BigInt, _>(id),
+                )
+                .execute(c)
+                .expect("raw enqueue");
+            }
+            Raw::Sqlite(c) => {
+                c.immediate_transaction::<_, diesel::result::Error, _>(|c| {
+                    for sql in [
+                        "INSERT INTO raw_jobs (id, queue_name, class_name, arguments, priority, attempts,
+                                               created_at, updated_at)
+                         VALUES (?1, 'default', 'noop', 'null', 0, 0, datetime('now'), datetime('now'))",
+                        "INSERT INTO raw_ready (job_id, queue_name, priority, created_at)
+                         VALUES (?1, 'default', 0, datetime('now'))",
+                    ] {
+                        Cached(diesel::sql_query(sql).bind::<BigInt, _>(id)).execute(c)?;
+                    }
+                    Ok(())
+                })
+                .expect("raw enqueue");
+            }
+            #[cfg(feature = "mysql")]
+            Raw::Mysql(c) => {
+                c.transaction::<_, diesel::result::Error, _>(|c| {
+                    for sql in [
+                        "INSERT INTO raw_jobs (id, queue_name, class_name, arguments, priority, attempts,
+                                               created_at, updated_at)
+                         VALUES (?, 'default', 'noop', 'null', 0, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))",
+                        "INSERT INTO raw_ready (job_id, queue_name, priority, created_at)
+                         VALUES (?, 'default', 0, UTC_TIMESTAMP(6))",
+                    ] {
+                        Cached(diesel::sql_query(sql).bind::<BigInt, _>(id)).execute(c)?;
+                    }
+                    Ok(())
+                })
+                .expect("raw enqueue");
+            }
+        }
+    }
+
     /// The raw lifecycle: claim up to `batch` with SKIP LOCKED into
     /// claimed_executions (one transaction), then mark them finished and
     /// delete their claims (another). Returns how many it claimed.
@@ -1692,6 +1748,7 @@ fn assert_succeeded_after(raw: &mut Raw, n: usize, after: i64) {
 
 fn bench_enqueue(backend: &'static str, args: &Args, table: &mut Table) {
     let (mut ours, mut raw_single, mut bulk) = (vec![], vec![], vec![]);
+    let mut raw_minimal = vec![];
     for _ in 0..args.repeat {
         let db = BenchDb::new(backend, args);
         let queue = db.queue();
@@ -1706,6 +1763,12 @@ fn bench_enqueue(backend: &'static str, args: &Args, table: &mut Table) {
             raw.enqueue();
         }
         raw_single.push(rate(args.single, started.elapsed()));
+        raw.fill_minimal(0);
+        let started = Instant::now();
+        for id in 1..=args.single {
+            raw.enqueue_minimal(id as i64);
+        }
+        raw_minimal.push(rate(args.single, started.elapsed()));
         let batch: Vec<Noop> = (0..1_000).map(|_| Noop).collect();
         let started = Instant::now();
         for _ in 0..args.bulk / 1_000 {
@@ -1715,9 +1778,15 @@ fn bench_enqueue(backend: &'static str, args: &Args, table: &mut Table) {
     }
     table.add_vs(
         "enqueue single (jobs/s)",
-        ours,
+        ours.clone(),
         "raw single statement",
         raw_single,
+    );
+    table.add_vs(
+        "enqueue single, against the limit (jobs/s)",
+        ours,
+        "raw on a minimal schema",
+        raw_minimal,
     );
     table.add("enqueue bulk, 1,000 per call (jobs/s)", bulk);
 }
