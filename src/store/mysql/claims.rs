@@ -65,8 +65,12 @@ impl ClaimsDriver for MysqlConnection {
         let mut placed = load_candidates(c, claim, limits.immediate, None, immediate_from)?;
         let started: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
         // Beyond the idle threads: only jobs of fast kinds, and never
-        // at-most-once ones.
-        if !limits.fast_kinds.is_empty() {
+        // at-most-once ones; and not looked for when the idle threads'
+        // read came back short: each of its patterns then read to the end
+        // of what it may claim, and this read covers the same rows or
+        // fewer (a job committed between the two reads changes the
+        // listener's signature, and the next claim takes it).
+        if !limits.fast_kinds.is_empty() && placed.len() >= limits.immediate {
             let ahead = Some((limits.fast_kinds.as_slice(), started.as_slice()));
             placed.extend(load_candidates(c, claim, limits.ahead, ahead, ahead_from)?);
         }
@@ -274,6 +278,98 @@ mod tests {
 
     fn words(sql: &str) -> String {
         sql.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// A claim that comes back short of jobs for its idle threads runs no
+    /// read of jobs to take ahead (it could find nothing more): as many
+    /// statements as a claim with nothing to take ahead. One that fills
+    /// them runs that read, one statement more.
+    #[test]
+    fn a_claim_that_comes_back_short_reads_the_queue_once() {
+        use diesel::Connection;
+
+        use crate::store::{ClaimQuery, JobsDriver, NewJob, NewProcess, ProcessesDriver};
+        use crate::types::QueuePattern;
+
+        let Some(url) = crate::store::conformance::mysql_url() else {
+            return;
+        };
+        let url = crate::types::DatabaseUrl::parse(&url).unwrap();
+        let options = crate::store::PoolOptions {
+            size: 1,
+            timeout: std::time::Duration::from_secs(30),
+            sqlite: crate::store::SqliteSettings::default(),
+        };
+        crate::store::Store::connect(&url, &options)
+            .unwrap()
+            .migrate()
+            .unwrap();
+        let crate::store::AnyConnection::Mysql(mut conn) = url
+            .establish(crate::store::SqliteSettings::default())
+            .unwrap()
+        else {
+            panic!("a MySQL connection");
+        };
+        let p = conn
+            .process_insert(&NewProcess {
+                kind: "worker".into(),
+                name: "short".into(),
+                pid: 4711,
+                hostname: "host".into(),
+                supervisor_id: None,
+                metadata: "{}".into(),
+            })
+            .unwrap();
+        let enqueue = |conn: &mut MysqlConnection, n: usize| {
+            let jobs: Vec<NewJob> = (0..n).map(|_| NewJob::plain("short", "noop")).collect();
+            conn.jobs_insert(&jobs, false).unwrap();
+        };
+        #[derive(QueryableByName)]
+        struct Status {
+            #[diesel(sql_type = Text)]
+            #[diesel(column_name = Value)]
+            value: String,
+        }
+        let executed = |conn: &mut MysqlConnection| -> i64 {
+            let row: Status = sql_query("SHOW SESSION STATUS LIKE 'Com_stmt_execute'")
+                .get_result(conn)
+                .unwrap();
+            row.value.parse().unwrap()
+        };
+        let query = ClaimQuery::new(vec![QueuePattern::All]);
+        // Statements a claim ran, and the jobs it took.
+        let claim = |conn: &mut MysqlConnection, ahead: usize| -> (i64, usize) {
+            let limits = ClaimLimits {
+                immediate: 10,
+                ahead,
+                fast_kinds: if ahead > 0 {
+                    vec!["noop".into()]
+                } else {
+                    Vec::new()
+                },
+                from: 0,
+            };
+            let before = executed(conn);
+            let claimed = Connection::transaction(conn, |c| c.ready_claim(&query, p, &limits))
+                .unwrap()
+                .len();
+            (executed(conn) - before, claimed)
+        };
+        enqueue(&mut conn, 5);
+        let (without_ahead, claimed) = claim(&mut conn, 0);
+        assert_eq!(claimed, 5);
+        enqueue(&mut conn, 5);
+        assert_eq!(
+            claim(&mut conn, 10),
+            (without_ahead, 5),
+            "a claim of the last 5 jobs, 10 ahead allowed"
+        );
+        enqueue(&mut conn, 30);
+        assert_eq!(
+            claim(&mut conn, 10),
+            (without_ahead + 1, 20),
+            "a claim of 10 and 10 ahead"
+        );
     }
 
     /// claims.sql holds the text store::fair makes for these arguments:
