@@ -287,6 +287,61 @@ mod tests {
         );
     }
 
+    /// A claim is never compiled by JIT: its generic plan is priced for a
+    /// tenth of the ready table, and behind a backlog of 400,000 jobs every
+    /// claim passed `jit_above_cost` and compiled for about 13 ms
+    /// (`claims::claim_transaction`). Here `jit_above_cost = 0` puts any
+    /// plan past it: the same claim explained outside a claim's
+    /// transaction is compiled.
+    #[test]
+    fn a_claim_is_never_compiled_by_jit() {
+        let Some((mut conn, _, _)) = two_thousand_ready_unheld() else {
+            return;
+        };
+        #[derive(QueryableByName)]
+        struct Available {
+            #[diesel(sql_type = diesel::sql_types::Bool)]
+            available: bool,
+        }
+        let jit = diesel::sql_query("SELECT pg_jit_available() AS available")
+            .get_result::<Available>(&mut conn)
+            .unwrap();
+        if !jit.available {
+            eprintln!("SKIPPED a_claim_is_never_compiled_by_jit: this PostgreSQL has no JIT");
+            return;
+        }
+        #[derive(QueryableByName)]
+        struct PlanLine {
+            #[diesel(sql_type = diesel::sql_types::Text, column_name = "QUERY PLAN")]
+            line: String,
+        }
+        let sql = super::super::claim_sql(&ClaimQuery::new(vec![QueuePattern::All]));
+        let explain = |conn: &mut PgConnection| -> diesel::QueryResult<String> {
+            conn.batch_execute(&format!("PREPARE jit_claim AS {sql}"))?;
+            let lines: Vec<PlanLine> = diesel::sql_query(
+                "EXPLAIN EXECUTE jit_claim(16, 1, 84, ARRAY['noop'], 1, 0, false)",
+            )
+            .load(conn)?;
+            conn.batch_execute("DEALLOCATE jit_claim")?;
+            Ok(lines
+                .into_iter()
+                .map(|l| l.line)
+                .collect::<Vec<_>>()
+                .join("\n"))
+        };
+        conn.batch_execute("SET jit_above_cost = 0").unwrap();
+        let outside = explain(&mut conn).unwrap();
+        assert!(
+            outside.contains("JIT:"),
+            "outside a claim's transaction:\n{outside}"
+        );
+        let inside = super::super::claims::claim_transaction(&mut conn, explain).unwrap();
+        assert!(
+            !inside.contains("JIT:"),
+            "in a claim's transaction:\n{inside}"
+        );
+    }
+
     /// A claim that comes back short of jobs for its idle threads reads
     /// the queue's index once: its ahead part, which could find nothing
     /// more, is not run (`claim_sql`). A claim that fills them reads it
