@@ -16,16 +16,22 @@ const MARK_UNSTARTED: &str = named(SQL, "claimed_mark_unstarted");
 const DELETE_CLAIMS_OF_PROCESS: &str = named(SQL, "claimed_delete_by_process");
 const DELETE_ORPHANED_CLAIMS: &str = named(SQL, "claimed_delete_orphans");
 pub(super) const SUCCEED_FENCED: &str = named(SQL, "jobs_succeed_fenced");
-/// A claim's transaction: opened with bitmap scans off, the claim on its
-/// generic plan and no JIT compilation ([`claim_transaction`] says why). Not in
-/// `claims.sql`: it opens a transaction, where each `.sql` file's names
-/// are statements every backend names alike and PostgreSQL prepares.
+/// A claim's transaction: opened with bitmap and sequential scans off, the
+/// claim on its generic plan and no JIT compilation ([`claim_transaction`]
+/// says why). Not in `claims.sql`: it opens a transaction, where each
+/// `.sql` file's names are statements every backend names alike and
+/// PostgreSQL prepares.
 const CLAIM_BEGIN: &str = "BEGIN; SET LOCAL enable_bitmapscan = off; \
-     SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL jit = off";
+     SET LOCAL enable_seqscan = off; SET LOCAL plan_cache_mode = force_generic_plan; \
+     SET LOCAL jit = off";
+/// The settings of a statement that finds its rows by key
+/// ([`keyed_transaction`] says why).
+const KEYED: &str = "SET LOCAL enable_seqscan = off; SET LOCAL jit = off";
 
-/// Runs a claim, `body`, in a transaction with bitmap scans off, cached
-/// statements on their generic plans and JIT off, opened in the round
-/// trip of its `BEGIN` (diesel's transaction manager knows it as its own).
+/// Runs a claim, `body`, in a transaction with bitmap and sequential scans
+/// off, cached statements on their generic plans and JIT off, opened in
+/// the round trip of its `BEGIN` (diesel's transaction manager knows it as
+/// its own).
 ///
 /// The generic plan: the claim statement is written for it (ids handed
 /// on as arrays, no join a plan could turn into a scan; docs/query-plans.md
@@ -61,6 +67,11 @@ const CLAIM_BEGIN: &str = "BEGIN; SET LOCAL enable_bitmapscan = off; \
 /// claim (`pg_stat_statements`' `jit_*` columns: 38 s of JIT in 2,903
 /// claims of a 400,000-job work-down, which ran at 12,500 jobs/s, 31,500
 /// with JIT off). A claim reads a few hundred rows; compiling never pays.
+///
+/// No sequential scan: see [`keyed_transaction`]. The claim's delete of
+/// the ready rows it took is such a lookup; a plan cached while a drained
+/// queue's ready table held a few pages read the table whole once it had
+/// grown (a mixed run: 478 buffers and 4.5 ms of a claim's 4.6).
 pub(super) fn claim_transaction<T>(
     conn: &mut PgConnection,
     body: impl FnOnce(&mut PgConnection) -> QueryResult<T>,
@@ -72,7 +83,47 @@ pub(super) fn claim_transaction<T>(
         // a savepoint, as `Driver::transaction`.
         return Connection::transaction(conn, body);
     }
-    AnsiTransactionManager::begin_transaction_sql(conn, CLAIM_BEGIN)?;
+    begun(conn, CLAIM_BEGIN, body)
+}
+
+/// Runs `body`, statements that find their rows by key (ids handed on as
+/// arrays), planned with sequential scans off and JIT off: in a
+/// transaction of its own opened in the round trip of its `BEGIN`, or to
+/// the end of the caller's (the finish is the last of solidq's statements
+/// in every transaction it runs in).
+///
+/// PostgreSQL caches a statement's generic plan, and plans it again only
+/// when the table's statistics change. A plan made while a table held a
+/// few pages (a new database; the ready and claimed tables of a drained
+/// queue, most of the time) reads it whole, and goes on doing so as it
+/// grows until the next `VACUUM` or `ANALYZE`: the finish of a mixed run
+/// read all of `solidq_jobs` each time (4–6 ms a finish of 15 to 46 jobs,
+/// `auto_explain`). With sequential scans off the plan is the primary key's
+/// whatever the sizes were; the penalty PostgreSQL puts on a scan it
+/// cannot avoid would price the statement past `jit_above_cost`, so JIT
+/// is off too.
+pub(super) fn keyed_transaction<T>(
+    conn: &mut PgConnection,
+    body: impl FnOnce(&mut PgConnection) -> QueryResult<T>,
+) -> QueryResult<T> {
+    use diesel::connection::{AnsiTransactionManager, TransactionManager};
+    let depth = AnsiTransactionManager::transaction_manager_status_mut(conn).transaction_depth()?;
+    if depth.is_some() {
+        conn.batch_execute(KEYED)?;
+        return body(conn);
+    }
+    begun(conn, &format!("BEGIN; {KEYED}"), body)
+}
+
+/// Opens a transaction by `begin` (its `BEGIN` and settings, one round
+/// trip), runs `body`, and commits, or rolls back on an error.
+fn begun<T>(
+    conn: &mut PgConnection,
+    begin: &str,
+    body: impl FnOnce(&mut PgConnection) -> QueryResult<T>,
+) -> QueryResult<T> {
+    use diesel::connection::{AnsiTransactionManager, TransactionManager};
+    AnsiTransactionManager::begin_transaction_sql(conn, begin)?;
     match body(conn) {
         Ok(value) => {
             AnsiTransactionManager::commit_transaction(conn)?;
@@ -218,22 +269,26 @@ impl ClaimsDriver for PgConnection {
         // Sorted by id: the statement binary-searches the ids.
         let mut rows: Vec<&Succeeded> = rows.iter().collect();
         rows.sort_unstable_by_key(|r| r.id);
-        let written: Vec<IdRow> = Cached(
-            prepared(SUCCEED_FENCED)
-                .bind::<BigInt, _>(process_id)
-                .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
-                .bind::<Array<Nullable<Text>>, _>(
-                    rows.iter().map(|r| r.result.as_deref()).collect::<Vec<_>>(),
-                )
-                .bind::<Array<BigInt>, _>(rows.iter().map(|r| micros(r.keep)).collect::<Vec<_>>())
-                .bind::<Array<BigInt>, _>(starts)
-                .bind::<Array<BigInt>, _>(
-                    rows.iter()
-                        .map(|r| micros(r.started_ago))
-                        .collect::<Vec<_>>(),
-                ),
-        )
-        .load(self)?;
+        let written: Vec<IdRow> = keyed_transaction(self, |conn| {
+            Cached(
+                prepared(SUCCEED_FENCED)
+                    .bind::<BigInt, _>(process_id)
+                    .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.id).collect::<Vec<_>>())
+                    .bind::<Array<Nullable<Text>>, _>(
+                        rows.iter().map(|r| r.result.as_deref()).collect::<Vec<_>>(),
+                    )
+                    .bind::<Array<BigInt>, _>(
+                        rows.iter().map(|r| micros(r.keep)).collect::<Vec<_>>(),
+                    )
+                    .bind::<Array<BigInt>, _>(starts)
+                    .bind::<Array<BigInt>, _>(
+                        rows.iter()
+                            .map(|r| micros(r.started_ago))
+                            .collect::<Vec<_>>(),
+                    ),
+            )
+            .load(conn)
+        })?;
         Ok(written.into_iter().map(|r| r.id).collect())
     }
 }

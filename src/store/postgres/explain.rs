@@ -117,9 +117,12 @@ pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(Str
             conn.batch_execute(&format!("DEALLOCATE solidq_explain_{i}"))?;
             Ok(lines)
         };
-        // A claim is planned in its transaction, with its settings.
+        // A claim is planned in its transaction, with its settings, and
+        // the finish with sequential scans off.
         let lines = if name.starts_with("claim from") {
             super::claims::claim_transaction(conn, plan)?
+        } else if name.starts_with("finish") {
+            super::claims::keyed_transaction(conn, plan)?
         } else {
             plan(conn)?
         };

@@ -342,6 +342,83 @@ mod tests {
         );
     }
 
+    /// The claim's delete of the ready rows it took and the finish's
+    /// update of its jobs find their rows by key whatever size their table
+    /// had when the plan was cached (`claims::keyed_transaction`). Both are
+    /// planned here on a table of one job, then explained again, from the
+    /// cache, once it holds 2,000: planned as they run, by key; planned
+    /// outside their transactions, the table read whole.
+    #[test]
+    fn plans_cached_on_a_small_table_read_by_key_once_it_has_grown() {
+        let Some((mut conn, mut holder)) = super::super::migrated_under_a_held_snapshot() else {
+            return;
+        };
+        holder.batch_execute("ROLLBACK").unwrap();
+        // No ANALYZE but these, which would plan the statements again.
+        conn.batch_execute(
+            "ALTER TABLE solidq_jobs SET (autovacuum_enabled = false);
+             ALTER TABLE solidq_ready_executions SET (autovacuum_enabled = false);
+             ANALYZE solidq_jobs; ANALYZE solidq_ready_executions;
+             SET plan_cache_mode = force_generic_plan",
+        )
+        .unwrap();
+        conn.jobs_insert(&[NewJob::plain("floor", "noop")], false)
+            .unwrap();
+        #[derive(QueryableByName)]
+        struct PlanLine {
+            #[diesel(sql_type = diesel::sql_types::Text, column_name = "QUERY PLAN")]
+            line: String,
+        }
+        let explain = |conn: &mut PgConnection, name: &str, args: &str| {
+            let lines: Vec<PlanLine> =
+                diesel::sql_query(format!("EXPLAIN EXECUTE {name}{args}")).load(conn)?;
+            Ok::<_, diesel::result::Error>(
+                lines
+                    .into_iter()
+                    .map(|l| l.line)
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            )
+        };
+        let claim = super::super::claim_sql(&ClaimQuery::new(vec![QueuePattern::All]));
+        let claim_args = "(16, 1, 84, ARRAY['noop'], 1, 0, false)";
+        let finish = super::super::claims::SUCCEED_FENCED;
+        let finish_args = "(1, ARRAY[1, 2]::bigint[], ARRAY[NULL, NULL]::text[], \
+                           ARRAY[1, 1]::bigint[], ARRAY[3]::bigint[], ARRAY[5, 5]::bigint[])";
+        conn.batch_execute(&format!(
+            "PREPARE plain_claim AS {claim}; PREPARE claim AS {claim};
+             PREPARE plain_finish AS {finish}; PREPARE finish AS {finish};"
+        ))
+        .unwrap();
+        // Each statement's plan outside its transaction and in it.
+        let plans = |conn: &mut PgConnection| {
+            let claims = (
+                explain(conn, "plain_claim", claim_args).unwrap(),
+                super::super::claims::claim_transaction(conn, |c| explain(c, "claim", claim_args))
+                    .unwrap(),
+            );
+            let finishes = (
+                explain(conn, "plain_finish", finish_args).unwrap(),
+                super::super::claims::keyed_transaction(conn, |c| {
+                    explain(c, "finish", finish_args)
+                })
+                .unwrap(),
+            );
+            [
+                (claims, "solidq_ready_executions"),
+                (finishes, "solidq_jobs"),
+            ]
+        };
+        plans(&mut conn);
+        two_thousand_ready(&mut conn);
+        for ((plain, keyed), table) in plans(&mut conn) {
+            let whole = format!("Seq Scan on {table} ");
+            assert!(plain.contains(&whole), "planned outside:\n{plain}");
+            assert!(!keyed.contains(&whole), "planned as it runs:\n{keyed}");
+            assert!(keyed.contains(&format!("{table}_pkey")), "{keyed}");
+        }
+    }
+
     /// A claim that comes back short of jobs for its idle threads reads
     /// the queue's index once: its ahead part, which could find nothing
     /// more, is not run (`claim_sql`). A claim that fills them reads it
