@@ -86,11 +86,12 @@ pub(super) fn claim_transaction<T>(
     begun(conn, CLAIM_BEGIN, body)
 }
 
-/// Runs `body`, statements that find their rows by key (ids handed on as
-/// arrays), planned with sequential scans off and JIT off: in a
-/// transaction of its own opened in the round trip of its `BEGIN`, or to
-/// the end of the caller's (the finish is the last of solidq's statements
-/// in every transaction it runs in).
+/// Runs `body`, statements that find their rows by key (the finish, the
+/// fence before a failure, the dispatch of due jobs, the cleaner),
+/// planned with sequential scans off and JIT off: in a transaction of its
+/// own opened in the round trip of its `BEGIN`, or to the end of the
+/// caller's (only solidq's own statements follow them in any transaction
+/// they run in, and those find their rows by key too).
 ///
 /// PostgreSQL caches a statement's generic plan, and plans it again only
 /// when the table's statistics change. A plan made while a table held a
@@ -207,8 +208,9 @@ impl ClaimsDriver for PgConnection {
     }
 
     fn scheduled_dispatch(&mut self, batch: usize) -> QueryResult<Vec<String>> {
-        let rows: Vec<QueueRow> =
-            Cached(prepared(DISPATCH_SCHEDULED).bind::<BigInt, _>(batch as i64)).load(self)?;
+        let rows: Vec<QueueRow> = keyed_transaction(self, |conn| {
+            Cached(prepared(DISPATCH_SCHEDULED).bind::<BigInt, _>(batch as i64)).load(conn)
+        })?;
         Ok(rows.into_iter().map(|r| r.queue_name).collect())
     }
 
@@ -223,12 +225,14 @@ impl ClaimsDriver for PgConnection {
     }
 
     fn claimed_delete_fenced(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
-        let rows: Vec<IdRow> = Cached(
-            prepared(DELETE_CLAIMS_FENCED)
-                .bind::<BigInt, _>(process_id)
-                .bind::<Array<BigInt>, _>(job_ids),
-        )
-        .load(self)?;
+        let rows: Vec<IdRow> = keyed_transaction(self, |conn| {
+            Cached(
+                prepared(DELETE_CLAIMS_FENCED)
+                    .bind::<BigInt, _>(process_id)
+                    .bind::<Array<BigInt>, _>(job_ids),
+            )
+            .load(conn)
+        })?;
         Ok(rows.into_iter().map(|r| r.id).collect())
     }
 

@@ -118,10 +118,16 @@ pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(Str
             Ok(lines)
         };
         // A claim is planned in its transaction, with its settings, and
-        // the finish with sequential scans off.
+        // the statements that find rows by key with sequential scans off.
+        let keyed = [
+            "finish (fence and succeed)",
+            "fence before a failure",
+            "dispatch due jobs",
+            "clean finished jobs",
+        ];
         let lines = if name.starts_with("claim from") {
             super::claims::claim_transaction(conn, plan)?
-        } else if name.starts_with("finish") {
+        } else if keyed.contains(name) {
             super::claims::keyed_transaction(conn, plan)?
         } else {
             plan(conn)?

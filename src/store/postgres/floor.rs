@@ -342,26 +342,36 @@ mod tests {
         );
     }
 
-    /// The claim's delete of the ready rows it took and the finish's
-    /// update of its jobs find their rows by key whatever size their table
-    /// had when the plan was cached (`claims::keyed_transaction`). Both are
-    /// planned here on a table of one job, then explained again, from the
-    /// cache, once it holds 2,000: planned as they run, by key; planned
-    /// outside their transactions, the table read whole.
+    /// The statements of a worker and its dispatcher and cleaner that
+    /// find their rows by key do so whatever size their tables had when
+    /// the plan was cached (`claims::keyed_transaction`): the claim (its
+    /// delete of the ready rows it took, its read of the jobs), the finish,
+    /// the fence before a failure, the dispatch of due jobs and the
+    /// cleaner. Each is planned here on tables of one job, then explained
+    /// again, from the cache, once they hold thousands: planned as they
+    /// run, by key; planned outside their transactions, the table read
+    /// whole.
     #[test]
     fn plans_cached_on_a_small_table_read_by_key_once_it_has_grown() {
         let Some((mut conn, mut holder)) = super::super::migrated_under_a_held_snapshot() else {
             return;
         };
         holder.batch_execute("ROLLBACK").unwrap();
+        const TABLES: [&str; 4] = [
+            "solidq_jobs",
+            "solidq_ready_executions",
+            "solidq_scheduled_executions",
+            "solidq_claimed_executions",
+        ];
         // No ANALYZE but these, which would plan the statements again.
-        conn.batch_execute(
-            "ALTER TABLE solidq_jobs SET (autovacuum_enabled = false);
-             ALTER TABLE solidq_ready_executions SET (autovacuum_enabled = false);
-             ANALYZE solidq_jobs; ANALYZE solidq_ready_executions;
-             SET plan_cache_mode = force_generic_plan",
-        )
-        .unwrap();
+        for table in TABLES {
+            conn.batch_execute(&format!(
+                "ALTER TABLE {table} SET (autovacuum_enabled = false); ANALYZE {table}"
+            ))
+            .unwrap();
+        }
+        conn.batch_execute("SET plan_cache_mode = force_generic_plan")
+            .unwrap();
         conn.jobs_insert(&[NewJob::plain("floor", "noop")], false)
             .unwrap();
         #[derive(QueryableByName)]
@@ -381,41 +391,86 @@ mod tests {
             )
         };
         let claim = super::super::claim_sql(&ClaimQuery::new(vec![QueuePattern::All]));
-        let claim_args = "(16, 1, 84, ARRAY['noop'], 1, 0, false)";
-        let finish = super::super::claims::SUCCEED_FENCED;
-        let finish_args = "(1, ARRAY[1, 2]::bigint[], ARRAY[NULL, NULL]::text[], \
-                           ARRAY[1, 1]::bigint[], ARRAY[3]::bigint[], ARRAY[5, 5]::bigint[])";
-        conn.batch_execute(&format!(
-            "PREPARE plain_claim AS {claim}; PREPARE claim AS {claim};
-             PREPARE plain_finish AS {finish}; PREPARE finish AS {finish};"
-        ))
-        .unwrap();
+        // Name, text, arguments, the table the plan made on one job reads
+        // whole.
+        let statements = [
+            (
+                "claim",
+                claim.as_str(),
+                "(16, 1, 84, ARRAY['noop'], 1, 0, false)",
+                "solidq_ready_executions",
+            ),
+            (
+                "finish",
+                super::super::claims::SUCCEED_FENCED,
+                "(1, ARRAY[1, 2]::bigint[], ARRAY[NULL, NULL]::text[], \
+                  ARRAY[1, 1]::bigint[], ARRAY[3]::bigint[], ARRAY[5, 5]::bigint[])",
+                "solidq_jobs",
+            ),
+            (
+                "fence",
+                super::super::claims::DELETE_CLAIMS_FENCED,
+                "(1, ARRAY[1, 2]::bigint[])",
+                "solidq_claimed_executions",
+            ),
+            (
+                "dispatch",
+                super::super::claims::DISPATCH_SCHEDULED,
+                "(500)",
+                "solidq_scheduled_executions",
+            ),
+            (
+                "clean",
+                super::super::jobs::JOBS_DELETE_EXPIRED,
+                "(1000)",
+                "solidq_jobs",
+            ),
+        ];
+        for (name, sql, _, _) in &statements {
+            conn.batch_execute(&format!(
+                "PREPARE plain_{name} AS {sql}; PREPARE {name} AS {sql}"
+            ))
+            .unwrap();
+        }
         // Each statement's plan outside its transaction and in it.
         let plans = |conn: &mut PgConnection| {
-            let claims = (
-                explain(conn, "plain_claim", claim_args).unwrap(),
-                super::super::claims::claim_transaction(conn, |c| explain(c, "claim", claim_args))
-                    .unwrap(),
-            );
-            let finishes = (
-                explain(conn, "plain_finish", finish_args).unwrap(),
-                super::super::claims::keyed_transaction(conn, |c| {
-                    explain(c, "finish", finish_args)
-                })
-                .unwrap(),
-            );
-            [
-                (claims, "solidq_ready_executions"),
-                (finishes, "solidq_jobs"),
-            ]
+            statements.map(|(name, _, args, table)| {
+                let plain = explain(conn, &format!("plain_{name}"), args).unwrap();
+                let run = |c: &mut PgConnection| explain(c, name, args);
+                let keyed = if name == "claim" {
+                    super::super::claims::claim_transaction(conn, run)
+                } else {
+                    super::super::claims::keyed_transaction(conn, run)
+                };
+                (name, plain, keyed.unwrap(), table)
+            })
         };
         plans(&mut conn);
-        two_thousand_ready(&mut conn);
-        for ((plain, keyed), table) in plans(&mut conn) {
-            let whole = format!("Seq Scan on {table} ");
-            assert!(plain.contains(&whole), "planned outside:\n{plain}");
-            assert!(!keyed.contains(&whole), "planned as it runs:\n{keyed}");
-            assert!(keyed.contains(&format!("{table}_pkey")), "{keyed}");
+        // Thousands of jobs: ready, claimed and due later.
+        let (p, _) = two_thousand_ready(&mut conn);
+        let query = ClaimQuery::new(vec![QueuePattern::All]);
+        assert_eq!(
+            conn.ready_claim(&query, p, &limits(1_000)).unwrap().len(),
+            1_000
+        );
+        let later: Vec<NewJob> = (0..2_000)
+            .map(|_| NewJob {
+                delay: std::time::Duration::from_secs(3_600),
+                ..NewJob::plain("floor", "noop")
+            })
+            .collect();
+        conn.jobs_insert(&later, false).unwrap();
+        for (name, plain, keyed, table) in plans(&mut conn) {
+            assert!(
+                plain.contains(&format!("Seq Scan on {table} ")),
+                "{name} planned outside its transaction:\n{plain}"
+            );
+            for table in TABLES {
+                assert!(
+                    !keyed.contains(&format!("Seq Scan on {table} ")),
+                    "{name} planned as it runs:\n{keyed}"
+                );
+            }
         }
     }
 

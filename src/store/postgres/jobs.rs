@@ -235,18 +235,20 @@ impl JobsDriver for PgConnection {
         older_than: Option<Duration>,
         limit: usize,
     ) -> QueryResult<usize> {
-        match older_than {
+        // By key whatever size the table had when the plan was cached
+        // (`claims::keyed_transaction`).
+        super::claims::keyed_transaction(self, |conn| match older_than {
             // The partial index on expires_at serves this one.
             None => {
-                Cached(prepared(JOBS_DELETE_EXPIRED).bind::<BigInt, _>(limit as i64)).execute(self)
+                Cached(prepared(JOBS_DELETE_EXPIRED).bind::<BigInt, _>(limit as i64)).execute(conn)
             }
             Some(age) => Cached(
                 prepared(JOBS_DELETE_FINISHED_BEFORE)
                     .bind::<BigInt, _>(micros(age))
                     .bind::<BigInt, _>(limit as i64),
             )
-            .execute(self),
-        }
+            .execute(conn),
+        })
     }
 }
 
