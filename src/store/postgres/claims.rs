@@ -87,7 +87,7 @@ pub(super) fn claim_transaction<T>(
 }
 
 /// Runs `body`, statements that find their rows by key (the finish, the
-/// fence before a failure, the dispatch of due jobs, the cleaner),
+/// fence before a failure, the dispatch of due jobs),
 /// planned with sequential scans off and JIT off: in a transaction of its
 /// own opened in the round trip of its `BEGIN`, or to the end of the
 /// caller's (only solidq's own statements follow them in any transaction

@@ -123,7 +123,6 @@ pub(in crate::store) fn explain(conn: &mut PgConnection) -> QueryResult<Vec<(Str
             "finish (fence and succeed)",
             "fence before a failure",
             "dispatch due jobs",
-            "clean finished jobs",
         ];
         let lines = if name.starts_with("claim from") {
             super::claims::claim_transaction(conn, plan)?

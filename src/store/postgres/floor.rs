@@ -356,12 +356,12 @@ mod tests {
         );
     }
 
-    /// The statements of a worker and its dispatcher and cleaner that
+    /// The statements of a worker and its dispatcher that
     /// find their rows by key do so whatever size their tables had when
     /// the plan was made (`claims::keyed_transaction`): the claim (its
     /// delete of the ready rows it took, its read of the jobs), the finish,
-    /// the fence before a failure, the dispatch of due jobs and the
-    /// cleaner. PostgreSQL caches a generic plan and makes it again only
+    /// the fence before a failure and the dispatch of due jobs.
+    /// PostgreSQL caches a generic plan and makes it again only
     /// when the table's statistics change, so a plan made on small tables
     /// is the one that runs as they grow (a mixed run's finish read every
     /// job, 4-6 ms a finish). Each is planned here on tables of one job:
@@ -421,12 +421,6 @@ mod tests {
                 super::super::claims::DISPATCH_SCHEDULED,
                 "(500)",
                 "solidq_scheduled_executions",
-            ),
-            (
-                "clean",
-                super::super::jobs::JOBS_DELETE_EXPIRED,
-                "(1000)",
-                "solidq_jobs",
             ),
         ];
         for (name, sql, _, _) in &statements {
