@@ -366,9 +366,10 @@ mod tests {
     /// is the one that runs as they grow (a mixed run's finish read every
     /// job, 4-6 ms a finish). Each is planned here on tables of one job:
     /// as it runs, by key; outside its transaction, its table read whole.
-    /// (Not explained again after the tables grow: other sessions' DDL can
-    /// overflow the server's invalidation queue, which plans every cached
-    /// statement again, as it did under `.ci/run`.)
+    /// (Not explained again from the cache after the tables grow: under
+    /// `.ci/run` the plan was made again on the grown tables, most likely
+    /// because other tests' DDL overflowed the server's invalidation
+    /// queue, which plans every cached statement again.)
     #[test]
     fn plans_cached_on_a_small_table_read_by_key_once_it_has_grown() {
         let Some((mut conn, mut holder)) = super::super::migrated_under_a_held_snapshot() else {
