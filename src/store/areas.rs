@@ -73,7 +73,9 @@ pub(crate) trait JobsDriver {
     /// Ids of jobs holding these unique keys.
     fn jobs_find_by_unique_keys(&mut self, keys: &[String]) -> QueryResult<Vec<(String, i64)>>;
 
-    /// Deletes jobs (and, by cascade, anything that refers to them).
+    /// Deletes jobs that succeeded (their claims already fenced away): a
+    /// job in an execution table is not deleted here (no cascade follows
+    /// a failed job's row on PostgreSQL).
     fn jobs_delete(&mut self, ids: &[i64]) -> QueryResult<()>;
 
     /// Records a failed attempt and schedules the retry.
@@ -111,8 +113,8 @@ pub(crate) trait JobsDriver {
     /// budget; returns how many.
     fn failed_retry(&mut self, ids: &[i64]) -> QueryResult<usize>;
 
-    /// Operation: deletes those of these jobs that are failed; returns how
-    /// many.
+    /// Operation: deletes those of these jobs that are failed, with their
+    /// failed rows; returns how many.
     fn failed_discard(&mut self, ids: &[i64]) -> QueryResult<usize>;
 }
 

@@ -236,11 +236,8 @@ impl JobsDriver for PgConnection {
         limit: usize,
     ) -> QueryResult<usize> {
         // Not in a keyed transaction (`claims::keyed_transaction`): its
-        // `LIMIT` keeps it on custom plans, made for the table as it is,
-        // and with sequential scans off the cascade of each deleted job to
-        // `solidq_failed_executions`, a query per row, probed that table's
-        // index where it read its few pages: the cleaner deleted 100,000
-        // rows/s against 150,000 (`bench --only big`, 2 million kept).
+        // `LIMIT` keeps it on custom plans, made for the table as it is
+        // (the guide's Big tables has what the setting cost it).
         match older_than {
             // The partial index on expires_at serves this one.
             None => {

@@ -216,10 +216,10 @@ SELECT (SELECT count(*) FROM ready) + (SELECT count(*) FROM limited) AS moved,
        (SELECT n FROM notified) AS notified
 
 -- name: failed_discard
--- The jobs of $1 that have failed, deleted (their failed rows go with
--- them: ON DELETE CASCADE).
-DELETE FROM solidq_jobs WHERE id IN
-    (SELECT job_id FROM solidq_failed_executions WHERE job_id = ANY($1))
+-- The jobs of $1 that have failed, deleted with their failed rows (no
+-- foreign key cascades them: migration 2026-12-07-000001).
+WITH gone AS (DELETE FROM solidq_failed_executions WHERE job_id = ANY($1) RETURNING job_id)
+DELETE FROM solidq_jobs WHERE id = ANY (ARRAY(SELECT job_id FROM gone))
 
 -- name: jobs_count_discarded
 -- The dashboard's "Discarded" tab count, unfiltered, as store/info.rs's
