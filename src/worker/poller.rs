@@ -433,13 +433,8 @@ fn lease_holds(shared: &Shared) -> bool {
     true
 }
 
-/// The claim-ahead plan from each kind's average run time here, raised to
-/// how long its jobs running now have taken when all of them have been
-/// running longer (a kind that became slow stops being claimed ahead
-/// before the first of its slow jobs ends; one job delayed among many
-/// does not count).
+/// The claim-ahead plan from each kind's run time here ([`lifted`]).
 fn plan(shared: &Shared) -> Plan {
-    let mut times: HashMap<&str, f64> = shared.registry.times().collect();
     let mut shortest_running: HashMap<String, f64> = HashMap::new();
     let now = Instant::now();
     shared.slots.each(|running| {
@@ -449,21 +444,41 @@ fn plan(shared: &Shared) -> Plan {
             .or_insert(f64::MAX);
         *entry = entry.min(us);
     });
-    for (kind, us) in &shortest_running {
-        // A kind not measured yet stays unmeasured: its first jobs running
-        // for a moment say nothing about how long they take.
-        if let Some(time) = times.get_mut(kind.as_str())
-            && *time > 0.0
-        {
-            *time = time.max(*us);
-        }
-    }
     stats::plan(
         shared.config.threads,
         shared.config.prefetch,
         shared.claim_time.get(),
-        times,
+        lifted(shared.registry.times(), &shortest_running),
     )
+}
+
+/// Each kind's run time for the plan: the time learned from its jobs
+/// ([`stats::RunTime`]), raised to how long its jobs running now have taken
+/// when all of them have been running longer (a kind that became slow
+/// stops being claimed ahead before the first of its slow jobs ends; one
+/// job delayed among many does not count), and, with none of its jobs
+/// running, to how long its latest job took. The learned time lags a kind
+/// that turned slow until half of its last 8 jobs were: a worker whose
+/// threads had all just ended their first slow jobs saw the kind fast
+/// again and claimed 24 of them ahead, until the next look handed them
+/// back (`hoarding::*::a_kind_that_turns_slow_is_handed_back_at_once`, seen
+/// on MySQL on a slow machine). A kind not measured yet stays unmeasured:
+/// its first jobs running for a moment say nothing about how long they
+/// take.
+fn lifted<'a>(
+    times: impl IntoIterator<Item = (&'a str, f64, f64)>,
+    shortest_running: &HashMap<String, f64>,
+) -> HashMap<&'a str, f64> {
+    times
+        .into_iter()
+        .map(|(kind, time, last)| {
+            let lift = match shortest_running.get(kind) {
+                Some(running) => *running,
+                None => last,
+            };
+            (kind, if time > 0.0 { time.max(lift) } else { time })
+        })
+        .collect()
 }
 
 /// Hands back the jobs queued ahead whose kind is no longer claimed ahead
@@ -513,4 +528,31 @@ fn reregister(shared: &Shared, failures: &mut u32) -> bool {
 /// The wait after `failures` failed attempts in a row.
 pub(super) fn backoff(base: Duration, failures: u32) -> Duration {
     (base * 2u32.saturating_pow(failures.min(5))).min(Duration::from_secs(30))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kind_none_of_whose_jobs_runs_is_as_slow_as_its_latest_job() {
+        let claim_us = 3_000.0;
+        // `sleep` learned fast (0.1 ms), its latest job took 2 s, none runs
+        // now: not claimed ahead. `echo`'s latest was fast: claimed ahead.
+        let times = [("sleep", 100.0, 2e6), ("echo", 100.0, 90.0)];
+        let plan = stats::plan(4, 128, claim_us, lifted(times, &HashMap::new()));
+        assert_eq!(plan.fast_kinds, ["echo"], "{plan:?}");
+        // One of its jobs running for 50 µs: that says it is fast again
+        // (one slow job among fast ones does not stop claim-ahead).
+        let running = HashMap::from([("sleep".to_string(), 50.0)]);
+        let plan = stats::plan(4, 128, claim_us, lifted(times, &running));
+        assert_eq!(plan.fast_kinds, ["echo", "sleep"], "{plan:?}");
+        // All of them running for 1 s: slow.
+        let running = HashMap::from([("echo".to_string(), 1e6)]);
+        let plan = stats::plan(4, 128, claim_us, lifted(times, &running));
+        assert!(plan.fast_kinds.is_empty(), "{plan:?}");
+        // Never measured: stays unmeasured, never claimed ahead.
+        let lifted = lifted([("new", 0.0, 0.0)], &running);
+        assert_eq!(lifted["new"], 0.0);
+    }
 }

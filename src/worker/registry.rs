@@ -106,15 +106,16 @@ impl Registry {
         }
     }
 
-    /// Every kind that may be claimed ahead with the average run time of
-    /// its jobs in microseconds (0 before the first ends). Rate-limited
-    /// kinds never are: their starts are granted when they are claimed, so
-    /// they are claimed only for threads that start them at once.
-    pub(crate) fn times(&self) -> impl Iterator<Item = (&'static str, f64)> + '_ {
+    /// Every kind that may be claimed ahead with the run time of its jobs
+    /// ([`RunTime::get`]) and of its latest job, in microseconds (0 before
+    /// the first ends). Rate-limited kinds never are: their starts are
+    /// granted when they are claimed, so they are claimed only for threads
+    /// that start them at once.
+    pub(crate) fn times(&self) -> impl Iterator<Item = (&'static str, f64, f64)> + '_ {
         self.handlers
             .iter()
             .filter(|(_, h)| !h.rate_limited)
-            .map(|(kind, h)| (*kind, h.time.get()))
+            .map(|(kind, h)| (*kind, h.time.get(), h.time.last()))
     }
 
     pub(crate) fn is_empty(&self) -> bool {

@@ -124,6 +124,12 @@ impl Recent {
         self.slots[at].store((took.as_secs_f64() * 1e6).to_bits(), Relaxed);
     }
 
+    /// The latest observation, `None` before the first.
+    pub(crate) fn last(&self) -> Option<f64> {
+        let n = self.next.load(Relaxed) as usize;
+        (n > 0).then(|| f64::from_bits(self.slots[(n - 1) % Self::LEN].load(Relaxed)))
+    }
+
     /// The upper median of the last [`Recent::LEN`] observations (the 5th
     /// smallest of 8: past it once half of them are), `None` before there
     /// are that many.
@@ -163,6 +169,11 @@ impl RunTime {
     pub(crate) fn get(&self) -> f64 {
         let average = self.average.get();
         self.recent.median().map_or(average, |m| average.min(m))
+    }
+
+    /// How long the latest job took, in microseconds; 0 before the first.
+    pub(crate) fn last(&self) -> f64 {
+        self.recent.last().unwrap_or(0.0)
     }
 }
 

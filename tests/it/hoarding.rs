@@ -118,8 +118,11 @@ fn a_kind_that_turns_slow_is_handed_back_at_once(db: &TestDb) {
     // what the first handed back, and hands it back in turn; on a loaded
     // machine that second release was seen taking 450 ms (MySQL), so the
     // watch starts a second in, when both have seen their jobs outlast a
-    // claim, and lasts until after the first slow jobs end (2 s), when
-    // each worker's last 8 run times say the kind is slow.
+    // claim, and lasts until after the first slow jobs end (2 s): a kind
+    // with none of its jobs running is as slow as its latest job, so a
+    // worker whose slow jobs all just ended does not claim it ahead again
+    // (before, it did for a moment, until half of its last 8 jobs had
+    // been slow: 28 held, seen on MySQL on a slow machine).
     let slow: Vec<Sleep> = (0..40).map(|_| Sleep { ms: 2_000 }).collect();
     queue.enqueue_all(&slow).unwrap();
     std::thread::sleep(Duration::from_millis(1_000));
