@@ -1303,6 +1303,100 @@ fn claims_taken_ahead_are_not_started_until_marked(d: &mut dyn Driver) {
     );
 }
 
+/// A ready row carries its job's kind and delivery, which a claim taking
+/// jobs ahead filters on; a row an older release wrote has neither (they
+/// are NULL) and is judged by its job, as before migration
+/// `2026-12-08-000001`. The same claim as in
+/// [`claims_taken_ahead_are_not_started_until_marked`], on rows written
+/// with and without them.
+fn ready_rows_without_kind_are_judged_by_their_job(backend: Backend) {
+    use diesel::RunQueryDsl;
+    let Some(store) = fresh(backend) else { return };
+    let sql = |statement: &str| {
+        store
+            .with_conn("conformance", |c| diesel::sql_query(statement).execute(c))
+            .expect(statement)
+    };
+    for older in [false, true] {
+        store
+            .with_driver("conformance", |d| {
+                let p = process(d, &format!("conformance-older-{older}"));
+                let once = NewJob {
+                    delivery: Delivery::AtMostOnce,
+                    ..job(None)
+                };
+                let slow = NewJob {
+                    kind: "conformance_slow".into(),
+                    ..job(None)
+                };
+                let ids: Vec<i64> = d
+                    .jobs_insert(&[job(None), once, slow, job(None)], false)
+                    .unwrap()
+                    .into_iter()
+                    .map(|id| id.expect("an id"))
+                    .collect();
+                if older {
+                    sql("UPDATE solidq_ready_executions SET kind = NULL, delivery = NULL");
+                }
+                let carried = sql(
+                    "UPDATE solidq_ready_executions SET created_at = created_at \
+                     WHERE kind IS NOT NULL AND delivery IS NOT NULL",
+                );
+                assert_eq!(
+                    carried,
+                    if older { 0 } else { 4 },
+                    "kind and delivery written"
+                );
+                let query = ClaimQuery::new(vec![QueuePattern::Exact("conformance".into())]);
+                let limits = ClaimLimits {
+                    immediate: 1,
+                    ahead: 3,
+                    fast_kinds: vec!["conformance_job".into()],
+                    from: 0,
+                };
+                let claimed: Vec<(i64, bool)> = d
+                    .ready_claim(&query, p, &limits)
+                    .unwrap()
+                    .iter()
+                    .map(|j| (j.id, j.started))
+                    .collect();
+                assert_eq!(
+                    claimed,
+                    [(ids[0], true), (ids[3], false)],
+                    "rows {}: ahead only a fast kind, never an at-most-once job",
+                    if older {
+                        "of an older release"
+                    } else {
+                        "as written"
+                    }
+                );
+                Ok(())
+            })
+            .unwrap();
+        sql("DELETE FROM solidq_claimed_executions");
+        sql("DELETE FROM solidq_ready_executions");
+        sql("DELETE FROM solidq_jobs");
+    }
+}
+
+#[cfg(feature = "sqlite")]
+#[test]
+fn sqlite_ready_rows_without_kind_are_judged_by_their_job() {
+    ready_rows_without_kind_are_judged_by_their_job(Backend::Sqlite);
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_ready_rows_without_kind_are_judged_by_their_job() {
+    ready_rows_without_kind_are_judged_by_their_job(Backend::Postgres);
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn mysql_ready_rows_without_kind_are_judged_by_their_job() {
+    ready_rows_without_kind_are_judged_by_their_job(Backend::Mysql);
+}
+
 fn a_lost_claim_finishes_nothing(d: &mut dyn Driver) {
     let p = process(d, "conformance-lost");
     let [Some(id)] = d.jobs_insert(&[job(None)], false).unwrap()[..] else {

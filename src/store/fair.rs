@@ -29,9 +29,12 @@ use diesel::QueryResult;
 use super::portable::Portable;
 
 /// The columns every insert into `solidq_ready_executions` writes, in this
-/// order: the last two are the job's fairness key and its place.
+/// order: then the job's fairness key and its place, and last its kind and
+/// delivery, which claims taking jobs ahead filter on (migration
+/// `2026-12-08-000001`; NULL in rows an older release wrote, whose claims
+/// then read the job instead).
 pub(crate) const READY_COLUMNS: &str =
-    "job_id, queue_name, priority, created_at, fairness_key, position";
+    "job_id, queue_name, priority, created_at, fairness_key, position, kind, delivery";
 
 /// The SQL expression of the first place of a key's new ready rows in a
 /// queue and priority, from the expressions of the first such job's id,
@@ -54,7 +57,8 @@ fn first_place_sql(id: &str, queue: &str, priority: &str, key: &str) -> String {
 
 /// `SELECT`'s list for one ready row of `table` (or an alias) with the
 /// columns of `solidq_jobs` (`id`, `queue_name`, `priority`,
-/// `fairness_key`), created at `created_at`, in [`READY_COLUMNS`] order:
+/// `fairness_key`, `kind`, `delivery`), created at `created_at`, in
+/// [`READY_COLUMNS`] order:
 /// for statements that insert at most one row.
 pub(crate) fn ready_values_of(table: &str, created_at: &str) -> String {
     let first = first_place_sql(
@@ -65,7 +69,8 @@ pub(crate) fn ready_values_of(table: &str, created_at: &str) -> String {
     );
     format!(
         "{table}.id, {table}.queue_name, {table}.priority, {created_at}, {table}.fairness_key, \
-         CASE WHEN {table}.fairness_key IS NULL THEN {table}.id ELSE {first} END"
+         CASE WHEN {table}.fairness_key IS NULL THEN {table}.id ELSE {first} END, \
+         {table}.kind, {table}.delivery"
     )
 }
 
@@ -85,12 +90,15 @@ pub(crate) fn ready_rows_sql(table: &str, created_at: &str, from: &str) -> Strin
     let first = first_place_sql("s.id", "s.queue_name", "s.priority", "s.fairness_key");
     format!(
         "SELECT id, queue_name, priority, created_at, fairness_key, \
-                CASE WHEN fairness_key IS NULL THEN id ELSE MAX(first) OVER ({outer_lane}) + nth - 1 END \
+                CASE WHEN fairness_key IS NULL THEN id ELSE MAX(first) OVER ({outer_lane}) + nth - 1 END, \
+                kind, delivery \
          FROM (SELECT s.id, s.queue_name, s.priority, s.created_at, s.fairness_key, s.nth, \
-                      CASE WHEN s.fairness_key IS NOT NULL AND s.nth = 1 THEN {first} END AS first \
+                      CASE WHEN s.fairness_key IS NOT NULL AND s.nth = 1 THEN {first} END AS first, \
+                      s.kind, s.delivery \
                FROM (SELECT {table}.id AS id, {table}.queue_name AS queue_name, \
                             {table}.priority AS priority, {created_at} AS created_at, \
                             {table}.fairness_key AS fairness_key, \
+                            {table}.kind AS kind, {table}.delivery AS delivery, \
                             ROW_NUMBER() OVER ({inner_lane} ORDER BY {table}.id) AS nth \
                      {from}) s) b"
     )

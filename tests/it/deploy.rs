@@ -585,29 +585,82 @@ fn at_the_previous_release(db: &TestDb) -> (solidq::Queue, String) {
 }
 
 /// Enqueues a ledger job every few milliseconds until `stop`; returns the
-/// acknowledged ids and the errors (the previous release's enqueue writes
-/// the same rows: today's statement stands for it on the old schema).
+/// acknowledged ids and the errors. `released`: as the previous release
+/// wrote a job ([`enqueue_as_released`]), else by this build's enqueue.
 fn producer(
     url: String,
     ledger: PathBuf,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    released: bool,
 ) -> std::thread::JoinHandle<(Vec<i64>, Vec<String>)> {
     std::thread::spawn(move || {
         let queue = solidq::Queue::connect(&url).expect("connect");
+        let mut conn = common::TestConn::open(&url);
         let (mut ids, mut errors) = (Vec::new(), Vec::new());
         while !stop.load(std::sync::atomic::Ordering::SeqCst) {
             let job = FileLedger {
                 path: ledger.display().to_string(),
                 sleep_ms: 0,
             };
-            match queue.enqueue(&job) {
-                Ok(id) => ids.push(id),
-                Err(e) => errors.push(e.to_string()),
+            if released {
+                let arguments = serde_json::to_string(&job).unwrap();
+                ids.push(enqueue_as_released(
+                    &mut conn,
+                    &url,
+                    "file_ledger",
+                    &arguments,
+                ));
+            } else {
+                match queue.enqueue(&job) {
+                    Ok(id) => ids.push(id),
+                    Err(e) => errors.push(e.to_string()),
+                }
             }
             std::thread::sleep(Duration::from_millis(5));
         }
         (ids, errors)
     })
+}
+
+/// Enqueues a job of `kind` with `arguments` (JSON) on queue `default` as
+/// the release before migration 2026-12-08-000001 wrote one: the job row,
+/// then its ready row without the job's kind and delivery (and on
+/// PostgreSQL the notification). Returns its id.
+fn enqueue_as_released(conn: &mut common::TestConn, url: &str, kind: &str, arguments: &str) -> i64 {
+    let arguments = arguments.replace('\'', "''");
+    let now = if url.starts_with("postgres") {
+        "LOCALTIMESTAMP"
+    } else if url.starts_with("mysql") {
+        "UTC_TIMESTAMP(6)"
+    } else {
+        "strftime('%Y-%m-%d %H:%M:%f', 'now')"
+    };
+    let job = format!(
+        "INSERT INTO solidq_jobs (queue_name, kind, arguments, priority, options, delivery,
+                                  max_attempts, scheduled_at, created_at, updated_at)
+         VALUES ('default', '{kind}', '{arguments}', 0, '{{}}', 'at_least_once', 1, {now}, {now}, {now})"
+    );
+    let ready = "INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at,
+                                                      fairness_key, position)";
+    if url.starts_with("postgres") {
+        return conn.scalar(&format!(
+            "WITH j AS ({job} RETURNING id, queue_name, priority),
+                  r AS ({ready} SELECT id, queue_name, priority, {now}, NULL, id FROM j)
+             SELECT j.id AS v FROM j, (SELECT pg_notify('solidq', current_schema() || ':default')) n"
+        ));
+    }
+    conn.execute("BEGIN");
+    let id = if url.starts_with("mysql") {
+        conn.execute(&job);
+        conn.scalar("SELECT CAST(LAST_INSERT_ID() AS SIGNED) AS v")
+    } else {
+        conn.scalar(&format!("{job} RETURNING id AS v"))
+    };
+    conn.execute(&format!(
+        "{ready} SELECT id, queue_name, priority, {now}, NULL, id FROM solidq_jobs WHERE id = {id}"
+    ));
+    conn.execute("COMMIT");
+    id
 }
 
 /// A rolling upgrade: the schema where the previous release left it, its
@@ -620,7 +673,12 @@ fn a_rolling_upgrade_migrates_live_and_runs_every_job_once(db: &TestDb) {
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("starts");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let old = producer(db.url.clone(), ledger.clone(), std::sync::Arc::clone(&stop));
+    let old = producer(
+        db.url.clone(),
+        ledger.clone(),
+        std::sync::Arc::clone(&stop),
+        true,
+    );
     wait_for(
         "the old producer to enqueue",
         Duration::from_secs(10),
@@ -642,7 +700,12 @@ fn a_rolling_upgrade_migrates_live_and_runs_every_job_once(db: &TestDb) {
     assert_eq!(queue.migrate().unwrap(), [newest]);
     let took = began.elapsed();
     let worker = common::jobs::worker(queue.clone()).start().unwrap();
-    let new = producer(db.url.clone(), ledger.clone(), std::sync::Arc::clone(&stop));
+    let new = producer(
+        db.url.clone(),
+        ledger.clone(),
+        std::sync::Arc::clone(&stop),
+        false,
+    );
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let (mut ids, mut errors) = old.join().unwrap();
@@ -821,16 +884,11 @@ fn jobs_discarded_before_the_discarded_jobs_migration_are_listed_after_it(db: &T
         .position(|v| v.replace('-', "").starts_with("20261204000001"))
         .expect("the discarded jobs migration");
     queue.migrate_through(&versions[at - 1]).expect("migrate");
-    let before = queue
-        .enqueue(&common::jobs::Echo {
-            value: serde_json::json!(1),
-        })
-        .unwrap();
-    let succeeded = queue
-        .enqueue(&common::jobs::Echo {
-            value: serde_json::json!(2),
-        })
-        .unwrap();
+    // As that release enqueued them: this build's enqueue writes columns
+    // added since.
+    let mut conn = db.conn();
+    let before = enqueue_as_released(&mut conn, &db.url, "echo", r#"{"value":1}"#);
+    let succeeded = enqueue_as_released(&mut conn, &db.url, "echo", r#"{"value":2}"#);
     let now = match db.backend {
         solidq::Backend::Postgres => "LOCALTIMESTAMP",
         solidq::Backend::Sqlite => "datetime('now')",

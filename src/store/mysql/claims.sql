@@ -44,10 +44,11 @@ ORDER BY scheduled_at, priority, job_id LIMIT ? FOR UPDATE SKIP LOCKED
 -- share: the text of store::fair's READY_COLUMNS and ready_rows_sql("j",
 -- "UTC_TIMESTAMP(6)", "FROM <ids> STRAIGHT_JOIN solidq_jobs j ON j.id =
 -- ids.value").
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position)
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position, kind, delivery)
 SELECT id, queue_name, priority, created_at, fairness_key,
        CASE WHEN fairness_key IS NULL THEN id
-            ELSE MAX(first) OVER (PARTITION BY queue_name, priority, fairness_key) + nth - 1 END
+            ELSE MAX(first) OVER (PARTITION BY queue_name, priority, fairness_key) + nth - 1 END,
+       kind, delivery
 FROM (SELECT s.id, s.queue_name, s.priority, s.created_at, s.fairness_key, s.nth,
              CASE WHEN s.fairness_key IS NOT NULL AND s.nth = 1 THEN
                  COALESCE((SELECT MAX(f.position) FROM solidq_ready_executions f
@@ -56,10 +57,12 @@ FROM (SELECT s.id, s.queue_name, s.priority, s.created_at, s.fairness_key, s.nth
                           (SELECT MIN(f.position) FROM solidq_ready_executions f
                            WHERE f.queue_name = s.queue_name AND f.priority = s.priority),
                           s.id)
-             END AS first
+             END AS first,
+             s.kind, s.delivery
       FROM (SELECT j.id AS id, j.queue_name AS queue_name,
                    j.priority AS priority, UTC_TIMESTAMP(6) AS created_at,
                    j.fairness_key AS fairness_key,
+                   j.kind AS kind, j.delivery AS delivery,
                    ROW_NUMBER() OVER (PARTITION BY j.queue_name, j.priority, j.fairness_key ORDER BY j.id) AS nth
             FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
             STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value) s) b

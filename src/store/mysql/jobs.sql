@@ -79,7 +79,7 @@ UPDATE solidq_jobs SET snoozes = snoozes + 1, scheduled_at = (UTC_TIMESTAMP(6) +
 -- Its ready row, if the second ? (due now) and free of a concurrency slot,
 -- placed for fair share: the text of store::fair's READY_COLUMNS and
 -- ready_values_of("solidq_jobs", "UTC_TIMESTAMP(6)").
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position)
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position, kind, delivery)
 SELECT solidq_jobs.id, solidq_jobs.queue_name, solidq_jobs.priority, UTC_TIMESTAMP(6), solidq_jobs.fairness_key,
        CASE WHEN solidq_jobs.fairness_key IS NULL THEN solidq_jobs.id
             ELSE COALESCE((SELECT MAX(f.position) FROM solidq_ready_executions f
@@ -87,7 +87,8 @@ SELECT solidq_jobs.id, solidq_jobs.queue_name, solidq_jobs.priority, UTC_TIMESTA
                              AND f.fairness_key = solidq_jobs.fairness_key) + 1,
                           (SELECT MIN(f.position) FROM solidq_ready_executions f
                            WHERE f.queue_name = solidq_jobs.queue_name AND f.priority = solidq_jobs.priority),
-                          solidq_jobs.id) END
+                          solidq_jobs.id) END,
+       solidq_jobs.kind, solidq_jobs.delivery
 FROM solidq_jobs WHERE id = ? AND ? AND concurrency_key IS NULL
 
 -- name: jobs_snooze/schedule
@@ -115,7 +116,7 @@ UPDATE solidq_jobs SET run_alone = (run_alone OR ? > 0), stalled_count = stalled
 -- name: jobs_release/ready
 -- Its ready row, placed for fair share: the text of store::fair's
 -- READY_COLUMNS and ready_values_of("solidq_jobs", "UTC_TIMESTAMP(6)").
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position)
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position, kind, delivery)
 SELECT solidq_jobs.id, solidq_jobs.queue_name, solidq_jobs.priority, UTC_TIMESTAMP(6), solidq_jobs.fairness_key,
        CASE WHEN solidq_jobs.fairness_key IS NULL THEN solidq_jobs.id
             ELSE COALESCE((SELECT MAX(f.position) FROM solidq_ready_executions f
@@ -123,7 +124,8 @@ SELECT solidq_jobs.id, solidq_jobs.queue_name, solidq_jobs.priority, UTC_TIMESTA
                              AND f.fairness_key = solidq_jobs.fairness_key) + 1,
                           (SELECT MIN(f.position) FROM solidq_ready_executions f
                            WHERE f.queue_name = solidq_jobs.queue_name AND f.priority = solidq_jobs.priority),
-                          solidq_jobs.id) END
+                          solidq_jobs.id) END,
+       solidq_jobs.kind, solidq_jobs.delivery
 FROM solidq_jobs WHERE id = ?
 
 -- name: failed_retry/lock
@@ -149,10 +151,11 @@ SET j.max_attempts = GREATEST(j.max_attempts, j.attempts + 1),
 -- share: the text of store::fair's READY_COLUMNS and ready_rows_sql("j",
 -- "UTC_TIMESTAMP(6)", "FROM <ids> STRAIGHT_JOIN solidq_jobs j ON j.id =
 -- ids.value WHERE j.concurrency_key IS NULL").
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position)
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position, kind, delivery)
 SELECT id, queue_name, priority, created_at, fairness_key,
        CASE WHEN fairness_key IS NULL THEN id
-            ELSE MAX(first) OVER (PARTITION BY queue_name, priority, fairness_key) + nth - 1 END
+            ELSE MAX(first) OVER (PARTITION BY queue_name, priority, fairness_key) + nth - 1 END,
+       kind, delivery
 FROM (SELECT s.id, s.queue_name, s.priority, s.created_at, s.fairness_key, s.nth,
              CASE WHEN s.fairness_key IS NOT NULL AND s.nth = 1 THEN
                  COALESCE((SELECT MAX(f.position) FROM solidq_ready_executions f
@@ -161,10 +164,12 @@ FROM (SELECT s.id, s.queue_name, s.priority, s.created_at, s.fairness_key, s.nth
                           (SELECT MIN(f.position) FROM solidq_ready_executions f
                            WHERE f.queue_name = s.queue_name AND f.priority = s.priority),
                           s.id)
-             END AS first
+             END AS first,
+             s.kind, s.delivery
       FROM (SELECT j.id AS id, j.queue_name AS queue_name,
                    j.priority AS priority, UTC_TIMESTAMP(6) AS created_at,
                    j.fairness_key AS fairness_key,
+                   j.kind AS kind, j.delivery AS delivery,
                    ROW_NUMBER() OVER (PARTITION BY j.queue_name, j.priority, j.fairness_key ORDER BY j.id) AS nth
             FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
             WHERE j.concurrency_key IS NULL) s) b

@@ -150,8 +150,8 @@ const LAST_ID: &str = "SELECT LAST_INSERT_ID() AS id";
 
 /// The ready row of a job without a fairness key: its place is its id.
 const INSERT_READY_BY_ID: &str = "\
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position)
-VALUES (?, ?, ?, UTC_TIMESTAMP(6), NULL, ?)";
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position, kind, delivery)
+VALUES (?, ?, ?, UTC_TIMESTAMP(6), NULL, ?, ?, ?)";
 
 /// A job not immediately ready: ready when its time has come and it has
 /// no concurrency key, scheduled otherwise. The second statement asks
@@ -366,7 +366,9 @@ fn insert_ready_rows(conn: &mut MysqlConnection, rows: &[(i64, &NewJob)]) -> Que
                 .bind::<BigInt, _>(*id)
                 .bind::<Text, _>(&job.queue_name)
                 .bind::<Integer, _>(job.priority)
-                .bind::<BigInt, _>(*id),
+                .bind::<BigInt, _>(*id)
+                .bind::<Text, _>(&job.kind)
+                .bind::<Text, _>(job.delivery.as_str()),
         )
         .execute(conn)
         .map(drop);
@@ -381,7 +383,9 @@ fn insert_ready_rows(conn: &mut MysqlConnection, rows: &[(i64, &NewJob)]) -> Que
             .bind::<BigInt, _>(*id)
             .bind::<Text, _>(&job.queue_name)
             .bind::<Integer, _>(job.priority)
-            .bind::<BigInt, _>(*id);
+            .bind::<BigInt, _>(*id)
+            .bind::<Text, _>(&job.kind)
+            .bind::<Text, _>(job.delivery.as_str());
     }
     query.execute(conn).map(drop)
 }
@@ -447,9 +451,14 @@ impl ClaimQuery {
             // Functions of the row, not `IN (SELECT …)` or `EXISTS`, which
             // MariaDB turns into a semi-join that reads the table whole
             // and sorts it, locking every row.
+            // The ready row's kind and delivery; its job's for a row an
+            // older release wrote without them (a `CASE` runs only the
+            // branch it takes).
             let mut extra = " AND NOT JSON_CONTAINS(?, CAST(r.job_id AS CHAR))
-                  AND JSON_CONTAINS(?, JSON_QUOTE((SELECT j.kind FROM solidq_jobs j
-                       WHERE j.id = r.job_id AND j.delivery = 'at_least_once')))"
+                  AND JSON_CONTAINS(?, JSON_QUOTE(CASE
+                       WHEN r.kind IS NULL THEN (SELECT j.kind FROM solidq_jobs j
+                            WHERE j.id = r.job_id AND j.delivery = 'at_least_once')
+                       WHEN r.delivery = 'at_least_once' THEN r.kind END))"
                 .to_string();
             if from_floor {
                 extra.push_str(floor::CONDITION);

@@ -34,11 +34,12 @@ WITH gone AS (DELETE FROM solidq_blocked_executions WHERE job_id = ANY ($1)
      upd AS (UPDATE solidq_jobs SET concurrency_key = NULL,
                     scheduled_at = LOCALTIMESTAMP, updated_at = LOCALTIMESTAMP
              WHERE id IN (SELECT job_id FROM gone)
-             RETURNING id, queue_name, priority, fairness_key)
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position)
+             RETURNING id, queue_name, priority, fairness_key, kind, delivery)
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position, kind, delivery)
 SELECT id, queue_name, priority, created_at, fairness_key,
        CASE WHEN fairness_key IS NULL THEN id
-            ELSE MAX(first) OVER (PARTITION BY queue_name, priority, fairness_key) + nth - 1 END
+            ELSE MAX(first) OVER (PARTITION BY queue_name, priority, fairness_key) + nth - 1 END,
+       kind, delivery
 FROM (SELECT s.id, s.queue_name, s.priority, s.created_at, s.fairness_key, s.nth,
              CASE WHEN s.fairness_key IS NOT NULL AND s.nth = 1 THEN
                  COALESCE((SELECT MAX(f.position) FROM solidq_ready_executions f
@@ -47,10 +48,12 @@ FROM (SELECT s.id, s.queue_name, s.priority, s.created_at, s.fairness_key, s.nth
                           (SELECT MIN(f.position) FROM solidq_ready_executions f
                            WHERE f.queue_name = s.queue_name AND f.priority = s.priority),
                           s.id)
-             END AS first
+             END AS first,
+             s.kind, s.delivery
       FROM (SELECT upd.id AS id, upd.queue_name AS queue_name,
                    upd.priority AS priority, LOCALTIMESTAMP AS created_at,
                    upd.fairness_key AS fairness_key,
+                   upd.kind AS kind, upd.delivery AS delivery,
                    ROW_NUMBER() OVER (PARTITION BY upd.queue_name, upd.priority, upd.fairness_key ORDER BY upd.id) AS nth
             FROM upd) s) b
 RETURNING queue_name, nextval('solidq_ready_below') AS below

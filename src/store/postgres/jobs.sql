@@ -93,12 +93,14 @@ upd AS (
            updated_at = LOCALTIMESTAMP
     FROM u WHERE j.id = u.id
     RETURNING j.id, j.queue_name, j.priority, j.scheduled_at, j.concurrency_key, j.fairness_key,
+              j.kind, j.delivery,
               u.delay_us = 0 AND j.concurrency_key IS NULL AS now),
 ready AS (
-    INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position)
+    INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position, kind, delivery)
     SELECT id, queue_name, priority, created_at, fairness_key,
            CASE WHEN fairness_key IS NULL THEN id
-                ELSE MAX(first) OVER (PARTITION BY queue_name, priority, fairness_key) + nth - 1 END
+                ELSE MAX(first) OVER (PARTITION BY queue_name, priority, fairness_key) + nth - 1 END,
+           kind, delivery
     FROM (SELECT s.id, s.queue_name, s.priority, s.created_at, s.fairness_key, s.nth,
                  CASE WHEN s.fairness_key IS NOT NULL AND s.nth = 1 THEN
                      COALESCE((SELECT MAX(f.position) FROM solidq_ready_executions f
@@ -107,10 +109,12 @@ ready AS (
                               (SELECT MIN(f.position) FROM solidq_ready_executions f
                                WHERE f.queue_name = s.queue_name AND f.priority = s.priority),
                               s.id)
-                 END AS first
+                 END AS first,
+                 s.kind, s.delivery
           FROM (SELECT upd.id AS id, upd.queue_name AS queue_name,
                        upd.priority AS priority, LOCALTIMESTAMP AS created_at,
                        upd.fairness_key AS fairness_key,
+                       upd.kind AS kind, upd.delivery AS delivery,
                        ROW_NUMBER() OVER (PARTITION BY upd.queue_name, upd.priority, upd.fairness_key ORDER BY upd.id) AS nth
                 FROM upd WHERE now) s) b
     RETURNING queue_name, nextval('solidq_ready_below') AS below),
@@ -143,12 +147,13 @@ upd AS (
                                    THEN '[' || u.error || ']'
                                    ELSE left(j.errors, -1) || ',' || u.error || ']' END END,
            updated_at = LOCALTIMESTAMP
-    FROM u WHERE j.id = u.id RETURNING j.id, j.queue_name, j.priority, j.fairness_key),
+    FROM u WHERE j.id = u.id RETURNING j.id, j.queue_name, j.priority, j.fairness_key, j.kind, j.delivery),
 ready AS (
-    INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position)
+    INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position, kind, delivery)
     SELECT id, queue_name, priority, created_at, fairness_key,
            CASE WHEN fairness_key IS NULL THEN id
-                ELSE MAX(first) OVER (PARTITION BY queue_name, priority, fairness_key) + nth - 1 END
+                ELSE MAX(first) OVER (PARTITION BY queue_name, priority, fairness_key) + nth - 1 END,
+           kind, delivery
     FROM (SELECT s.id, s.queue_name, s.priority, s.created_at, s.fairness_key, s.nth,
                  CASE WHEN s.fairness_key IS NOT NULL AND s.nth = 1 THEN
                      COALESCE((SELECT MAX(f.position) FROM solidq_ready_executions f
@@ -157,10 +162,12 @@ ready AS (
                               (SELECT MIN(f.position) FROM solidq_ready_executions f
                                WHERE f.queue_name = s.queue_name AND f.priority = s.priority),
                               s.id)
-                 END AS first
+                 END AS first,
+                 s.kind, s.delivery
           FROM (SELECT upd.id AS id, upd.queue_name AS queue_name,
                        upd.priority AS priority, LOCALTIMESTAMP AS created_at,
                        upd.fairness_key AS fairness_key,
+                       upd.kind AS kind, upd.delivery AS delivery,
                        ROW_NUMBER() OVER (PARTITION BY upd.queue_name, upd.priority, upd.fairness_key ORDER BY upd.id) AS nth
                 FROM upd) s) b
     RETURNING queue_name, nextval('solidq_ready_below') AS below),
@@ -180,12 +187,13 @@ upd AS (
     UPDATE solidq_jobs j SET max_attempts = GREATEST(j.max_attempts, j.attempts + 1), stalled_count = 0,
            scheduled_at = LOCALTIMESTAMP, updated_at = LOCALTIMESTAMP
     FROM gone WHERE j.id = gone.job_id
-    RETURNING j.id, j.queue_name, j.priority, j.concurrency_key, j.fairness_key),
+    RETURNING j.id, j.queue_name, j.priority, j.concurrency_key, j.fairness_key, j.kind, j.delivery),
 ready AS (
-    INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position)
+    INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position, kind, delivery)
     SELECT id, queue_name, priority, created_at, fairness_key,
            CASE WHEN fairness_key IS NULL THEN id
-                ELSE MAX(first) OVER (PARTITION BY queue_name, priority, fairness_key) + nth - 1 END
+                ELSE MAX(first) OVER (PARTITION BY queue_name, priority, fairness_key) + nth - 1 END,
+           kind, delivery
     FROM (SELECT s.id, s.queue_name, s.priority, s.created_at, s.fairness_key, s.nth,
                  CASE WHEN s.fairness_key IS NOT NULL AND s.nth = 1 THEN
                      COALESCE((SELECT MAX(f.position) FROM solidq_ready_executions f
@@ -194,10 +202,12 @@ ready AS (
                               (SELECT MIN(f.position) FROM solidq_ready_executions f
                                WHERE f.queue_name = s.queue_name AND f.priority = s.priority),
                               s.id)
-                 END AS first
+                 END AS first,
+                 s.kind, s.delivery
           FROM (SELECT upd.id AS id, upd.queue_name AS queue_name,
                        upd.priority AS priority, LOCALTIMESTAMP AS created_at,
                        upd.fairness_key AS fairness_key,
+                       upd.kind AS kind, upd.delivery AS delivery,
                        ROW_NUMBER() OVER (PARTITION BY upd.queue_name, upd.priority, upd.fairness_key ORDER BY upd.id) AS nth
                 FROM upd WHERE concurrency_key IS NULL) s) b
     RETURNING queue_name, nextval('solidq_ready_below') AS below),

@@ -185,7 +185,7 @@ impl InsertShape {
         };
         let ready_rows = match (self.fair, self.many) {
             (false, _) => format!(
-                "SELECT id, queue_name, priority, LOCALTIMESTAMP, NULL, id FROM inserted {ready_filter}"
+                "SELECT id, queue_name, priority, LOCALTIMESTAMP, NULL, id, kind, delivery FROM inserted {ready_filter}"
             ),
             (true, false) => format!(
                 "SELECT {} FROM inserted {ready_filter}",
@@ -205,7 +205,8 @@ impl InsertShape {
                                           scheduled_at, created_at, updated_at)
                  {rows}
                  {on_conflict}
-                 RETURNING id, queue_name, priority, scheduled_at, unique_key, concurrency_key, fairness_key
+                 RETURNING id, queue_name, priority, scheduled_at, unique_key, concurrency_key, fairness_key,
+                           kind, delivery
              ), ready AS (
                  INSERT INTO solidq_ready_executions ({ready_columns})
                  {ready_rows}
@@ -266,8 +267,9 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
         &format!(
             "{ahead_from_floor} AND (SELECT count(*) FROM immediate) >= $1 \
              AND job_id <> ALL ((SELECT ids FROM started)::bigint[]) \
-             AND (SELECT j.kind = ANY ($4) AND j.delivery = 'at_least_once' \
-                  FROM solidq_jobs j WHERE j.id = r.job_id)"
+             AND COALESCE(r.kind = ANY ($4) AND r.delivery = 'at_least_once', \
+                          (SELECT j.kind = ANY ($4) AND j.delivery = 'at_least_once' \
+                           FROM solidq_jobs j WHERE j.id = r.job_id))"
         ),
         LOCK,
     );

@@ -28,10 +28,11 @@ WHERE scheduled_at <= ?1 AND concurrency_key IS NULL ORDER BY scheduled_at, prio
 -- share: the text of store::fair's READY_COLUMNS and ready_rows_sql("j",
 -- "?2", "FROM solidq_jobs j WHERE j.id IN (SELECT value FROM
 -- json_each(?1))").
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position)
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position, kind, delivery)
 SELECT id, queue_name, priority, created_at, fairness_key,
        CASE WHEN fairness_key IS NULL THEN id
-            ELSE MAX(first) OVER (PARTITION BY queue_name, priority, fairness_key) + nth - 1 END
+            ELSE MAX(first) OVER (PARTITION BY queue_name, priority, fairness_key) + nth - 1 END,
+       kind, delivery
 FROM (SELECT s.id, s.queue_name, s.priority, s.created_at, s.fairness_key, s.nth,
              CASE WHEN s.fairness_key IS NOT NULL AND s.nth = 1 THEN
                  COALESCE((SELECT MAX(f.position) FROM solidq_ready_executions f
@@ -40,10 +41,12 @@ FROM (SELECT s.id, s.queue_name, s.priority, s.created_at, s.fairness_key, s.nth
                           (SELECT MIN(f.position) FROM solidq_ready_executions f
                            WHERE f.queue_name = s.queue_name AND f.priority = s.priority),
                           s.id)
-             END AS first
+             END AS first,
+             s.kind, s.delivery
       FROM (SELECT j.id AS id, j.queue_name AS queue_name,
                    j.priority AS priority, ?2 AS created_at,
                    j.fairness_key AS fairness_key,
+                   j.kind AS kind, j.delivery AS delivery,
                    ROW_NUMBER() OVER (PARTITION BY j.queue_name, j.priority, j.fairness_key ORDER BY j.id) AS nth
             FROM solidq_jobs j WHERE j.id IN (SELECT value FROM json_each(?1))) s) b
 

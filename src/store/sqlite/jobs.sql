@@ -64,7 +64,7 @@ WHERE id = ?3
 -- Its ready row, created at ?2, if ?3 (due now) and free of a concurrency
 -- slot, placed for fair share: the text of store::fair's READY_COLUMNS and
 -- ready_values_of("solidq_jobs", "?2").
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position)
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position, kind, delivery)
 SELECT solidq_jobs.id, solidq_jobs.queue_name, solidq_jobs.priority, ?2, solidq_jobs.fairness_key,
        CASE WHEN solidq_jobs.fairness_key IS NULL THEN solidq_jobs.id
             ELSE COALESCE((SELECT MAX(f.position) FROM solidq_ready_executions f
@@ -72,7 +72,8 @@ SELECT solidq_jobs.id, solidq_jobs.queue_name, solidq_jobs.priority, ?2, solidq_
                              AND f.fairness_key = solidq_jobs.fairness_key) + 1,
                           (SELECT MIN(f.position) FROM solidq_ready_executions f
                            WHERE f.queue_name = solidq_jobs.queue_name AND f.priority = solidq_jobs.priority),
-                          solidq_jobs.id) END
+                          solidq_jobs.id) END,
+       solidq_jobs.kind, solidq_jobs.delivery
 FROM solidq_jobs WHERE id = ?1 AND ?3 AND concurrency_key IS NULL
 
 -- name: jobs_snooze/schedule
@@ -98,7 +99,7 @@ WHERE id = ?2
 -- name: jobs_release/ready
 -- Its ready row (job ?1), created at ?2, placed for fair share: the text
 -- of store::fair's READY_COLUMNS and ready_values_of("solidq_jobs", "?2").
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position)
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position, kind, delivery)
 SELECT solidq_jobs.id, solidq_jobs.queue_name, solidq_jobs.priority, ?2, solidq_jobs.fairness_key,
        CASE WHEN solidq_jobs.fairness_key IS NULL THEN solidq_jobs.id
             ELSE COALESCE((SELECT MAX(f.position) FROM solidq_ready_executions f
@@ -106,7 +107,8 @@ SELECT solidq_jobs.id, solidq_jobs.queue_name, solidq_jobs.priority, ?2, solidq_
                              AND f.fairness_key = solidq_jobs.fairness_key) + 1,
                           (SELECT MIN(f.position) FROM solidq_ready_executions f
                            WHERE f.queue_name = solidq_jobs.queue_name AND f.priority = solidq_jobs.priority),
-                          solidq_jobs.id) END
+                          solidq_jobs.id) END,
+       solidq_jobs.kind, solidq_jobs.delivery
 FROM solidq_jobs WHERE id = ?1
 
 -- name: failed_retry/delete
@@ -126,10 +128,11 @@ WHERE id IN (SELECT value FROM json_each(?1))
 -- placed for fair share: the text of store::fair's READY_COLUMNS and
 -- ready_rows_sql("j", "?2", "FROM solidq_jobs j WHERE j.id IN (SELECT
 -- value FROM json_each(?1)) AND j.concurrency_key IS NULL").
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position)
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position, kind, delivery)
 SELECT id, queue_name, priority, created_at, fairness_key,
        CASE WHEN fairness_key IS NULL THEN id
-            ELSE MAX(first) OVER (PARTITION BY queue_name, priority, fairness_key) + nth - 1 END
+            ELSE MAX(first) OVER (PARTITION BY queue_name, priority, fairness_key) + nth - 1 END,
+       kind, delivery
 FROM (SELECT s.id, s.queue_name, s.priority, s.created_at, s.fairness_key, s.nth,
              CASE WHEN s.fairness_key IS NOT NULL AND s.nth = 1 THEN
                  COALESCE((SELECT MAX(f.position) FROM solidq_ready_executions f
@@ -138,10 +141,12 @@ FROM (SELECT s.id, s.queue_name, s.priority, s.created_at, s.fairness_key, s.nth
                           (SELECT MIN(f.position) FROM solidq_ready_executions f
                            WHERE f.queue_name = s.queue_name AND f.priority = s.priority),
                           s.id)
-             END AS first
+             END AS first,
+             s.kind, s.delivery
       FROM (SELECT j.id AS id, j.queue_name AS queue_name,
                    j.priority AS priority, ?2 AS created_at,
                    j.fairness_key AS fairness_key,
+                   j.kind AS kind, j.delivery AS delivery,
                    ROW_NUMBER() OVER (PARTITION BY j.queue_name, j.priority, j.fairness_key ORDER BY j.id) AS nth
             FROM solidq_jobs j
             WHERE j.id IN (SELECT value FROM json_each(?1)) AND j.concurrency_key IS NULL) s) b

@@ -96,8 +96,8 @@ RETURNING id";
 
 /// The ready row of a job without a fairness key: its place is its id.
 pub(super) const INSERT_READY: &str = "\
-INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position)
-VALUES (?1, ?2, ?3, ?4, NULL, ?1)";
+INSERT INTO solidq_ready_executions (job_id, queue_name, priority, created_at, fairness_key, position, kind, delivery)
+VALUES (?1, ?2, ?3, ?4, NULL, ?1, ?5, ?6)";
 
 const INSERT_SCHEDULED: &str = "\
 INSERT INTO solidq_scheduled_executions (job_id, queue_name, priority, scheduled_at, created_at,
@@ -207,7 +207,9 @@ fn insert_jobs(conn: &mut SqliteConnection, jobs: &[NewJob]) -> QueryResult<Vec<
                     .bind::<BigInt, _>(id)
                     .bind::<Text, _>(&job.queue_name)
                     .bind::<Integer, _>(job.priority)
-                    .bind::<Timestamp, _>(now),
+                    .bind::<Timestamp, _>(now)
+                    .bind::<Text, _>(&job.kind)
+                    .bind::<Text, _>(job.delivery.as_str()),
             )
             .execute(conn)?;
         } else {

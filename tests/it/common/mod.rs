@@ -821,6 +821,16 @@ pub fn assert_invariants(db: &TestDb) {
         ));
         assert_eq!(orphans, 0, "{table} rows without a job");
     }
+    // Every path into ready writes the job's kind and delivery on its row
+    // (claims taking jobs ahead filter on them; migration 2026-12-08).
+    let uncarried = db.scalar(
+        "SELECT count(*) AS v FROM solidq_ready_executions r JOIN solidq_jobs j ON j.id = r.job_id
+         WHERE r.kind IS NULL OR r.delivery IS NULL OR r.kind <> j.kind OR r.delivery <> j.delivery",
+    );
+    assert_eq!(
+        uncarried, 0,
+        "ready rows without their job's kind and delivery"
+    );
 }
 
 /// Polls `condition` until it holds or `timeout` passes; panics with
