@@ -1251,6 +1251,23 @@ fn blocked_jobs_wait_in_priority_order_and_are_taken_once(d: &mut dyn Driver) {
     );
 }
 
+/// Claims from queue `conformance` for process `p` one job to start and
+/// up to three ahead, of kind `conformance_job` only: (id, started).
+fn claim_one_and_three_ahead(d: &mut dyn Driver, p: i64) -> Vec<(i64, bool)> {
+    let query = ClaimQuery::new(vec![QueuePattern::Exact("conformance".into())]);
+    let limits = ClaimLimits {
+        immediate: 1,
+        ahead: 3,
+        fast_kinds: vec!["conformance_job".into()],
+        from: 0,
+    };
+    d.ready_claim(&query, p, &limits)
+        .unwrap()
+        .iter()
+        .map(|j| (j.id, j.started))
+        .collect()
+}
+
 fn claims_taken_ahead_are_not_started_until_marked(d: &mut dyn Driver) {
     let p = process(d, "conformance-ahead");
     let once = NewJob {
@@ -1263,21 +1280,8 @@ fn claims_taken_ahead_are_not_started_until_marked(d: &mut dyn Driver) {
         .into_iter()
         .map(|id| id.expect("an id"))
         .collect();
-    let query = ClaimQuery::new(vec![QueuePattern::Exact("conformance".into())]);
-    let limits = ClaimLimits {
-        immediate: 1,
-        ahead: 3,
-        fast_kinds: vec!["conformance_job".into()],
-        from: 0,
-    };
-    let claimed: Vec<(i64, bool)> = d
-        .ready_claim(&query, p, &limits)
-        .unwrap()
-        .iter()
-        .map(|j| (j.id, j.started))
-        .collect();
     assert_eq!(
-        claimed,
+        claim_one_and_three_ahead(d, p),
         [(ids[0], true), (ids[1], false), (ids[3], false)],
         "one started, the rest ahead but never an at-most-once job"
     );
@@ -1347,21 +1351,8 @@ fn ready_rows_without_kind_are_judged_by_their_job(backend: Backend) {
                     if older { 0 } else { 4 },
                     "kind and delivery written"
                 );
-                let query = ClaimQuery::new(vec![QueuePattern::Exact("conformance".into())]);
-                let limits = ClaimLimits {
-                    immediate: 1,
-                    ahead: 3,
-                    fast_kinds: vec!["conformance_job".into()],
-                    from: 0,
-                };
-                let claimed: Vec<(i64, bool)> = d
-                    .ready_claim(&query, p, &limits)
-                    .unwrap()
-                    .iter()
-                    .map(|j| (j.id, j.started))
-                    .collect();
                 assert_eq!(
-                    claimed,
+                    claim_one_and_three_ahead(d, p),
                     [(ids[0], true), (ids[3], false)],
                     "rows {}: ahead only a fast kind, never an at-most-once job",
                     if older {
