@@ -170,7 +170,14 @@ impl ClaimQuery {
     /// with `AND`) on each ready row `r`.
     #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub(crate) fn candidates_where_sql(&self, limit: &str, extra: &str, lock: &str) -> String {
-        self.candidates_in_order_sql(limit, extra, lock, false)
+        self.candidates_in_order_sql(limit, extra, lock, false, false)
+    }
+
+    /// [`ClaimQuery::candidates_sql`] with each ready row's `kind` and
+    /// `delivery` after its place (NULL in a row an older release wrote).
+    #[cfg(feature = "sqlite")]
+    pub(crate) fn candidates_with_kind_sql(&self, limit: &str) -> String {
+        self.candidates_in_order_sql(limit, "", "", false, true)
     }
 
     /// [`ClaimQuery::candidates_where_sql`] that reads each pattern's rows
@@ -186,7 +193,7 @@ impl ClaimQuery {
         extra: &str,
         lock: &str,
     ) -> String {
-        self.candidates_in_order_sql(limit, extra, lock, true)
+        self.candidates_in_order_sql(limit, extra, lock, true, false)
     }
 
     fn candidates_in_order_sql(
@@ -195,10 +202,12 @@ impl ClaimQuery {
         extra: &str,
         lock: &str,
         force_index: bool,
+        with_kind: bool,
     ) -> String {
         use crate::types::QueuePattern;
+        let kind = if with_kind { ", kind, delivery" } else { "" };
         if let Some(names) = self.listed() {
-            return listed_candidates_sql(&names, limit, extra, lock, force_index);
+            return listed_candidates_sql(&names, limit, extra, lock, force_index, kind);
         }
         let mut parts = Vec::with_capacity(self.patterns.len());
         for (ord, pattern) in self.patterns.iter().enumerate() {
@@ -222,7 +231,7 @@ impl ClaimQuery {
                 String::new()
             };
             parts.push(format!(
-                "SELECT job_id, {ord} AS ord, priority, position FROM (SELECT job_id, priority, position \
+                "SELECT job_id, {ord} AS ord, priority, position{kind} FROM (SELECT job_id, priority, position{kind} \
                  FROM solidq_ready_executions r{hint} WHERE {condition} \
                  AND queue_name NOT IN (SELECT queue_name FROM solidq_pauses){extra} \
                  ORDER BY priority, position LIMIT {limit}{lock}) AS c{ord}"
@@ -301,7 +310,18 @@ fn listed_candidates_sql(
     extra: &str,
     lock: &str,
     force_index: bool,
+    kind: &str,
 ) -> String {
+    let r_kind = if kind.is_empty() {
+        ""
+    } else {
+        ", r.kind, r.delivery"
+    };
+    let c_kind = if kind.is_empty() {
+        ""
+    } else {
+        ", c.kind, c.delivery"
+    };
     let paused = "queue_name NOT IN (SELECT queue_name FROM solidq_pauses)";
     if force_index {
         // JSON_ARRAY: no double quotes in the text, which MariaDB's JSON
@@ -312,8 +332,8 @@ fn listed_candidates_sql(
             .collect::<Vec<_>>()
             .join(", ");
         return format!(
-            "SELECT job_id, ord, priority, position FROM (SELECT r.job_id, names.ord - 1 AS ord, \
-             r.priority, r.position FROM JSON_TABLE(JSON_ARRAY({array}), '$[*]' COLUMNS (ord FOR ORDINALITY, \
+            "SELECT job_id, ord, priority, position{kind} FROM (SELECT r.job_id, names.ord - 1 AS ord, \
+             r.priority, r.position{r_kind} FROM JSON_TABLE(JSON_ARRAY({array}), '$[*]' COLUMNS (ord FOR ORDINALITY, \
              name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS names \
              STRAIGHT_JOIN solidq_ready_executions r FORCE INDEX (solidq_ready_poll_by_queue) \
              ON r.queue_name = names.name WHERE r.{paused}{extra} LIMIT {limit}{lock}) AS c0"
@@ -322,7 +342,7 @@ fn listed_candidates_sql(
     if lock.is_empty() {
         let json = serde_json::to_string(names).expect("names serialize");
         return format!(
-            "SELECT r.job_id, q.key AS ord, r.priority, r.position FROM json_each('{json}') AS q \
+            "SELECT r.job_id, q.key AS ord, r.priority, r.position{r_kind} FROM json_each('{json}') AS q \
              CROSS JOIN solidq_ready_executions AS r INDEXED BY solidq_ready_poll_by_queue \
              WHERE r.queue_name = q.value AND r.{paused}{extra} LIMIT {limit}"
         );
@@ -335,9 +355,9 @@ fn listed_candidates_sql(
         .join(",");
     // `$5`: the first name to probe (1-based; see `ClaimLimits::from`).
     format!(
-        "SELECT c.job_id, q.ord + $5 - 2 AS ord, c.priority, c.position \
+        "SELECT c.job_id, q.ord + $5 - 2 AS ord, c.priority, c.position{c_kind} \
          FROM unnest(('{{{array}}}'::text[])[$5:]) WITH ORDINALITY AS q(name, ord) \
-         CROSS JOIN LATERAL (SELECT job_id, priority, position FROM solidq_ready_executions r \
+         CROSS JOIN LATERAL (SELECT job_id, priority, position{kind} FROM solidq_ready_executions r \
          WHERE r.queue_name = q.name AND r.{paused}{extra} \
          ORDER BY priority, position LIMIT {limit}{lock}) AS c LIMIT {limit}"
     )

@@ -271,15 +271,20 @@ impl ClaimQuery {
     /// The candidates with whether each may be claimed ahead (a kind of
     /// `?2`, at least once), in the same statement: a second statement
     /// under the write lock cost a sixth of the work-down's throughput.
+    /// Judged by the kind and delivery the ready row carries; a row an
+    /// older release wrote without them, by its job.
     fn sqlite_candidates_ahead(&self) -> &str {
         self.sqlite_ahead_sql.get_or_init(|| {
             format!(
                 "SELECT c.job_id, c.ord, c.priority, c.position,
-                        EXISTS (SELECT 1 FROM solidq_jobs j WHERE j.id = c.job_id
-                                AND j.delivery = 'at_least_once'
-                                AND j.kind IN (SELECT value FROM json_each(?2))) AS eligible
+                        CASE WHEN c.kind IS NULL
+                             THEN EXISTS (SELECT 1 FROM solidq_jobs j WHERE j.id = c.job_id
+                                          AND j.delivery = 'at_least_once'
+                                          AND j.kind IN (SELECT value FROM json_each(?2)))
+                             ELSE c.delivery = 'at_least_once'
+                                  AND c.kind IN (SELECT value FROM json_each(?2)) END AS eligible
                  FROM ({}) AS c",
-                self.candidates_sql("?1", "")
+                self.candidates_with_kind_sql("?1")
             )
         })
     }
