@@ -312,16 +312,6 @@ fn listed_candidates_sql(
     force_index: bool,
     kind: &str,
 ) -> String {
-    let r_kind = if kind.is_empty() {
-        ""
-    } else {
-        ", r.kind, r.delivery"
-    };
-    let c_kind = if kind.is_empty() {
-        ""
-    } else {
-        ", c.kind, c.delivery"
-    };
     let paused = "queue_name NOT IN (SELECT queue_name FROM solidq_pauses)";
     if force_index {
         // JSON_ARRAY: no double quotes in the text, which MariaDB's JSON
@@ -332,14 +322,20 @@ fn listed_candidates_sql(
             .collect::<Vec<_>>()
             .join(", ");
         return format!(
-            "SELECT job_id, ord, priority, position{kind} FROM (SELECT r.job_id, names.ord - 1 AS ord, \
-             r.priority, r.position{r_kind} FROM JSON_TABLE(JSON_ARRAY({array}), '$[*]' COLUMNS (ord FOR ORDINALITY, \
+            "SELECT job_id, ord, priority, position FROM (SELECT r.job_id, names.ord - 1 AS ord, \
+             r.priority, r.position FROM JSON_TABLE(JSON_ARRAY({array}), '$[*]' COLUMNS (ord FOR ORDINALITY, \
              name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS names \
              STRAIGHT_JOIN solidq_ready_executions r FORCE INDEX (solidq_ready_poll_by_queue) \
              ON r.queue_name = names.name WHERE r.{paused}{extra} LIMIT {limit}{lock}) AS c0"
         );
     }
     if lock.is_empty() {
+        // SQLite's (the one whose ahead candidates carry kind and delivery).
+        let r_kind = if kind.is_empty() {
+            ""
+        } else {
+            ", r.kind, r.delivery"
+        };
         let json = serde_json::to_string(names).expect("names serialize");
         return format!(
             "SELECT r.job_id, q.key AS ord, r.priority, r.position{r_kind} FROM json_each('{json}') AS q \
@@ -355,9 +351,9 @@ fn listed_candidates_sql(
         .join(",");
     // `$5`: the first name to probe (1-based; see `ClaimLimits::from`).
     format!(
-        "SELECT c.job_id, q.ord + $5 - 2 AS ord, c.priority, c.position{c_kind} \
+        "SELECT c.job_id, q.ord + $5 - 2 AS ord, c.priority, c.position \
          FROM unnest(('{{{array}}}'::text[])[$5:]) WITH ORDINALITY AS q(name, ord) \
-         CROSS JOIN LATERAL (SELECT job_id, priority, position{kind} FROM solidq_ready_executions r \
+         CROSS JOIN LATERAL (SELECT job_id, priority, position FROM solidq_ready_executions r \
          WHERE r.queue_name = q.name AND r.{paused}{extra} \
          ORDER BY priority, position LIMIT {limit}{lock}) AS c LIMIT {limit}"
     )
