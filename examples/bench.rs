@@ -41,6 +41,12 @@
 //!   worker's pickup, a work-down, every dashboard page (through
 //!   `target/release/solidq web`), and the cleaner's rows/s with the pickup
 //!   while it deletes.
+//! * what each index of `solidq_jobs` costs (`--only schema`, PostgreSQL
+//!   and MySQL, issue 28 item 2): solidq's bulk enqueue and the raw
+//!   work-down on its schema as migrated, then without each index of the
+//!   jobs table but its primary key, without all, and on PostgreSQL
+//!   without all at fillfactor 70 (HOT finishes): jobs/s, server CPU and
+//!   WAL (redo log) bytes per job, the share of HOT finishes.
 //! * worker peak RSS: VmHWM of the worker processes after a work-down.
 //! * idle worker: statements per second of a worker with nothing to do,
 //!   and the CPU it and the server spend per second.
@@ -114,6 +120,12 @@ cargo run --release --example bench -- [flags]
                     every dashboard page through target/release/solidq
                     web; then the cleaner deleting --big-clean expired
                     ones while a worker picks up)
+                    schema (PostgreSQL and MySQL, only when named:
+                    solidq's bulk enqueue and the raw work-down on its
+                    schema as migrated, without each index of
+                    solidq_jobs but its primary key, without all, and
+                    on PostgreSQL without all at fillfactor 70: jobs/s,
+                    server CPU, WAL bytes per job, HOT finishes)
   --big-rows N      finished jobs kept by the big section (10000000)
   --big-clean N     expired jobs its cleaner deletes per run (500000)
   --mvcc-rates a,b  offered jobs/s of the mvcc runs (PostgreSQL 500,2000;
@@ -442,9 +454,9 @@ fn parse_args() -> Args {
 }
 
 /// What `--only` can name.
-const SECTIONS: [&str; 12] = [
+const SECTIONS: [&str; 13] = [
     "enqueue", "workdown", "mixed", "latency", "idle", "features", "fairness", "queues", "mvcc",
-    "designs", "big", "effects",
+    "designs", "big", "effects", "schema",
 ];
 
 /// Prints `message` and the flags, and exits with status 2.
@@ -465,7 +477,7 @@ impl Args {
         match &self.only {
             Some(only) => only.iter().any(|s| s == section),
             // Minutes a run: only when named.
-            None => !["mvcc", "big", "designs"].contains(&section),
+            None => !["mvcc", "big", "designs", "schema"].contains(&section),
         }
     }
 }
@@ -532,6 +544,9 @@ fn main() {
         }
         if args.runs("designs") {
             bench_designs(backend, &args, &mut table);
+        }
+        if args.runs("schema") {
+            bench_schema(backend, &args, &mut table);
         }
         table.print(backend);
     }
@@ -1825,33 +1840,9 @@ fn bench_workdown(backend: &'static str, args: &Args, table: &mut Table) {
                 Schema::Solidq => db.fill(n),
                 Schema::Minimal => Raw::open(&db.url).fill_minimal(n),
             }
-            let lanes = 2 * args.processes;
-            let server_before = server_cpu_by_pid(backend);
-            let started = Instant::now();
-            // Lanes hand their connections back, so their server processes
-            // are still there to be measured.
-            let connections: Vec<(Raw, usize)> = std::thread::scope(|s| {
-                let lanes: Vec<_> = (0..lanes)
-                    .map(|lane| {
-                        let url = db.url.clone();
-                        s.spawn(move || {
-                            let mut conn = Raw::open(&url);
-                            let mut done = 0;
-                            loop {
-                                match conn.claim_and_finish(schema, 1_000 + lane as i64, batch) {
-                                    0 => break,
-                                    k => done += k,
-                                }
-                            }
-                            (conn, done)
-                        })
-                    })
-                    .collect();
-                lanes.into_iter().map(|l| l.join().expect("lane")).collect()
-            });
-            let elapsed = started.elapsed();
-            let cpu = server_cpu_since(backend, &server_before) as f64 / n as f64;
-            let done: usize = connections.iter().map(|(_, k)| k).sum();
+            let (elapsed, cpu, done) =
+                raw_lanes(backend, &db.url, schema, 2 * args.processes, batch);
+            let cpu = cpu as f64 / n as f64;
             assert_eq!(done, n, "the raw lanes finished every job once");
             match schema {
                 Schema::Solidq => {
@@ -1863,7 +1854,6 @@ fn bench_workdown(backend: &'static str, args: &Args, table: &mut Table) {
                     limit_server_cpu.push(cpu);
                 }
             }
-            drop(connections);
         }
     }
     let batch = median(&batches);
@@ -2334,6 +2324,189 @@ fn bench_latency(backend: &'static str, args: &Args, table: &mut Table) {
     }
     for (measure, values) in rows {
         table.add(measure, values);
+    }
+}
+
+/// The raw lifecycle ([`Raw::claim_and_finish`]) on `url`'s jobs, `lanes`
+/// connections claiming `batch` at a time until none is left: how long it
+/// took, the server's CPU meanwhile (µs, 0 where it cannot be read) and
+/// how many jobs the lanes finished.
+fn raw_lanes(
+    backend: &str,
+    url: &str,
+    schema: Schema,
+    lanes: usize,
+    batch: usize,
+) -> (Duration, u64, usize) {
+    let server_before = server_cpu_by_pid(backend);
+    let started = Instant::now();
+    // Lanes hand their connections back, so their server processes are
+    // still there to be measured.
+    let connections: Vec<(Raw, usize)> = std::thread::scope(|s| {
+        let lanes: Vec<_> = (0..lanes)
+            .map(|lane| {
+                s.spawn(move || {
+                    let mut conn = Raw::open(url);
+                    let mut done = 0;
+                    loop {
+                        match conn.claim_and_finish(schema, 1_000 + lane as i64, batch) {
+                            0 => break,
+                            k => done += k,
+                        }
+                    }
+                    (conn, done)
+                })
+            })
+            .collect();
+        lanes.into_iter().map(|l| l.join().expect("lane")).collect()
+    });
+    let elapsed = started.elapsed();
+    let cpu = server_cpu_since(backend, &server_before);
+    (elapsed, cpu, connections.iter().map(|(_, k)| k).sum())
+}
+
+/// `--only schema` (PostgreSQL and MySQL, only when named; issue 28,
+/// item 2): what each index of `solidq_jobs` beyond its primary key
+/// costs. Per variant, a fresh database: solidq's schema as migrated,
+/// then without each of those indexes, without all of them, and (on
+/// PostgreSQL) without them on a table filled at fillfactor 70, room on
+/// each page for the finish's new row version so that it can be a HOT
+/// update, which writes no index entry. Each is filled with `--jobs`
+/// no-op jobs by solidq's bulk enqueue (1,000 a call), then worked down
+/// by the raw lifecycle of the work-down's baseline ([`raw_lanes`], 2 ×
+/// `--processes` connections, 128 jobs a claim). Per variant: the bulk
+/// enqueue's and the work-down's jobs/s, the server's CPU and the bytes
+/// of WAL (InnoDB's redo log on MySQL) per job of the work-down, and on
+/// PostgreSQL the share of finishes that were HOT. Rounds run the
+/// variants in turn, so a slow spell of the machine falls on all of them.
+fn bench_schema(backend: &'static str, args: &Args, table: &mut Table) {
+    let pg = match backend {
+        "postgres" => true,
+        "mysql" => false,
+        _ => {
+            println!("schema: PostgreSQL and MySQL only; not run");
+            return;
+        }
+    };
+    let n = args.jobs;
+    let indexes: Vec<String> = {
+        let db = BenchDb::new(backend, args);
+        let list = if pg {
+            "SELECT indexname::text AS name, 0::bigint AS a, 0::bigint AS b FROM pg_indexes
+             WHERE tablename = 'solidq_jobs' AND indexname <> 'solidq_jobs_pkey'
+             ORDER BY indexname"
+        } else {
+            "SELECT DISTINCT INDEX_NAME AS name, CAST(0 AS SIGNED) AS a, CAST(0 AS SIGNED) AS b
+             FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE()
+             AND TABLE_NAME = 'solidq_jobs' AND INDEX_NAME <> 'PRIMARY' ORDER BY INDEX_NAME"
+        };
+        Raw::open(&db.url)
+            .named_pairs(list)
+            .into_iter()
+            .map(|(name, _, _)| name)
+            .collect()
+    };
+    let drop = |index: &String| {
+        if pg {
+            format!("DROP INDEX {index};")
+        } else {
+            format!("DROP INDEX {index} ON solidq_jobs;")
+        }
+    };
+    let drop_all: String = indexes.iter().map(drop).collect();
+    // (label, statements before the fill)
+    let mut variants: Vec<(String, String)> = vec![("as migrated".into(), String::new())];
+    for index in &indexes {
+        variants.push((format!("without {index}"), drop(index)));
+    }
+    variants.push(("without all of them".into(), drop_all.clone()));
+    if pg {
+        variants.push((
+            "without all, fillfactor 70".into(),
+            format!("{drop_all} ALTER TABLE solidq_jobs SET (fillfactor = 70);"),
+        ));
+    }
+    let log = if pg {
+        "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint AS v"
+    } else {
+        "SELECT CAST(VARIABLE_VALUE AS SIGNED) AS v FROM information_schema.GLOBAL_STATUS
+         WHERE VARIABLE_NAME = 'INNODB_LSN_CURRENT'"
+    };
+    let updates = |raw: &mut Raw| {
+        let (_, updated, hot) = raw
+            .named_pairs(
+                "SELECT 'jobs' AS name, n_tup_upd AS a, n_tup_hot_upd AS b
+                 FROM pg_stat_user_tables WHERE relname = 'solidq_jobs'",
+            )
+            .swap_remove(0);
+        (updated, hot)
+    };
+    let mut figures = vec![[const { Vec::<f64>::new() }; 5]; variants.len()];
+    for _ in 0..args.repeat {
+        for (v, (_, ddl)) in variants.iter().enumerate() {
+            let db = BenchDb::new(backend, args);
+            let mut raw = Raw::open(&db.url);
+            if !ddl.is_empty() {
+                raw.batch(ddl);
+            }
+            let started = Instant::now();
+            db.fill(n);
+            figures[v][0].push(rate(n, started.elapsed()));
+            let (upd_before, hot_before) = if pg {
+                raw.batch("VACUUM ANALYZE solidq_jobs");
+                raw.batch("CHECKPOINT");
+                updates(&mut raw)
+            } else {
+                (0, 0)
+            };
+            let log_before = raw.scalar(log);
+            let (elapsed, cpu, done) =
+                raw_lanes(backend, &db.url, Schema::Solidq, 2 * args.processes, 128);
+            let log_after = raw.scalar(log);
+            assert_eq!(done, n, "the raw lanes finished every job once");
+            figures[v][1].push(rate(n, elapsed));
+            figures[v][2].push(cpu as f64 / n as f64);
+            figures[v][3].push((log_after - log_before) as f64 / n as f64);
+            if pg {
+                // The lanes' counts reach the statistics as their sessions
+                // end.
+                let deadline = Instant::now() + Duration::from_secs(10);
+                let (upd, hot) = loop {
+                    let (upd, hot) = updates(&mut raw);
+                    if upd - upd_before >= n as i64 || Instant::now() > deadline {
+                        break (upd - upd_before, hot - hot_before);
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                };
+                assert_eq!(
+                    upd, n as i64,
+                    "every finish counted as an update of its job"
+                );
+                figures[v][4].push(100.0 * hot as f64 / upd as f64);
+            }
+        }
+    }
+    let log_name = if pg { "WAL" } else { "redo log" };
+    let base = figures[0].clone();
+    for ((label, _), values) in variants.iter().zip(figures) {
+        let [enqueue, jobs, cpu, bytes, hot] = values;
+        let measures = [
+            ("bulk enqueue (jobs/s)".to_string(), enqueue, &base[0]),
+            ("raw work-down (jobs/s)".to_string(), jobs, &base[1]),
+            ("server CPU per job (µs)".to_string(), cpu, &base[2]),
+            (format!("{log_name} bytes per job"), bytes, &base[3]),
+        ];
+        for (what, values, base) in measures {
+            let measure = format!("schema, {label}: {what}");
+            if label == "as migrated" {
+                table.add(measure, values);
+            } else {
+                table.add_vs(measure, values, "as migrated", base.clone());
+            }
+        }
+        if pg {
+            table.add(format!("schema, {label}: HOT finishes (%)"), hot);
+        }
     }
 }
 
