@@ -11,8 +11,8 @@ const SQL: &str = include_str!("claims.sql");
 pub(super) const DISPATCH_SCHEDULED: &str = named(SQL, "scheduled_dispatch");
 const CLAIMS_HELD: &str = named(SQL, "claimed_held");
 pub(super) const DELETE_CLAIMS_FENCED: &str = named(SQL, "claimed_delete_fenced");
-const MARK_STARTED: &str = named(SQL, "claimed_mark_started");
-const MARK_UNSTARTED: &str = named(SQL, "claimed_mark_unstarted");
+pub(super) const MARK_STARTED: &str = named(SQL, "claimed_mark_started");
+pub(super) const MARK_UNSTARTED: &str = named(SQL, "claimed_mark_unstarted");
 const DELETE_CLAIMS_OF_PROCESS: &str = named(SQL, "claimed_delete_by_process");
 const DELETE_ORPHANED_CLAIMS: &str = named(SQL, "claimed_delete_orphans");
 pub(super) const SUCCEED_FENCED: &str = named(SQL, "jobs_succeed_fenced");
@@ -87,7 +87,8 @@ pub(super) fn claim_transaction<T>(
 }
 
 /// Runs `body`, statements that find their rows by key (the finish, the
-/// fence before a failure, the dispatch of due jobs),
+/// fence before a failure, the dispatch of due jobs, the marks of claims
+/// taken ahead as started and back),
 /// planned with sequential scans off and JIT off: in a transaction of its
 /// own opened in the round trip of its `BEGIN`, or to the end of the
 /// caller's (only solidq's own statements follow them in any transaction
@@ -237,22 +238,26 @@ impl ClaimsDriver for PgConnection {
     }
 
     fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
-        Cached(
-            prepared(MARK_STARTED)
-                .bind::<BigInt, _>(process_id)
-                .bind::<Array<BigInt>, _>(job_ids),
-        )
-        .execute(self)
+        keyed_transaction(self, |conn| {
+            Cached(
+                prepared(MARK_STARTED)
+                    .bind::<BigInt, _>(process_id)
+                    .bind::<Array<BigInt>, _>(job_ids),
+            )
+            .execute(conn)
+        })
         .map(drop)
     }
 
     fn claimed_mark_unstarted(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
-        Cached(
-            prepared(MARK_UNSTARTED)
-                .bind::<BigInt, _>(process_id)
-                .bind::<Array<BigInt>, _>(job_ids),
-        )
-        .execute(self)
+        keyed_transaction(self, |conn| {
+            Cached(
+                prepared(MARK_UNSTARTED)
+                    .bind::<BigInt, _>(process_id)
+                    .bind::<Array<BigInt>, _>(job_ids),
+            )
+            .execute(conn)
+        })
         .map(drop)
     }
 

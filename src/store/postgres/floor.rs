@@ -360,7 +360,8 @@ mod tests {
     /// find their rows by key do so whatever size their tables had when
     /// the plan was made (`claims::keyed_transaction`): the claim (its
     /// delete of the ready rows it took, its read of the jobs), the finish,
-    /// the fence before a failure and the dispatch of due jobs.
+    /// the fence before a failure, the dispatch of due jobs, and the marks
+    /// of claims taken ahead as started (and back).
     /// PostgreSQL caches a generic plan and makes it again only
     /// when the table's statistics change, so a plan made on small tables
     /// is the one that runs as they grow (a mixed run's finish read every
@@ -423,6 +424,18 @@ mod tests {
                 "(500)",
                 "solidq_scheduled_executions",
             ),
+            (
+                "mark_started",
+                super::super::claims::MARK_STARTED,
+                "(1, ARRAY[1, 2]::bigint[])",
+                "solidq_claimed_executions",
+            ),
+            (
+                "mark_unstarted",
+                super::super::claims::MARK_UNSTARTED,
+                "(1, ARRAY[1, 2]::bigint[])",
+                "solidq_claimed_executions",
+            ),
         ];
         for (name, sql, _, _) in &statements {
             conn.batch_execute(&format!(
@@ -454,6 +467,61 @@ mod tests {
                     "{name} planned as it runs:\n{keyed}"
                 );
             }
+        }
+    }
+
+    /// The driver marks claims taken ahead as started, and back, in a
+    /// keyed transaction: a plan made while the claimed table held one
+    /// row reads it by key, not whole (it read it whole before, and went on
+    /// doing so as the table grew). The marks run inside a transaction of
+    /// the test's: `pg_stat_xact_user_tables` counts its scans (with those
+    /// of earlier transactions not yet reported, hence the difference).
+    #[test]
+    fn marks_of_claims_taken_ahead_are_planned_by_key_on_a_small_table() {
+        let Some((mut conn, mut holder)) = super::super::migrated_under_a_held_snapshot() else {
+            return;
+        };
+        holder.batch_execute("ROLLBACK").unwrap();
+        conn.batch_execute(
+            "ALTER TABLE solidq_claimed_executions SET (autovacuum_enabled = false);
+             INSERT INTO solidq_claimed_executions (job_id, process_id, created_at)
+             VALUES (1, 1, LOCALTIMESTAMP);
+             ANALYZE solidq_claimed_executions;
+             SET plan_cache_mode = force_generic_plan",
+        )
+        .unwrap();
+        #[derive(diesel::QueryableByName)]
+        struct Scans {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            seq: i64,
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            idx: i64,
+        }
+        let scans = |conn: &mut PgConnection| -> Scans {
+            diesel::sql_query(
+                "SELECT seq_scan AS seq, coalesce(idx_scan, 0) AS idx FROM pg_stat_xact_user_tables
+                 WHERE relname = 'solidq_claimed_executions' AND schemaname = current_schema()",
+            )
+            .get_result(conn)
+            .unwrap()
+        };
+        for (name, mark) in [
+            (
+                "started",
+                ClaimsDriver::claimed_mark_started as fn(&mut PgConnection, i64, &[i64]) -> _,
+            ),
+            ("unstarted", ClaimsDriver::claimed_mark_unstarted),
+        ] {
+            conn.batch_execute("BEGIN").unwrap();
+            let before = scans(&mut conn);
+            mark(&mut conn, 1, &[1]).unwrap();
+            let after = scans(&mut conn);
+            conn.batch_execute("ROLLBACK").unwrap();
+            assert_eq!(
+                (after.seq - before.seq, after.idx - before.idx),
+                (0, 1),
+                "marking {name}: sequential and index scans of the claimed table"
+            );
         }
     }
 
