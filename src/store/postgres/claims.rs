@@ -138,6 +138,26 @@ fn begun<T>(
     }
 }
 
+/// Runs `sql`, a mark of process `process_id`'s claims among `job_ids`
+/// as started or not, in a keyed transaction: it finds them by key
+/// whatever the claimed table held when its plan was made.
+fn mark_claims(
+    conn: &mut PgConnection,
+    sql: &'static str,
+    process_id: i64,
+    job_ids: &[i64],
+) -> QueryResult<()> {
+    keyed_transaction(conn, |conn| {
+        Cached(
+            prepared(sql)
+                .bind::<BigInt, _>(process_id)
+                .bind::<Array<BigInt>, _>(job_ids),
+        )
+        .execute(conn)
+    })
+    .map(drop)
+}
+
 /// A claimed job with the counter of jobs made ready below the tail as
 /// the claim read it (`floor.rs`).
 #[derive(QueryableByName)]
@@ -238,27 +258,11 @@ impl ClaimsDriver for PgConnection {
     }
 
     fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
-        keyed_transaction(self, |conn| {
-            Cached(
-                prepared(MARK_STARTED)
-                    .bind::<BigInt, _>(process_id)
-                    .bind::<Array<BigInt>, _>(job_ids),
-            )
-            .execute(conn)
-        })
-        .map(drop)
+        mark_claims(self, MARK_STARTED, process_id, job_ids)
     }
 
     fn claimed_mark_unstarted(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
-        keyed_transaction(self, |conn| {
-            Cached(
-                prepared(MARK_UNSTARTED)
-                    .bind::<BigInt, _>(process_id)
-                    .bind::<Array<BigInt>, _>(job_ids),
-            )
-            .execute(conn)
-        })
-        .map(drop)
+        mark_claims(self, MARK_UNSTARTED, process_id, job_ids)
     }
 
     fn claimed_delete_by_process(&mut self, process_id: i64) -> QueryResult<Vec<ReleasedJob>> {
