@@ -43,23 +43,26 @@ impl Store {
             return self.with_driver("ready_claim", |d| d.ready_claim(claim, process_id, limits));
         }
         self.probe_floor(claim);
+        // The claimed rows are kept here, not copied: they are the answer
+        // once the transaction commits, and what to read back when only
+        // its `COMMIT`'s answer is lost.
         let mut claimed: Option<Vec<ClaimedJob>> = None;
         let result = self.with_driver("ready_claim", |d| {
             claimed = None;
             in_claim_transaction(d, |d| {
-                let jobs = d.ready_claim(claim, process_id, limits)?;
-                claimed = Some(jobs.clone());
-                Ok(jobs)
+                claimed = Some(d.ready_claim(claim, process_id, limits)?);
+                Ok(())
             })
         });
         if result.is_err() {
             claim.forget_floor();
         }
         match (result, claimed) {
+            (Ok(()), claimed) => Ok(claimed.unwrap_or_default()),
             (Err(error), Some(jobs)) if error.may_have_committed() && !jobs.is_empty() => {
                 self.claims_resolve(process_id, jobs, error)
             }
-            (result, _) => result,
+            (Err(error), _) => Err(error),
         }
     }
 
