@@ -254,6 +254,7 @@ conformance!(
     a_many_job_insert_gives_each_job_its_own_id_in_order,
     claims_taken_ahead_are_not_started_until_marked,
     a_lost_claim_finishes_nothing,
+    a_finish_writes_only_the_claims_its_process_holds,
     a_stalled_job_runs_alone_until_an_attempt_ends,
     a_failed_job_is_retried_once,
     a_job_made_ready_behind_the_claims_is_claimed_next,
@@ -1423,6 +1424,91 @@ fn a_lost_claim_finishes_nothing(d: &mut dyn Driver) {
     );
     let q = process(d, "conformance-after");
     assert_eq!(claim_ids(d, q, 5), [id], "still ready, for another");
+}
+
+/// A finish of jobs only some of whose claims its process holds (one is
+/// another process's) writes those and records its starts; the other
+/// claim, and the other job, are left as they were. On its own and
+/// inside a transaction of the caller's. (MySQL fences a finish by one
+/// delete whose count tells whether every claim was held, and when one
+/// was not, starts again with a locking read: this is that second way.)
+fn a_finish_writes_only_the_claims_its_process_holds(d: &mut dyn Driver) {
+    let (p, q) = (
+        process(d, "conformance-fence-p"),
+        process(d, "conformance-fence-q"),
+    );
+    let ids: Vec<i64> = d
+        .jobs_insert(
+            &[job(None), job(None), job(None), job(None), job(None)],
+            false,
+        )
+        .unwrap()
+        .into_iter()
+        .map(|id| id.expect("an id"))
+        .collect();
+    assert_eq!(
+        claim_one_and_three_ahead(d, p),
+        [
+            (ids[0], true),
+            (ids[1], false),
+            (ids[2], false),
+            (ids[3], false)
+        ]
+    );
+    assert_eq!(claim_ids(d, q, 1), [ids[4]]);
+    let success = |id| Succeeded {
+        id,
+        result: None,
+        keep: Duration::ZERO,
+        started_ago: Duration::ZERO,
+    };
+    let sorted = |mut ids: Vec<i64>| {
+        ids.sort_unstable();
+        ids
+    };
+    let written = d
+        .jobs_succeed_fenced(
+            p,
+            &[success(ids[4]), success(ids[1]), success(ids[0])],
+            &[ids[2]],
+        )
+        .unwrap();
+    assert_eq!(sorted(written), [ids[0], ids[1]], "p's two, not q's");
+    assert_eq!(
+        d.claimed_held(q, &ids).unwrap(),
+        [ids[4]],
+        "q's claim stays"
+    );
+    assert_eq!(
+        sorted(d.claimed_held(p, &ids).unwrap()),
+        [ids[2], ids[3]],
+        "p's others stay"
+    );
+    let mut written = Vec::new();
+    d.transaction(&mut |d| {
+        written = d.jobs_succeed_fenced(q, &[success(ids[0]), success(ids[4])], &[])?;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(written, [ids[4]], "in the caller's transaction too");
+    let_time_pass(Duration::from_millis(20));
+    assert_eq!(
+        d.jobs_delete_finished(None, 10).unwrap(),
+        3,
+        "three finished, each once; the other two not"
+    );
+    let mut released: Vec<(i64, bool)> = d
+        .claimed_delete_by_process(p)
+        .unwrap()
+        .iter()
+        .map(|r| (r.id, r.started))
+        .collect();
+    released.sort();
+    assert_eq!(
+        released,
+        [(ids[2], true), (ids[3], false)],
+        "the start recorded with the finish"
+    );
 }
 
 fn a_stalled_job_runs_alone_until_an_attempt_ends(d: &mut dyn Driver) {

@@ -47,11 +47,14 @@ impl CommitEater {
                     continue;
                 };
                 let doomed = Arc::new(AtomicBool::new(false));
+                let prepared = Arc::new(std::sync::Mutex::new(PreparedCommit::default()));
                 let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
                 let (armed, eaten, d, forward) = (a.clone(), e.clone(), doomed.clone(), f.clone());
+                let p2 = prepared.clone();
                 std::thread::spawn(move || {
                     relay(c2, s2, |chunk| {
-                        if is_commit(chunk) && armed.swap(false, Ordering::SeqCst) {
+                        let commit = p2.lock().unwrap().client_sends(chunk);
+                        if commit && armed.swap(false, Ordering::SeqCst) {
                             d.store(true, Ordering::SeqCst);
                             eaten.fetch_add(1, Ordering::SeqCst);
                             return forward.load(Ordering::SeqCst);
@@ -60,7 +63,10 @@ impl CommitEater {
                     })
                 });
                 std::thread::spawn(move || {
-                    relay(server, client, |_| !doomed.load(Ordering::SeqCst))
+                    relay(server, client, |chunk| {
+                        prepared.lock().unwrap().server_sends(chunk);
+                        !doomed.load(Ordering::SeqCst)
+                    })
                 });
             }
         });
@@ -78,6 +84,40 @@ impl CommitEater {
 /// `COMMIT`), not a text that holds the word (`READ COMMITTED`).
 fn is_commit(chunk: &[u8]) -> bool {
     chunk == b"Q\0\0\0\x0bCOMMIT\0" || (chunk.len() == 11 && chunk.ends_with(b"\x03COMMIT"))
+}
+
+/// What a relayed MySQL connection has prepared as its `COMMIT`
+/// (`store::mysql::commit` runs it so): the statement id the server gave
+/// the client's `COM_STMT_PREPARE` of `COMMIT`.
+#[derive(Default)]
+struct PreparedCommit {
+    /// The client asked to prepare `COMMIT`; the server's next answer
+    /// gives its id.
+    asked: bool,
+    id: Option<[u8; 4]>,
+}
+
+impl PreparedCommit {
+    /// Whether the client's `chunk` commits: a `COMMIT` in text
+    /// ([`is_commit`]) or a `COM_STMT_EXECUTE` (its header, 0x17) of the
+    /// statement prepared as `COMMIT`.
+    fn client_sends(&mut self, chunk: &[u8]) -> bool {
+        if chunk.len() == 11 && chunk.ends_with(b"\x16COMMIT") {
+            self.asked = true;
+        }
+        is_commit(chunk)
+            || (chunk.len() >= 9
+                && chunk[4] == 0x17
+                && self.id == Some(chunk[5..9].try_into().unwrap()))
+    }
+
+    /// Reads the id of the statement prepared as `COMMIT` from the
+    /// server's answer (header, 0x00, the id).
+    fn server_sends(&mut self, chunk: &[u8]) {
+        if std::mem::take(&mut self.asked) && chunk.len() >= 9 && chunk[4] == 0 {
+            self.id = Some(chunk[5..9].try_into().unwrap());
+        }
+    }
 }
 
 /// Copies `from` to `to` while `pass(chunk)` allows each chunk (it is

@@ -5,6 +5,8 @@
 //! `mod.rs`'s.
 
 // The backend's statements, row types and helpers, which its areas share.
+use std::collections::HashSet;
+
 use super::*;
 use crate::store::named::named;
 
@@ -23,6 +25,7 @@ const DELETE_CLAIMS_OF_PROCESS: &str = named(SQL, "claimed_delete_by_process/del
 const ORPHANS_LOCKED: &str = named(SQL, "claimed_delete_orphans/lock");
 const ORPHANED_CLAIMS: &str = named(SQL, "claimed_delete_orphans/jobs");
 const DELETE_ORPHANED_CLAIMS: &str = named(SQL, "claimed_delete_orphans/delete");
+const DELETE_CLAIMS_HELD: &str = named(SQL, "jobs_succeed_fenced/claims");
 const SUCCEED_GROUP: &str = named(SQL, "jobs_succeed_fenced/group");
 const SUCCEED_WITH_RESULT: &str = named(SQL, "jobs_succeed_fenced/with_result");
 
@@ -79,11 +82,17 @@ impl ClaimsDriver for MysqlConnection {
             let picked: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
             let ids_json = json_ids(&picked);
             Cached(prepared(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
+            let now: HashSet<i64> = started.iter().copied().collect();
+            let claims = serde_json::Value::Array(
+                picked
+                    .iter()
+                    .map(|id| serde_json::json!([id, u8::from(now.contains(id))]))
+                    .collect(),
+            );
             Cached(
                 prepared(INSERT_CLAIMED)
                     .bind::<BigInt, _>(process_id)
-                    .bind::<Text, _>(json_ids(&started))
-                    .bind::<Text, _>(&ids_json),
+                    .bind::<Text, _>(claims.to_string()),
             )
             .execute(c)?;
             let positions: HashMap<i64, i64> = placed.into_iter().collect();
@@ -163,7 +172,7 @@ impl ClaimsDriver for MysqlConnection {
     }
 
     fn claimed_delete_fenced(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<Vec<i64>> {
-        write_tx(self, |c| {
+        in_tx(self, |c| {
             let rows: Vec<IdRow> = Cached(
                 prepared(CLAIMS_HELD_LOCKED)
                     .bind::<Text, _>(json_ids(job_ids))
@@ -222,8 +231,39 @@ impl ClaimsDriver for MysqlConnection {
                 Some(_) => with_result.push(row),
             }
         }
-        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-        write_tx(self, |c| {
+        let mut ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        // The fence in one statement (its count tells whether every claim
+        // was held), in a transaction of its own; when one was not (its
+        // process was pruned, or released it), or inside the caller's
+        // transaction, which it cannot roll back alone, the claims held are
+        // read and locked first, then deleted.
+        let mut not_all_held = false;
+        if !in_transaction(self)? {
+            let all = write_tx(self, |c| {
+                if !starts.is_empty() {
+                    ClaimsDriver::claimed_mark_started(c, process_id, starts)?;
+                }
+                let deleted = Cached(
+                    prepared(DELETE_CLAIMS_HELD)
+                        .bind::<Text, _>(json_ids(&ids))
+                        .bind::<BigInt, _>(process_id),
+                )
+                .execute(c)?;
+                if deleted != ids.len() {
+                    not_all_held = true;
+                    return Err(diesel::result::Error::RollbackTransaction);
+                }
+                write_succeeded(c, &groups, &with_result, None)?;
+                Ok(ids.clone())
+            });
+            match all {
+                Err(diesel::result::Error::RollbackTransaction) if not_all_held => {}
+                all => return all,
+            }
+        }
+        in_tx(self, |c| {
             if !starts.is_empty() {
                 ClaimsDriver::claimed_mark_started(c, process_id, starts)?;
             }
@@ -231,43 +271,53 @@ impl ClaimsDriver for MysqlConnection {
             if fenced.is_empty() {
                 return Ok(fenced);
             }
-            let held: std::collections::HashSet<i64> = fenced.iter().copied().collect();
-            for (keep, group) in &groups {
-                let mut group: Vec<&Succeeded> = group
-                    .iter()
-                    .copied()
-                    .filter(|r| held.contains(&r.id))
-                    .collect();
-                if group.is_empty() {
-                    continue;
-                }
-                group.sort_unstable_by_key(|r| r.id);
-                let pairs = serde_json::Value::Array(
-                    group
-                        .iter()
-                        .map(|r| serde_json::json!([r.id, micros(r.started_ago)]))
-                        .collect(),
-                );
-                Cached(
-                    prepared(SUCCEED_GROUP)
-                        .bind::<Text, _>(pairs.to_string())
-                        .bind::<BigInt, _>(micros(*keep)),
-                )
-                .execute(c)?;
-            }
-            for row in with_result.iter().filter(|r| held.contains(&r.id)) {
-                Cached(
-                    prepared(SUCCEED_WITH_RESULT)
-                        .bind::<BigInt, _>(micros(row.keep))
-                        .bind::<Nullable<Text>, _>(row.result.as_deref())
-                        .bind::<BigInt, _>(micros(row.started_ago))
-                        .bind::<BigInt, _>(row.id),
-                )
-                .execute(c)?;
-            }
+            let held: HashSet<i64> = fenced.iter().copied().collect();
+            write_succeeded(c, &groups, &with_result, Some(&held))?;
             Ok(fenced)
         })
     }
+}
+
+/// Writes successes: one `UPDATE` per group without a result and with the
+/// same retention, a result row by row; of those in `held` only, when
+/// given (the others' claims were not held).
+fn write_succeeded(
+    c: &mut MysqlConnection,
+    groups: &HashMap<Duration, Vec<&Succeeded>>,
+    with_result: &[&Succeeded],
+    held: Option<&HashSet<i64>>,
+) -> QueryResult<()> {
+    let fenced = |id: &i64| held.is_none_or(|held| held.contains(id));
+    for (keep, group) in groups {
+        let mut group: Vec<&Succeeded> = group.iter().copied().filter(|r| fenced(&r.id)).collect();
+        if group.is_empty() {
+            continue;
+        }
+        group.sort_unstable_by_key(|r| r.id);
+        let pairs = serde_json::Value::Array(
+            group
+                .iter()
+                .map(|r| serde_json::json!([r.id, micros(r.started_ago)]))
+                .collect(),
+        );
+        Cached(
+            prepared(SUCCEED_GROUP)
+                .bind::<Text, _>(pairs.to_string())
+                .bind::<BigInt, _>(micros(*keep)),
+        )
+        .execute(c)?;
+    }
+    for row in with_result.iter().filter(|r| fenced(&r.id)) {
+        Cached(
+            prepared(SUCCEED_WITH_RESULT)
+                .bind::<BigInt, _>(micros(row.keep))
+                .bind::<Nullable<Text>, _>(row.result.as_deref())
+                .bind::<BigInt, _>(micros(row.started_ago))
+                .bind::<BigInt, _>(row.id),
+        )
+        .execute(c)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -123,6 +123,15 @@ STRAIGHT_JOIN solidq_jobs j ON j.id = c.job_id ORDER BY j.id
 DELETE c FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
 STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value
 
+-- name: jobs_succeed_fenced/claims
+-- The finish's fence, in one statement: the claims among ? (ids in
+-- ascending order, the order every fence locks them in) that process ?
+-- holds, deleted without a locking read first. The count of rows deleted
+-- tells whether every one was held, as nearly always.
+DELETE c FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
+STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = ids.value
+WHERE c.process_id = ?
+
 -- name: jobs_succeed_fenced/group
 -- Finishes a group of fenced jobs without results and with the same
 -- retention: the first ? is a JSON array of [id, microseconds since the
