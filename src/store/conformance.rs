@@ -1252,6 +1252,18 @@ fn blocked_jobs_wait_in_priority_order_and_are_taken_once(d: &mut dyn Driver) {
     );
 }
 
+/// The claims of process `p`, released: (id, started), in id order.
+fn released_claims(d: &mut dyn Driver, p: i64) -> Vec<(i64, bool)> {
+    let mut released: Vec<(i64, bool)> = d
+        .claimed_delete_by_process(p)
+        .unwrap()
+        .iter()
+        .map(|r| (r.id, r.started))
+        .collect();
+    released.sort();
+    released
+}
+
 /// Claims from queue `conformance` for process `p` one job to start and
 /// up to three ahead, of kind `conformance_job` only: (id, started).
 fn claim_one_and_three_ahead(d: &mut dyn Driver, p: i64) -> Vec<(i64, bool)> {
@@ -1294,13 +1306,7 @@ fn claims_taken_ahead_are_not_started_until_marked(d: &mut dyn Driver) {
     );
     d.transaction(&mut |d| d.claimed_mark_started(p, &[ids[1]]))
         .unwrap();
-    let mut released: Vec<(i64, bool)> = d
-        .claimed_delete_by_process(p)
-        .unwrap()
-        .iter()
-        .map(|r| (r.id, r.started))
-        .collect();
-    released.sort();
+    let released = released_claims(d, p);
     assert_eq!(
         released,
         [(ids[0], true), (ids[1], true), (ids[3], false)],
@@ -1497,13 +1503,7 @@ fn a_finish_writes_only_the_claims_its_process_holds(d: &mut dyn Driver) {
         3,
         "three finished, each once; the other two not"
     );
-    let mut released: Vec<(i64, bool)> = d
-        .claimed_delete_by_process(p)
-        .unwrap()
-        .iter()
-        .map(|r| (r.id, r.started))
-        .collect();
-    released.sort();
+    let released = released_claims(d, p);
     assert_eq!(
         released,
         [(ids[2], true), (ids[3], false)],
@@ -1569,13 +1569,7 @@ fn a_stalled_job_runs_alone_until_an_attempt_ends(d: &mut dyn Driver) {
     // its stall, and handed back it still runs alone.
     d.transaction(&mut |d| d.claimed_mark_unstarted(q, &[ids[0], MISSING[0]]))
         .unwrap();
-    let mut held: Vec<(i64, bool)> = d
-        .claimed_delete_by_process(q)
-        .unwrap()
-        .iter()
-        .map(|r| (r.id, r.started))
-        .collect();
-    held.sort();
+    let held = released_claims(d, q);
     assert_eq!(held, [(ids[0], false), (ids[1], true)]);
     d.transaction(&mut |d| {
         d.jobs_release(&[Released {
