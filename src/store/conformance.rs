@@ -689,12 +689,7 @@ fn process(d: &mut dyn Driver, name: &str) -> i64 {
 
 fn a_claim_is_its_processs_alone_and_finishes_once(d: &mut dyn Driver) {
     let (a, b) = (process(d, "conformance-a"), process(d, "conformance-b"));
-    let ids: Vec<i64> = d
-        .jobs_insert(&[job(None), job(None), job(None)], false)
-        .unwrap()
-        .into_iter()
-        .map(|id| id.expect("a new id"))
-        .collect();
+    let ids: Vec<i64> = inserted(d, &[job(None), job(None), job(None)]);
     let query = ClaimQuery::new(vec![QueuePattern::Exact("conformance".into())]);
     let limits = |n| ClaimLimits {
         immediate: n,
@@ -1216,12 +1211,7 @@ fn blocked_jobs_wait_in_priority_order_and_are_taken_once(d: &mut dyn Driver) {
         concurrency_key: Some(key.into()),
         ..job(None)
     };
-    let ids: Vec<i64> = d
-        .jobs_insert(&[limited(5), limited(1), limited(5)], false)
-        .unwrap()
-        .into_iter()
-        .map(|id| id.expect("an id"))
-        .collect();
+    let ids: Vec<i64> = inserted(d, &[limited(5), limited(1), limited(5)]);
     // Jobs under a limit wait in scheduled for their caller to place them.
     assert!(d.scheduled_limited_due().unwrap(), "limited jobs are due");
     let mut taken = d.scheduled_take_limited(Some(&ids), 10).unwrap();
@@ -1250,6 +1240,15 @@ fn blocked_jobs_wait_in_priority_order_and_are_taken_once(d: &mut dyn Driver) {
         d.blocked_expired_keys(10).unwrap().is_empty(),
         "none expired: they expire a limit's duration from now"
     );
+}
+
+/// Inserts `jobs` (none with a key already taken): their ids, in order.
+fn inserted(d: &mut dyn Driver, jobs: &[NewJob]) -> Vec<i64> {
+    d.jobs_insert(jobs, false)
+        .unwrap()
+        .into_iter()
+        .map(|id| id.expect("a new id"))
+        .collect()
 }
 
 /// The claims of process `p`, released: (id, started), in id order.
@@ -1287,12 +1286,7 @@ fn claims_taken_ahead_are_not_started_until_marked(d: &mut dyn Driver) {
         delivery: Delivery::AtMostOnce,
         ..job(None)
     };
-    let ids: Vec<i64> = d
-        .jobs_insert(&[job(None), job(None), once, job(None)], false)
-        .unwrap()
-        .into_iter()
-        .map(|id| id.expect("an id"))
-        .collect();
+    let ids: Vec<i64> = inserted(d, &[job(None), job(None), once, job(None)]);
     assert_eq!(
         claim_one_and_three_ahead(d, p),
         [(ids[0], true), (ids[1], false), (ids[3], false)],
@@ -1340,12 +1334,7 @@ fn ready_rows_without_kind_are_judged_by_their_job(backend: Backend) {
                     kind: "conformance_slow".into(),
                     ..job(None)
                 };
-                let ids: Vec<i64> = d
-                    .jobs_insert(&[job(None), once, slow, job(None)], false)
-                    .unwrap()
-                    .into_iter()
-                    .map(|id| id.expect("an id"))
-                    .collect();
+                let ids: Vec<i64> = inserted(d, &[job(None), once, slow, job(None)]);
                 if older {
                     sql("UPDATE solidq_ready_executions SET kind = NULL, delivery = NULL");
                 }
@@ -1443,15 +1432,7 @@ fn a_finish_writes_only_the_claims_its_process_holds(d: &mut dyn Driver) {
         process(d, "conformance-fence-p"),
         process(d, "conformance-fence-q"),
     );
-    let ids: Vec<i64> = d
-        .jobs_insert(
-            &[job(None), job(None), job(None), job(None), job(None)],
-            false,
-        )
-        .unwrap()
-        .into_iter()
-        .map(|id| id.expect("an id"))
-        .collect();
+    let ids: Vec<i64> = inserted(d, &[job(None), job(None), job(None), job(None), job(None)]);
     assert_eq!(
         claim_one_and_three_ahead(d, p),
         [
@@ -1513,12 +1494,7 @@ fn a_finish_writes_only_the_claims_its_process_holds(d: &mut dyn Driver) {
 
 fn a_stalled_job_runs_alone_until_an_attempt_ends(d: &mut dyn Driver) {
     let p = process(d, "conformance-alone");
-    let ids: Vec<i64> = d
-        .jobs_insert(&[job(None), job(None)], false)
-        .unwrap()
-        .into_iter()
-        .map(|id| id.expect("an id"))
-        .collect();
+    let ids: Vec<i64> = inserted(d, &[job(None), job(None)]);
     let query = ClaimQuery::new(vec![QueuePattern::Exact("conformance".into())]);
     let limits = ClaimLimits {
         immediate: 2,
@@ -1703,12 +1679,7 @@ fn a_silent_process_is_found_by_its_silence_and_locked(d: &mut dyn Driver) {
 
 fn finished_jobs_are_deleted_when_their_keep_ends_or_by_age(d: &mut dyn Driver) {
     let p = process(d, "conformance-cleaner");
-    let ids: Vec<i64> = d
-        .jobs_insert(&[job(None), job(None)], false)
-        .unwrap()
-        .into_iter()
-        .map(|id| id.expect("an id"))
-        .collect();
+    let ids: Vec<i64> = inserted(d, &[job(None), job(None)]);
     assert_eq!(claim_ids(d, p, 2), ids);
     let success = |id, keep| Succeeded {
         id,
