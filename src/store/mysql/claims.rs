@@ -96,14 +96,10 @@ impl ClaimsDriver for MysqlConnection {
             )
             .execute(c)?;
             let positions: HashMap<i64, i64> = placed.into_iter().collect();
-            jobs = Cached(
-                prepared(SELECT_CLAIMED_JOBS)
-                    .bind::<Text, _>(ids_json)
-                    .bind::<BigInt, _>(process_id),
-            )
-            .load(c)?;
+            jobs = Cached(prepared(SELECT_CLAIMED_JOBS).bind::<Text, _>(ids_json)).load(c)?;
             for job in &mut jobs {
                 job.position = positions.get(&job.id).copied().unwrap_or(job.id);
+                job.started = now.contains(&job.id);
             }
         }
         if let (Some(state), Some(bound)) = (floor_state.as_mut(), bound) {

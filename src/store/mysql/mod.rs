@@ -298,19 +298,20 @@ static MOVE_DUE: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// The claimed jobs read back after the claim's commit, with their claim:
-/// `due_at` as on the other backends, the claim's own times.
+/// The claimed jobs (`?`, the ids just claimed), read in the claim's
+/// transaction: `due_at` as on the other backends, `claimed_at` this
+/// read's time (the claims were written a statement before), `started`
+/// set by the claim, which knows it. Not joined with the claims it just
+/// wrote: a primary key probe per job for what the claim already knew.
 const SELECT_CLAIMED_JOBS: &str = "\
 SELECT j.id, j.queue_name, j.kind, j.arguments, j.concurrency_key, j.priority, j.options, j.delivery,
        j.max_attempts, j.attempts, j.stalled_count, j.snoozes, j.checkpoint, j.batch_id,
        j.cancel_requested_at IS NOT NULL AS cancel_requested, j.created_at,
-       GREATEST(j.scheduled_at, j.updated_at) AS due_at, c.created_at AS claimed_at,
-       CAST(0 AS SIGNED) AS ord, CAST(0 AS SIGNED) AS position, c.started_at IS NOT NULL AS started,
+       GREATEST(j.scheduled_at, j.updated_at) AS due_at, UTC_TIMESTAMP(6) AS claimed_at,
+       CAST(0 AS SIGNED) AS ord, CAST(0 AS SIGNED) AS position, FALSE AS started,
        j.run_alone
 FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
-STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value
-STRAIGHT_JOIN solidq_claimed_executions c ON c.job_id = j.id
-WHERE c.process_id = ?";
+STRAIGHT_JOIN solidq_jobs j ON j.id = ids.value";
 
 const DELETE_READY_CLAIMED: &str = "\
 DELETE r FROM JSON_TABLE(?, '$[*]' COLUMNS (value BIGINT PATH '$')) AS ids
