@@ -874,7 +874,12 @@ mod tests {
     fn wal_database(path: &std::path::Path) -> SqliteConnection {
         let mut writer = SqliteConnection::establish(path.to_str().unwrap()).expect("open");
         writer
-            .batch_execute("PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER);")
+            // A busy timeout: the store's own connection may hold the
+            // write lock for a moment (the full lib run once failed a
+            // commit here with the lock taken).
+            .batch_execute(
+                "PRAGMA busy_timeout = 5000; PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER);",
+            )
             .expect("setup");
         writer
     }
