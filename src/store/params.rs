@@ -204,21 +204,50 @@ impl ClaimQuery {
         force_index: bool,
         with_kind: bool,
     ) -> String {
+        self.candidates_carrying_sql(limit, extra, lock, force_index, with_kind, false)
+    }
+
+    /// [`ClaimQuery::candidates_in_index_order_sql`] whose rows carry their
+    /// jobs' columns ([`JOB_COLUMNS`], read in the same locking read: the
+    /// job row locked with its ready row).
+    #[cfg(feature = "mysql")]
+    pub(crate) fn candidates_with_jobs_sql(&self, limit: &str, extra: &str, lock: &str) -> String {
+        self.candidates_carrying_sql(limit, extra, lock, true, false, true)
+    }
+
+    fn candidates_carrying_sql(
+        &self,
+        limit: &str,
+        extra: &str,
+        lock: &str,
+        force_index: bool,
+        with_kind: bool,
+        with_job: bool,
+    ) -> String {
         use crate::types::QueuePattern;
         let kind = if with_kind { ", kind, delivery" } else { "" };
+        let (job_inner, job_join, job_outer) = job_carried(with_job);
         if let Some(names) = self.listed() {
-            return listed_candidates_sql(&names, limit, extra, lock, force_index, kind);
+            return listed_candidates_sql(
+                &names,
+                limit,
+                extra,
+                lock,
+                force_index,
+                kind,
+                (&job_inner, job_join, &job_outer),
+            );
         }
         let mut parts = Vec::with_capacity(self.patterns.len());
         for (ord, pattern) in self.patterns.iter().enumerate() {
             let (condition, index) = match pattern {
                 QueuePattern::Exact(name) => (
-                    format!("queue_name = '{name}'"),
+                    format!("r.queue_name = '{name}'"),
                     "solidq_ready_poll_by_queue",
                 ),
                 QueuePattern::Prefix(prefix) => (
                     format!(
-                        "substr(queue_name, 1, {}) = '{prefix}'",
+                        "substr(r.queue_name, 1, {}) = '{prefix}'",
                         prefix.chars().count()
                     ),
                     "solidq_ready_poll_all",
@@ -231,10 +260,11 @@ impl ClaimQuery {
                 String::new()
             };
             parts.push(format!(
-                "SELECT job_id, {ord} AS ord, priority, position{kind} FROM (SELECT job_id, priority, position{kind} \
-                 FROM solidq_ready_executions r{hint} WHERE {condition} \
-                 AND queue_name NOT IN (SELECT queue_name FROM solidq_pauses){extra} \
-                 ORDER BY priority, position LIMIT {limit}{lock}) AS c{ord}"
+                "SELECT job_id, {ord} AS ord, priority, position{kind}{job_outer} FROM \
+                 (SELECT r.job_id, r.priority, r.position{kind}{job_inner} \
+                 FROM solidq_ready_executions r{hint}{job_join} WHERE {condition} \
+                 AND r.queue_name NOT IN (SELECT queue_name FROM solidq_pauses){extra} \
+                 ORDER BY r.priority, r.position LIMIT {limit}{lock}) AS c{ord}"
             ));
         }
         parts.join(" UNION ALL ")
@@ -290,6 +320,59 @@ impl ClaimQuery {
     }
 }
 
+/// A claimed job's columns as a claim's candidates carry them on MySQL
+/// (`ClaimQuery::candidates_with_jobs_sql`), from `solidq_jobs jb`, each
+/// named `j_` and its name in [`ClaimedJob`] (a ready row's `priority`
+/// is beside it in the same row).
+#[cfg(feature = "mysql")]
+pub(crate) const JOB_COLUMNS: [&str; 17] = [
+    "jb.queue_name AS j_queue_name",
+    "jb.kind AS j_kind",
+    "jb.arguments AS j_arguments",
+    "jb.concurrency_key AS j_concurrency_key",
+    "jb.priority AS j_priority",
+    "jb.options AS j_options",
+    "jb.delivery AS j_delivery",
+    "jb.max_attempts AS j_max_attempts",
+    "jb.attempts AS j_attempts",
+    "jb.stalled_count AS j_stalled_count",
+    "jb.snoozes AS j_snoozes",
+    "jb.checkpoint AS j_checkpoint",
+    "jb.batch_id AS j_batch_id",
+    "jb.cancel_requested_at IS NOT NULL AS j_cancel_requested",
+    "jb.created_at AS j_created_at",
+    "GREATEST(jb.scheduled_at, jb.updated_at) AS j_due_at",
+    "jb.run_alone AS j_run_alone",
+];
+
+/// The names [`JOB_COLUMNS`] give their columns.
+#[cfg(feature = "mysql")]
+pub(crate) fn job_column_names() -> Vec<&'static str> {
+    JOB_COLUMNS
+        .iter()
+        .map(|c| c.rsplit_once(" AS ").map_or(*c, |(_, name)| name))
+        .collect()
+}
+
+/// The inner select's job columns, the join that reads them and the
+/// outer select's names of them, when candidates carry their jobs.
+#[cfg(feature = "mysql")]
+fn job_carried(with_job: bool) -> (String, &'static str, String) {
+    if !with_job {
+        return (String::new(), "", String::new());
+    }
+    (
+        format!(", {}", JOB_COLUMNS.join(", ")),
+        " STRAIGHT_JOIN solidq_jobs jb ON jb.id = r.job_id",
+        format!(", {}", job_column_names().join(", ")),
+    )
+}
+
+#[cfg(not(feature = "mysql"))]
+fn job_carried(_: bool) -> (String, &'static str, String) {
+    (String::new(), "", String::new())
+}
+
 /// The candidates of a list of queue names, `SELECT job_id, ord,
 /// priority, position` in claim order (the list's, then priority, then
 /// place): a nested loop over the names in order, each an index probe of
@@ -311,6 +394,7 @@ fn listed_candidates_sql(
     lock: &str,
     force_index: bool,
     kind: &str,
+    (job_inner, job_join, job_outer): (&str, &str, &str),
 ) -> String {
     let paused = "queue_name NOT IN (SELECT queue_name FROM solidq_pauses)";
     if force_index {
@@ -322,11 +406,11 @@ fn listed_candidates_sql(
             .collect::<Vec<_>>()
             .join(", ");
         return format!(
-            "SELECT job_id, ord, priority, position FROM (SELECT r.job_id, names.ord - 1 AS ord, \
-             r.priority, r.position FROM JSON_TABLE(JSON_ARRAY({array}), '$[*]' COLUMNS (ord FOR ORDINALITY, \
+            "SELECT job_id, ord, priority, position{job_outer} FROM (SELECT r.job_id, names.ord - 1 AS ord, \
+             r.priority, r.position{job_inner} FROM JSON_TABLE(JSON_ARRAY({array}), '$[*]' COLUMNS (ord FOR ORDINALITY, \
              name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS names \
              STRAIGHT_JOIN solidq_ready_executions r FORCE INDEX (solidq_ready_poll_by_queue) \
-             ON r.queue_name = names.name WHERE r.{paused}{extra} LIMIT {limit}{lock}) AS c0"
+             ON r.queue_name = names.name{job_join} WHERE r.{paused}{extra} LIMIT {limit}{lock}) AS c0"
         );
     }
     if lock.is_empty() {

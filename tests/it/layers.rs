@@ -460,7 +460,7 @@ const SQL_IN_RUST: &[(&str, usize)] = &[
     ("store/listener.rs", 1),
     ("store/mysql/explain.rs", 7),
     ("store/mysql/floor.rs", 2),
-    ("store/mysql/mod.rs", 11),
+    ("store/mysql/mod.rs", 9),
     ("store/mysql/statement.rs", 3),
     ("store/params.rs", 5),
     ("store/portable.rs", 1),

@@ -41,14 +41,9 @@ impl ClaimsDriver for MysqlConnection {
         // before the COMMIT, so they are known whenever it may have
         // committed.
         let c = self;
-        let alive: Scalar =
-            Cached(prepared(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
-        if alive.v == 0 {
-            return Ok(Vec::new());
-        }
         // A single pattern's claim starts at the worker's floor while the
         // counter reads as the worker last saw it (`store::floor`), read
-        // before the candidates.
+        // before the candidates, with the process's row.
         let mut floor_state = crate::store::floor::applies(claim).then(|| {
             claim
                 .floor
@@ -59,29 +54,37 @@ impl ClaimsDriver for MysqlConnection {
         let mut bound = None;
         let mut below = 0;
         if let Some(state) = floor_state.as_mut() {
+            let Some(read) = super::floor::read_if_alive(c, process_id)? else {
+                return Ok(Vec::new());
+            };
             bound = Some(state.bound(at));
-            below = super::floor::read(c)?;
+            below = read;
+        } else {
+            let alive: Scalar =
+                Cached(prepared(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
+            if alive.v == 0 {
+                return Ok(Vec::new());
+            }
         }
         let at_floor = bound.filter(|b| b.seen == below);
         let immediate_from = at_floor.filter(|b| !b.head).map(|b| b.floor);
         let ahead_from = at_floor.map(|b| b.floor);
-        let mut placed = load_candidates(c, claim, limits.immediate, None, immediate_from)?;
-        let started: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
+        // The candidates come with their jobs, read and locked with them.
+        let mut jobs = load_candidates(c, claim, limits.immediate, None, immediate_from)?;
+        let started: Vec<i64> = jobs.iter().map(|j| j.id).collect();
         // Beyond the idle threads: only jobs of fast kinds, and never
         // at-most-once ones; and not looked for when the idle threads'
         // read came back short: each of its patterns then read to the end
         // of what it may claim, and this read covers the same rows or
         // fewer (a job committed between the two reads changes the
         // listener's signature, and the next claim takes it).
-        if !limits.fast_kinds.is_empty() && placed.len() >= limits.immediate {
+        if !limits.fast_kinds.is_empty() && jobs.len() >= limits.immediate {
             let ahead = Some((limits.fast_kinds.as_slice(), started.as_slice()));
-            placed.extend(load_candidates(c, claim, limits.ahead, ahead, ahead_from)?);
+            jobs.extend(load_candidates(c, claim, limits.ahead, ahead, ahead_from)?);
         }
-        let mut jobs: Vec<ClaimedJob> = Vec::new();
-        if !placed.is_empty() {
-            let picked: Vec<i64> = placed.iter().map(|(id, _)| *id).collect();
-            let ids_json = json_ids(&picked);
-            Cached(prepared(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
+        if !jobs.is_empty() {
+            let picked: Vec<i64> = jobs.iter().map(|j| j.id).collect();
+            Cached(prepared(DELETE_READY_CLAIMED).bind::<Text, _>(json_ids(&picked))).execute(c)?;
             let now: HashSet<i64> = started.iter().copied().collect();
             let claims = serde_json::Value::Array(
                 picked
@@ -95,10 +98,7 @@ impl ClaimsDriver for MysqlConnection {
                     .bind::<Text, _>(claims.to_string()),
             )
             .execute(c)?;
-            let positions: HashMap<i64, i64> = placed.into_iter().collect();
-            jobs = Cached(prepared(SELECT_CLAIMED_JOBS).bind::<Text, _>(ids_json)).load(c)?;
             for job in &mut jobs {
-                job.position = positions.get(&job.id).copied().unwrap_or(job.id);
                 job.started = now.contains(&job.id);
             }
         }
@@ -415,6 +415,115 @@ mod tests {
             claim(&mut conn, 10),
             (without_ahead + 1, 20),
             "a claim of 10 and 10 ahead"
+        );
+    }
+
+    /// A claim reads its jobs in the locking read of their ready rows:
+    /// from a floor, four statements (the process's row with the floor's
+    /// counter, the candidates with their jobs, the ready rows' delete,
+    /// the claims' insert), and a job whose row another transaction holds
+    /// is skipped, as its ready row would be, until that one ends.
+    #[test]
+    fn a_claim_reads_and_locks_its_jobs_with_their_ready_rows() {
+        use diesel::Connection;
+        use diesel::connection::SimpleConnection;
+
+        use crate::store::{ClaimQuery, JobsDriver, NewJob, NewProcess, ProcessesDriver};
+        use crate::types::QueuePattern;
+
+        let Some(url) = crate::store::conformance::mysql_url() else {
+            return;
+        };
+        let url = crate::types::DatabaseUrl::parse(&url).unwrap();
+        let options = crate::store::PoolOptions {
+            size: 1,
+            timeout: std::time::Duration::from_secs(30),
+            sqlite: crate::store::SqliteSettings::default(),
+        };
+        crate::store::Store::connect(&url, &options)
+            .unwrap()
+            .migrate()
+            .unwrap();
+        let mysql = || {
+            let crate::store::AnyConnection::Mysql(conn) = url
+                .establish(crate::store::SqliteSettings::default())
+                .unwrap()
+            else {
+                panic!("a MySQL connection");
+            };
+            conn
+        };
+        let (mut conn, mut other) = (mysql(), mysql());
+        let p = conn
+            .process_insert(&NewProcess {
+                kind: "worker".into(),
+                name: "locked-jobs".into(),
+                pid: 4712,
+                hostname: "host".into(),
+                supervisor_id: None,
+                metadata: "{}".into(),
+            })
+            .unwrap();
+        let jobs: Vec<NewJob> = (0..3)
+            .map(|_| NewJob::plain("claim_locks_jobs", "noop"))
+            .collect();
+        let ids: Vec<i64> = conn
+            .jobs_insert(&jobs, false)
+            .unwrap()
+            .into_iter()
+            .map(|id| id.unwrap())
+            .collect();
+        #[derive(QueryableByName)]
+        struct Status {
+            #[diesel(sql_type = Text)]
+            #[diesel(column_name = Value)]
+            value: String,
+        }
+        let executed = |conn: &mut MysqlConnection| -> i64 {
+            let row: Status = sql_query("SHOW SESSION STATUS LIKE 'Com_stmt_execute'")
+                .get_result(conn)
+                .unwrap();
+            row.value.parse().unwrap()
+        };
+        let query = ClaimQuery::new(vec![QueuePattern::Exact("claim_locks_jobs".into())]);
+        let limits = ClaimLimits {
+            immediate: 10,
+            ahead: 0,
+            fast_kinds: Vec::new(),
+            from: 0,
+        };
+        other
+            .batch_execute(&format!(
+                "BEGIN; SELECT id FROM solidq_jobs WHERE id = {} FOR UPDATE",
+                ids[0]
+            ))
+            .unwrap();
+        let before = executed(&mut conn);
+        let claimed =
+            Connection::transaction(&mut conn, |c| c.ready_claim(&query, p, &limits)).unwrap();
+        // The second read of the counter counts itself.
+        assert_eq!(executed(&mut conn) - before - 1, 4, "statements of a claim");
+        let mut taken: Vec<i64> = claimed.iter().map(|j| j.id).collect();
+        taken.sort_unstable();
+        assert_eq!(taken, ids[1..], "the job held elsewhere is skipped");
+        for job in &claimed {
+            assert_eq!(
+                (
+                    job.queue_name.as_str(),
+                    job.kind.as_str(),
+                    job.attempts,
+                    job.started
+                ),
+                ("claim_locks_jobs", "noop", 0, true)
+            );
+        }
+        other.batch_execute("ROLLBACK").unwrap();
+        let claimed =
+            Connection::transaction(&mut conn, |c| c.ready_claim(&query, p, &limits)).unwrap();
+        assert_eq!(
+            claimed.iter().map(|j| j.id).collect::<Vec<_>>(),
+            ids[..1],
+            "taken once the other transaction ended"
         );
     }
 

@@ -27,9 +27,12 @@ use diesel::{QueryResult, QueryableByName, RunQueryDsl};
 use crate::store::portable::Portable;
 use crate::store::{Cached, prepared};
 
-/// The counter as it reads now.
-const READ_BELOW: &str =
-    "SELECT CAST(COALESCE(MAX(id), 0) AS SIGNED) AS below FROM solidq_ready_below";
+/// The claiming process's row share-locked (`super::PROCESS_ALIVE`: 1,
+/// or 0 when it is gone) and the counter as it reads now, in one round
+/// trip.
+const ALIVE_AND_BELOW: &str = "SELECT COUNT(*) AS v, \
+     (SELECT CAST(COALESCE(MAX(id), 0) AS SIGNED) FROM solidq_ready_below) AS below \
+     FROM (SELECT id FROM solidq_processes WHERE id = ? LOCK IN SHARE MODE) AS p";
 
 /// Deletes every row of the counter but the highest.
 pub(super) const TRIM: &str = "DELETE FROM solidq_ready_below \
@@ -53,17 +56,24 @@ pub(super) fn below_sql(claim: &crate::store::ClaimQuery) -> String {
 }
 
 #[derive(QueryableByName)]
-struct BelowRow {
+struct AliveBelow {
+    #[diesel(sql_type = BigInt)]
+    v: i64,
     #[diesel(sql_type = BigInt)]
     below: i64,
 }
 
-/// Reads the counter: before the claim's candidates, so that a move
-/// committed between the two is seen by the next claim at the latest.
-pub(super) fn read(conn: &mut MysqlConnection) -> QueryResult<i64> {
-    Ok(Cached(prepared(READ_BELOW))
-        .get_result::<BelowRow>(conn)?
-        .below)
+/// Share-locks process `process_id`'s row for the claim, as
+/// `super::PROCESS_ALIVE` does, and reads the counter: before the claim's
+/// candidates, so that a move committed between the two is seen by the
+/// next claim at the latest. `None` when the process's row is gone.
+pub(super) fn read_if_alive(
+    conn: &mut MysqlConnection,
+    process_id: i64,
+) -> QueryResult<Option<i64>> {
+    let read: AliveBelow =
+        Cached(prepared(ALIVE_AND_BELOW).bind::<BigInt, _>(process_id)).get_result(conn)?;
+    Ok((read.v != 0).then_some(read.below))
 }
 
 /// After a statement that made `rows` jobs ready below the tail: moves
