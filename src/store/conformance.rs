@@ -675,7 +675,8 @@ fn the_horizon_is_one_row_whole_or_empty(d: &mut dyn Driver) {
     }
 }
 
-fn process(d: &mut dyn Driver, name: &str) -> i64 {
+/// A worker process's row named `name`; its id.
+pub(crate) fn process(d: &mut dyn Driver, name: &str) -> i64 {
     d.process_insert(&NewProcess {
         kind: "worker".into(),
         name: name.into(),

@@ -170,14 +170,14 @@ impl ClaimQuery {
     /// with `AND`) on each ready row `r`.
     #[cfg(any(feature = "postgres", feature = "sqlite"))]
     pub(crate) fn candidates_where_sql(&self, limit: &str, extra: &str, lock: &str) -> String {
-        self.candidates_in_order_sql(limit, extra, lock, false, false)
+        self.candidates_in_order_sql(limit, extra, lock, false, false, false)
     }
 
     /// [`ClaimQuery::candidates_sql`] with each ready row's `kind` and
     /// `delivery` after its place (NULL in a row an older release wrote).
     #[cfg(feature = "sqlite")]
     pub(crate) fn candidates_with_kind_sql(&self, limit: &str) -> String {
-        self.candidates_in_order_sql(limit, "", "", false, true)
+        self.candidates_in_order_sql(limit, "", "", false, true, false)
     }
 
     /// [`ClaimQuery::candidates_where_sql`] that reads each pattern's rows
@@ -193,18 +193,7 @@ impl ClaimQuery {
         extra: &str,
         lock: &str,
     ) -> String {
-        self.candidates_in_order_sql(limit, extra, lock, true, false)
-    }
-
-    fn candidates_in_order_sql(
-        &self,
-        limit: &str,
-        extra: &str,
-        lock: &str,
-        force_index: bool,
-        with_kind: bool,
-    ) -> String {
-        self.candidates_carrying_sql(limit, extra, lock, force_index, with_kind, false)
+        self.candidates_in_order_sql(limit, extra, lock, true, false, false)
     }
 
     /// [`ClaimQuery::candidates_in_index_order_sql`] whose rows carry their
@@ -212,10 +201,10 @@ impl ClaimQuery {
     /// job row locked with its ready row).
     #[cfg(feature = "mysql")]
     pub(crate) fn candidates_with_jobs_sql(&self, limit: &str, extra: &str, lock: &str) -> String {
-        self.candidates_carrying_sql(limit, extra, lock, true, false, true)
+        self.candidates_in_order_sql(limit, extra, lock, true, false, true)
     }
 
-    fn candidates_carrying_sql(
+    fn candidates_in_order_sql(
         &self,
         limit: &str,
         extra: &str,

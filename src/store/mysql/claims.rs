@@ -326,20 +326,10 @@ mod tests {
         sql.split_whitespace().collect::<Vec<_>>().join(" ")
     }
 
-    /// A claim that comes back short of jobs for its idle threads runs no
-    /// read of jobs to take ahead (it could find nothing more): as many
-    /// statements as a claim with nothing to take ahead. One that fills
-    /// them runs that read, one statement more.
-    #[test]
-    fn a_claim_that_comes_back_short_reads_the_queue_once() {
-        use diesel::Connection;
-
-        use crate::store::{ClaimQuery, JobsDriver, NewJob, NewProcess, ProcessesDriver};
-        use crate::types::QueuePattern;
-
-        let Some(url) = crate::store::conformance::mysql_url() else {
-            return;
-        };
+    /// A fresh migrated test database and a connection to it, or `None`
+    /// without a server.
+    fn migrated() -> Option<(crate::types::DatabaseUrl, MysqlConnection)> {
+        let url = crate::store::conformance::mysql_url()?;
         let url = crate::types::DatabaseUrl::parse(&url).unwrap();
         let options = crate::store::PoolOptions {
             size: 1,
@@ -350,37 +340,53 @@ mod tests {
             .unwrap()
             .migrate()
             .unwrap();
-        let crate::store::AnyConnection::Mysql(mut conn) = url
+        let conn = connect(&url);
+        Some((url, conn))
+    }
+
+    /// Another connection to `url`'s database.
+    fn connect(url: &crate::types::DatabaseUrl) -> MysqlConnection {
+        let crate::store::AnyConnection::Mysql(conn) = url
             .establish(crate::store::SqliteSettings::default())
             .unwrap()
         else {
             panic!("a MySQL connection");
         };
-        let p = conn
-            .process_insert(&NewProcess {
-                kind: "worker".into(),
-                name: "short".into(),
-                pid: 4711,
-                hostname: "host".into(),
-                supervisor_id: None,
-                metadata: "{}".into(),
-            })
-            .unwrap();
-        let enqueue = |conn: &mut MysqlConnection, n: usize| {
-            let jobs: Vec<NewJob> = (0..n).map(|_| NewJob::plain("short", "noop")).collect();
-            conn.jobs_insert(&jobs, false).unwrap();
-        };
+        conn
+    }
+
+    /// Statements the connection executed so far, this read included.
+    fn executed(conn: &mut MysqlConnection) -> i64 {
         #[derive(QueryableByName)]
         struct Status {
             #[diesel(sql_type = Text)]
             #[diesel(column_name = Value)]
             value: String,
         }
-        let executed = |conn: &mut MysqlConnection| -> i64 {
-            let row: Status = sql_query("SHOW SESSION STATUS LIKE 'Com_stmt_execute'")
-                .get_result(conn)
-                .unwrap();
-            row.value.parse().unwrap()
+        let row: Status = sql_query("SHOW SESSION STATUS LIKE 'Com_stmt_execute'")
+            .get_result(conn)
+            .unwrap();
+        row.value.parse().unwrap()
+    }
+
+    /// A claim that comes back short of jobs for its idle threads runs no
+    /// read of jobs to take ahead (it could find nothing more): as many
+    /// statements as a claim with nothing to take ahead. One that fills
+    /// them runs that read, one statement more.
+    #[test]
+    fn a_claim_that_comes_back_short_reads_the_queue_once() {
+        use diesel::Connection;
+
+        use crate::store::{ClaimQuery, JobsDriver, NewJob};
+        use crate::types::QueuePattern;
+
+        let Some((_, mut conn)) = migrated() else {
+            return;
+        };
+        let p = crate::store::conformance::process(&mut conn, "short");
+        let enqueue = |conn: &mut MysqlConnection, n: usize| {
+            let jobs: Vec<NewJob> = (0..n).map(|_| NewJob::plain("short", "noop")).collect();
+            conn.jobs_insert(&jobs, false).unwrap();
         };
         let query = ClaimQuery::new(vec![QueuePattern::All]);
         // Statements a claim ran, and the jobs it took.
@@ -428,42 +434,14 @@ mod tests {
         use diesel::Connection;
         use diesel::connection::SimpleConnection;
 
-        use crate::store::{ClaimQuery, JobsDriver, NewJob, NewProcess, ProcessesDriver};
+        use crate::store::{ClaimQuery, JobsDriver, NewJob};
         use crate::types::QueuePattern;
 
-        let Some(url) = crate::store::conformance::mysql_url() else {
+        let Some((url, mut conn)) = migrated() else {
             return;
         };
-        let url = crate::types::DatabaseUrl::parse(&url).unwrap();
-        let options = crate::store::PoolOptions {
-            size: 1,
-            timeout: std::time::Duration::from_secs(30),
-            sqlite: crate::store::SqliteSettings::default(),
-        };
-        crate::store::Store::connect(&url, &options)
-            .unwrap()
-            .migrate()
-            .unwrap();
-        let mysql = || {
-            let crate::store::AnyConnection::Mysql(conn) = url
-                .establish(crate::store::SqliteSettings::default())
-                .unwrap()
-            else {
-                panic!("a MySQL connection");
-            };
-            conn
-        };
-        let (mut conn, mut other) = (mysql(), mysql());
-        let p = conn
-            .process_insert(&NewProcess {
-                kind: "worker".into(),
-                name: "locked-jobs".into(),
-                pid: 4712,
-                hostname: "host".into(),
-                supervisor_id: None,
-                metadata: "{}".into(),
-            })
-            .unwrap();
+        let mut other = connect(&url);
+        let p = crate::store::conformance::process(&mut conn, "locked-jobs");
         let jobs: Vec<NewJob> = (0..3)
             .map(|_| NewJob::plain("claim_locks_jobs", "noop"))
             .collect();
@@ -473,18 +451,6 @@ mod tests {
             .into_iter()
             .map(|id| id.unwrap())
             .collect();
-        #[derive(QueryableByName)]
-        struct Status {
-            #[diesel(sql_type = Text)]
-            #[diesel(column_name = Value)]
-            value: String,
-        }
-        let executed = |conn: &mut MysqlConnection| -> i64 {
-            let row: Status = sql_query("SHOW SESSION STATUS LIKE 'Com_stmt_execute'")
-                .get_result(conn)
-                .unwrap();
-            row.value.parse().unwrap()
-        };
         let query = ClaimQuery::new(vec![QueuePattern::Exact("claim_locks_jobs".into())]);
         let limits = ClaimLimits {
             immediate: 10,
