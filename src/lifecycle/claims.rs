@@ -232,12 +232,7 @@ mod tests {
             })
             .unwrap();
         let claim = ClaimQuery::new(vec![QueuePattern::parse("*").unwrap()]);
-        let limits = ClaimLimits {
-            immediate: 2,
-            ahead: 0,
-            fast_kinds: Vec::new(),
-            from: 0,
-        };
+        let limits = ClaimLimits::idle(2);
         // What the lost claim returned: two it holds and two it does not
         // (as if the transaction that claimed them had rolled back).
         let held = store.ready_claim(&claim, process, &limits).unwrap();

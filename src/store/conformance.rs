@@ -433,16 +433,7 @@ fn a_many_job_insert_gives_each_job_its_own_id_in_order(d: &mut dyn Driver) {
     let process = process(d, "conformance-many");
     let query = ClaimQuery::new(vec![QueuePattern::Exact("conformance".into())]);
     let claimed: Vec<i64> = d
-        .ready_claim(
-            &query,
-            process,
-            &ClaimLimits {
-                immediate: 2_000,
-                ahead: 0,
-                fast_kinds: Vec::new(),
-                from: 0,
-            },
-        )
+        .ready_claim(&query, process, &ClaimLimits::idle(2_000))
         .unwrap()
         .iter()
         .map(|j| j.id)
@@ -692,14 +683,8 @@ fn a_claim_is_its_processs_alone_and_finishes_once(d: &mut dyn Driver) {
     let (a, b) = (process(d, "conformance-a"), process(d, "conformance-b"));
     let ids: Vec<i64> = inserted(d, &[job(None), job(None), job(None)]);
     let query = ClaimQuery::new(vec![QueuePattern::Exact("conformance".into())]);
-    let limits = |n| ClaimLimits {
-        immediate: n,
-        ahead: 0,
-        fast_kinds: Vec::new(),
-        from: 0,
-    };
     let claimed: Vec<i64> = d
-        .ready_claim(&query, a, &limits(2))
+        .ready_claim(&query, a, &ClaimLimits::idle(2))
         .unwrap()
         .iter()
         .map(|j| j.id)
@@ -738,14 +723,18 @@ fn a_claim_is_its_processs_alone_and_finishes_once(d: &mut dyn Driver) {
         [(ids[1], a)]
     );
     let rest: Vec<i64> = d
-        .ready_claim(&query, b, &limits(5))
+        .ready_claim(&query, b, &ClaimLimits::idle(5))
         .unwrap()
         .iter()
         .map(|j| j.id)
         .collect();
     assert_eq!(rest, [ids[2]], "what is left in ready");
     let other = ClaimQuery::new(vec![QueuePattern::Exact("elsewhere".into())]);
-    assert!(d.ready_claim(&other, b, &limits(5)).unwrap().is_empty());
+    assert!(
+        d.ready_claim(&other, b, &ClaimLimits::idle(5))
+            .unwrap()
+            .is_empty()
+    );
 }
 
 fn a_semaphore_gives_its_limit_and_takes_back_what_was_given(d: &mut dyn Driver) {
@@ -782,12 +771,7 @@ fn a_failed_job_is_retried_once(d: &mut dyn Driver) {
         panic!("a job")
     };
     let query = ClaimQuery::new(vec![QueuePattern::Exact("conformance".into())]);
-    let limits = ClaimLimits {
-        immediate: 1,
-        ahead: 0,
-        fast_kinds: Vec::new(),
-        from: 0,
-    };
+    let limits = ClaimLimits::idle(1);
     let claimed = d.ready_claim(&query, p, &limits).unwrap();
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), [id]);
     d.transaction(&mut |d| {
@@ -827,12 +811,7 @@ fn a_job_made_ready_behind_the_claims_is_claimed_next(d: &mut dyn Driver) {
     // A prefix: the queue paused below is claimed from too.
     let query = ClaimQuery::new(vec![QueuePattern::Prefix("conformance".into())]);
     let claim = |d: &mut dyn Driver, n| -> Vec<i64> {
-        let limits = ClaimLimits {
-            immediate: n,
-            ahead: 0,
-            fast_kinds: Vec::new(),
-            from: 0,
-        };
+        let limits = ClaimLimits::idle(n);
         d.ready_claim(&query, p, &limits)
             .unwrap()
             .iter()
@@ -985,12 +964,7 @@ fn a_look_below_a_floor_finds_what_a_claim_there_would_take(d: &mut dyn Driver) 
 
 fn claim_ids(d: &mut dyn Driver, process: i64, n: usize) -> Vec<i64> {
     let query = ClaimQuery::new(vec![QueuePattern::Exact("conformance".into())]);
-    let limits = ClaimLimits {
-        immediate: n,
-        ahead: 0,
-        fast_kinds: Vec::new(),
-        from: 0,
-    };
+    let limits = ClaimLimits::idle(n);
     d.ready_claim(&query, process, &limits)
         .unwrap()
         .iter()
@@ -1497,12 +1471,7 @@ fn a_stalled_job_runs_alone_until_an_attempt_ends(d: &mut dyn Driver) {
     let p = process(d, "conformance-alone");
     let ids: Vec<i64> = inserted(d, &[job(None), job(None)]);
     let query = ClaimQuery::new(vec![QueuePattern::Exact("conformance".into())]);
-    let limits = ClaimLimits {
-        immediate: 2,
-        ahead: 0,
-        fast_kinds: Vec::new(),
-        from: 0,
-    };
+    let limits = ClaimLimits::idle(2);
     let alone = |d: &mut dyn Driver, p| -> Vec<(i64, bool, bool)> {
         let mut claimed: Vec<(i64, bool, bool)> = d
             .ready_claim(&query, p, &limits)

@@ -200,12 +200,7 @@ fn a_claim_whose_commit_answer_is_lost_runs_its_jobs(backend: Backend) {
         .map(|o| o.unwrap())
         .collect();
     let claim = ClaimQuery::new(vec![QueuePattern::parse("lost").unwrap()]);
-    let limits = ClaimLimits {
-        immediate: 3,
-        ahead: 0,
-        fast_kinds: Vec::new(),
-        from: 0,
-    };
+    let limits = ClaimLimits::idle(3);
     relay.armed.store(true, Ordering::SeqCst);
     let claimed = store
         .ready_claim(&claim, process, &limits)
@@ -263,12 +258,7 @@ fn a_job_transaction_whose_commit_answer_is_lost_is_read_back(backend: Backend, 
         .unwrap();
     let id = direct.jobs_enqueue(&[job()]).unwrap().outcome[0].unwrap();
     let claim = ClaimQuery::new(vec![QueuePattern::parse("lost").unwrap()]);
-    let limits = ClaimLimits {
-        immediate: 1,
-        ahead: 0,
-        fast_kinds: Vec::new(),
-        from: 0,
-    };
+    let limits = ClaimLimits::idle(1);
     let claimed = direct.ready_claim(&claim, process, &limits).unwrap();
     assert_eq!(claimed.len(), 1);
     let completion = Completion {

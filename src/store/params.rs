@@ -515,6 +515,17 @@ pub(crate) struct ClaimLimits {
 }
 
 impl ClaimLimits {
+    /// `n` jobs for idle threads, none ahead, every queue of a list
+    /// probed.
+    pub(crate) fn idle(n: usize) -> ClaimLimits {
+        ClaimLimits {
+            immediate: n,
+            ahead: 0,
+            fast_kinds: Vec::new(),
+            from: 0,
+        }
+    }
+
     /// Jobs at most.
     pub(crate) fn total(&self) -> usize {
         if self.fast_kinds.is_empty() {

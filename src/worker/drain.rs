@@ -104,12 +104,7 @@ impl Worker {
             .map(|q| QueuePattern::parse(q))
             .collect::<Result<Vec<_>>>()?;
         let claim = ClaimQuery::new(patterns);
-        let limits = ClaimLimits {
-            immediate: 1,
-            ahead: 0,
-            fast_kinds: Vec::new(),
-            from: 0,
-        };
+        let limits = ClaimLimits::idle(1);
         let dispatcher = scheduled.then(|| Dispatcher::embedded(queue.clone()));
         let process = process::describe(
             ProcessKind::Worker,

@@ -452,12 +452,7 @@ mod tests {
             .map(|id| id.unwrap())
             .collect();
         let query = ClaimQuery::new(vec![QueuePattern::Exact("claim_locks_jobs".into())]);
-        let limits = ClaimLimits {
-            immediate: 10,
-            ahead: 0,
-            fast_kinds: Vec::new(),
-            from: 0,
-        };
+        let limits = ClaimLimits::idle(10);
         other
             .batch_execute(&format!(
                 "BEGIN; SELECT id FROM solidq_jobs WHERE id = {} FOR UPDATE",

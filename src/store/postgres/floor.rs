@@ -196,16 +196,6 @@ mod tests {
             .join("\n"))
     }
 
-    /// Limits of `n` jobs for idle threads and none ahead.
-    fn limits(n: usize) -> ClaimLimits {
-        ClaimLimits {
-            immediate: n,
-            ahead: 0,
-            fast_kinds: Vec::new(),
-            from: 0,
-        }
-    }
-
     /// The index entries a claim of every queue (`*`) reads from the floor
     /// under a held snapshot, after an `ANALYZE` found the ready table
     /// empty (a drained queue; autovacuum's does the same): a handful, in
@@ -222,7 +212,7 @@ mod tests {
         let query = ClaimQuery::new(vec![QueuePattern::All]);
         for _ in 0..20 {
             let claimed = super::super::claims::claim_transaction(&mut conn, |c| {
-                c.ready_claim(&query, p, &limits(100))
+                c.ready_claim(&query, p, &ClaimLimits::idle(100))
             });
             assert_eq!(claimed.unwrap().len(), 100);
         }
@@ -250,7 +240,7 @@ mod tests {
                 let bitmap = diesel::sql_query(setting).get_result::<Setting>(c)?.bitmap;
                 assert_eq!(bitmap, "off", "bitmap scans in a claim's transaction");
                 let before = diesel::sql_query(counter).get_result::<Read>(c)?.n;
-                let claimed = c.ready_claim(&query, p, &limits(1))?;
+                let claimed = c.ready_claim(&query, p, &ClaimLimits::idle(1))?;
                 assert_eq!(claimed.len(), 1);
                 read = diesel::sql_query(counter).get_result::<Read>(c)?.n - before;
                 Err::<(), _>(diesel::result::Error::RollbackTransaction)
@@ -286,7 +276,7 @@ mod tests {
         let query = ClaimQuery::new(vec![QueuePattern::All]);
         for _ in 0..12 {
             let claimed = super::super::claims::claim_transaction(&mut conn, |c| {
-                c.ready_claim(&query, p, &limits(10))
+                c.ready_claim(&query, p, &ClaimLimits::idle(10))
             });
             assert_eq!(claimed.unwrap().len(), 10);
         }
@@ -536,7 +526,9 @@ mod tests {
         };
         let query = ClaimQuery::new(vec![QueuePattern::All]);
         assert_eq!(
-            conn.ready_claim(&query, p, &limits(1_995)).unwrap().len(),
+            conn.ready_claim(&query, p, &ClaimLimits::idle(1_995))
+                .unwrap()
+                .len(),
             1_995
         );
         let ahead = ClaimLimits {
@@ -577,7 +569,9 @@ mod tests {
         let query = ClaimQuery::new(vec![QueuePattern::Exact("floor".into())]);
         for _ in 0..20 {
             assert_eq!(
-                conn.ready_claim(&query, p, &limits(100)).unwrap().len(),
+                conn.ready_claim(&query, p, &ClaimLimits::idle(100))
+                    .unwrap()
+                    .len(),
                 100
             );
         }
@@ -591,7 +585,7 @@ mod tests {
                 .get_result::<Read>(conn)
                 .unwrap()
                 .n;
-            let claimed = conn.ready_claim(&query, p, &limits(1)).unwrap();
+            let claimed = conn.ready_claim(&query, p, &ClaimLimits::idle(1)).unwrap();
             assert_eq!(claimed.len(), 1);
             let after = diesel::sql_query(counter)
                 .get_result::<Read>(conn)
