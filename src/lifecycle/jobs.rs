@@ -269,6 +269,53 @@ impl Store {
             }
         })
     }
+
+    /// SQLite: [`Store::claimed_finish`] and then [`Store::ready_claim`]
+    /// in one write transaction. A worker's claim and its outcomes' write
+    /// otherwise take SQLite's one write lock in turn, each with a
+    /// `COMMIT` of its own, and a claim that found the lock held by its own
+    /// process's finish went round again. Both fail or commit together.
+    pub(crate) fn claimed_finish_then_claim(
+        &self,
+        completions: &[Completion],
+        starts: &[Start],
+        progress: &[Progress],
+        claim: &crate::store::ClaimQuery,
+        process_id: i64,
+        limits: &crate::store::ClaimLimits,
+    ) -> Result<(FinishReport, Vec<crate::store::ClaimedJob>)> {
+        let recorded: Vec<i64> = completions
+            .iter()
+            .filter(|c| c.recorded)
+            .map(|c| c.job_id)
+            .collect();
+        if !recorded.is_empty() {
+            let rest: Vec<Completion> = completions
+                .iter()
+                .filter(|c| !c.recorded)
+                .cloned()
+                .collect();
+            let (mut report, jobs) =
+                self.claimed_finish_then_claim(&rest, starts, progress, claim, process_id, limits)?;
+            report.written.extend(recorded);
+            return Ok((report, jobs));
+        }
+        let mut report = FinishReport::default();
+        let jobs = self.with_driver("claimed_finish_then_claim", |d| {
+            d.ready_claim_after(claim, process_id, limits, &mut |d| {
+                if !progress.is_empty() {
+                    d.jobs_set_progress(progress)?;
+                }
+                report = if completions.is_empty() && starts.is_empty() {
+                    FinishReport::default()
+                } else {
+                    super::rules::finish_on_driver(d, completions, starts)?
+                };
+                Ok(())
+            })
+        })?;
+        Ok((report, jobs))
+    }
 }
 
 impl Store {

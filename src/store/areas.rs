@@ -155,6 +155,23 @@ pub(crate) trait ClaimsDriver {
         limits: &ClaimLimits,
     ) -> QueryResult<Vec<ClaimedJob>>;
 
+    /// SQLite's: runs `before` (a worker's outcomes waiting to be written)
+    /// and then the claim of [`ClaimsDriver::ready_claim`] in one write
+    /// transaction, without its look first: one `COMMIT` and one turn of
+    /// the write lock for both. The server backends' claims and finishes
+    /// take no common lock, and they do not offer it.
+    fn ready_claim_after(
+        &mut self,
+        _claim: &ClaimQuery,
+        _process_id: i64,
+        _limits: &ClaimLimits,
+        _before: &mut dyn FnMut(&mut dyn Driver) -> QueryResult<()>,
+    ) -> QueryResult<Vec<ClaimedJob>> {
+        Err(diesel::result::Error::QueryBuilderError(
+            "a claim after a finish in one transaction is SQLite's only".into(),
+        ))
+    }
+
     /// Whether a ready job of `claim`'s pattern (a single one), in a queue
     /// not paused, is placed before `(0, floor)` in claim order: a read of
     /// the first such row, without locks (`store::floor`'s look below a

@@ -3,7 +3,8 @@
 //! batch. A batch holds whatever queued up while the previous one was being
 //! written, after lingering up to `flush_interval` for more, capped at
 //! `batch_size`: under load batches grow, when idle a lone completion is
-//! written at once.
+//! written at once. On SQLite, while outcomes wait here, the poller's
+//! claim is made in the transaction that writes them ([`ClaimRequest`]).
 //!
 //! Fencing is per row: a completion whose claim is gone is skipped and
 //! logged; the others in its batch are written, and reported to the event
@@ -49,7 +50,10 @@ use super::stats::Stats;
 use super::tally::{Counting, Tally};
 use crate::events::{Events, JobCancelled, JobFailed, JobRetried, JobSnoozed, JobSucceeded};
 use crate::job::ProgressCell;
-use crate::store::{Completion, Counted, FinishReport, Outcome, Progress, Start, Store};
+use crate::store::{
+    ClaimLimits, ClaimQuery, ClaimedJob, Completion, Counted, FinishReport, Outcome, Progress,
+    Start, Store,
+};
 use crate::types::{Error, ErrorInfo, ErrorKind, Result};
 
 /// A message to the completer.
@@ -70,6 +74,23 @@ pub(crate) enum Message {
     FlushStats,
     /// Write what is pending, then exit.
     Stop,
+    /// SQLite: claim in the transaction of the next write (see
+    /// [`ClaimRequest`]).
+    Claim(ClaimRequest),
+}
+
+/// A claim the poller hands the completer on SQLite while outcomes wait to
+/// be written: the completer writes them and claims in one transaction,
+/// at once (no lingering), so the worker takes the one write lock once,
+/// with one `COMMIT`, instead of twice, and its claim never meets its own
+/// finish holding the lock. The answer is the claimed jobs, or `None`
+/// when the joint write failed (nothing of it was written): the poller
+/// then claims on its own, and the outcomes are written as any batch is.
+pub(crate) struct ClaimRequest {
+    pub claim: Arc<ClaimQuery>,
+    pub process_id: i64,
+    pub limits: ClaimLimits,
+    pub reply: Sender<Option<Vec<ClaimedJob>>>,
 }
 
 /// The most often a worker writes its running jobs' progress when no
@@ -229,6 +250,7 @@ impl Completer {
                         failures: 0,
                         failing_since: None,
                         failing_said: None,
+                        claim: None,
                     };
                     completer.run(&rx);
                     let _ = exited_tx.send(());
@@ -311,13 +333,15 @@ struct Run {
     failing_since: Option<Instant>,
     /// When it was last reported.
     failing_said: Option<Instant>,
+    /// A claim to make in the next write's transaction.
+    claim: Option<ClaimRequest>,
 }
 
 impl Run {
     fn run(&mut self, rx: &Receiver<Message>) {
         let mut stopping = false;
         loop {
-            if self.pending.is_empty() && self.starts.is_empty() {
+            if self.pending.is_empty() && self.starts.is_empty() && self.claim.is_none() {
                 if stopping {
                     self.write_progress();
                     return;
@@ -341,12 +365,12 @@ impl Run {
                     }
                     Ok(message) => self.take(message),
                 }
-                if self.pending.is_empty() && self.starts.is_empty() {
+                if self.pending.is_empty() && self.starts.is_empty() && self.claim.is_none() {
                     // Only progress: it waits for its interval.
                     continue;
                 }
                 let until = Instant::now() + self.linger;
-                while self.pending.len() < self.batch_size && !stopping {
+                while self.pending.len() < self.batch_size && !stopping && self.claim.is_none() {
                     match rx.recv_deadline(until) {
                         Ok(Message::Stop) => stopping = true,
                         Ok(message) => self.take(message),
@@ -370,7 +394,10 @@ impl Run {
             let take = self.pending.len().min(self.batch_size);
             *self.writing.lock().unwrap_or_else(|p| p.into_inner()) =
                 self.pending.iter().map(|c| c.job_id).collect();
-            let written = self.write(take);
+            let written = match self.claim.take() {
+                Some(claim) => self.write_claiming(take, claim),
+                None => self.write(take),
+            };
             self.writing
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -404,6 +431,7 @@ impl Run {
             Message::Progress(cell) => self.progress.push(cell),
             Message::FlushStats => self.flush_stats(),
             Message::Stop => {}
+            Message::Claim(claim) => self.claim = Some(claim),
         }
     }
 
@@ -546,6 +574,45 @@ impl Run {
         }
     }
 
+    /// [`Run::write`] with `claim` in the same transaction (SQLite; see
+    /// [`ClaimRequest`]). When the joint write fails, the poller is told
+    /// to claim on its own and the outcomes are written by `write`, which
+    /// tells the environment's failures from a row's.
+    fn write_claiming(
+        &mut self,
+        take: usize,
+        claim: ClaimRequest,
+    ) -> std::result::Result<(), Error> {
+        let started = Instant::now();
+        let starts = self.starts_to_write();
+        match self.store.claimed_finish_then_claim(
+            &self.pending[..take],
+            &starts,
+            &self.ending,
+            &claim.claim,
+            claim.process_id,
+            &claim.limits,
+        ) {
+            Ok((report, jobs)) => {
+                if take > 0 {
+                    self.stats.write(take, started.elapsed());
+                }
+                self.failures = 0;
+                self.backlog.set_failing(false);
+                self.starts.clear();
+                self.ending.clear();
+                self.written(take, &report);
+                let _ = claim.reply.send(Some(jobs));
+                Ok(())
+            }
+            Err(error) => {
+                log::debug!("writing {take} outcomes with a claim failed ({error}); apart now");
+                let _ = claim.reply.send(None);
+                self.write(take)
+            }
+        }
+    }
+
     /// Writes the first pending completion on its own; one the database
     /// refuses for its content is recorded as a failure of its job instead.
     /// Any other error is returned: the completion stays pending.
@@ -670,6 +737,10 @@ impl Run {
                     break;
                 }
                 Ok(Message::Stop) => stop = true,
+                // Not while writing fails: the poller claims on its own.
+                Ok(Message::Claim(claim)) => {
+                    let _ = claim.reply.send(None);
+                }
                 Ok(message) => self.take(message),
                 Err(RecvTimeoutError::Disconnected) => stop = true,
                 Err(RecvTimeoutError::Timeout) => {}

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use super::completer::{ClaimRequest, Message};
 use super::pool;
 use super::shutdown;
 use super::state::{Alone, Assigned, Unreleased, WorkQueue};
@@ -33,7 +34,7 @@ use crate::events::JobClaimed;
 use crate::lifecycle::Limited;
 use crate::process;
 use crate::store::{ClaimLimits, ClaimedJob, StoredOptions};
-use crate::types::Result;
+use crate::types::{Backend, Result};
 
 /// How often jobs queued ahead are checked against how long their kind
 /// now takes.
@@ -126,7 +127,7 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
                 };
                 let started = Instant::now();
                 log::trace!("claiming {limits:?} with {inflight} in flight");
-                match shared.store.ready_claim(&parts.claim, process_id, &limits) {
+                match claim(shared, &parts, process_id, &limits) {
                     Ok(jobs) => {
                         shared.stats.claim(jobs.len(), started.elapsed());
                         if !jobs.is_empty() {
@@ -194,6 +195,33 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
         let _ = parts.wake_rx.recv_timeout(wait);
     }
     shutdown::run(shared, &mut parts)
+}
+
+/// Claims within `limits`. On SQLite, while outcomes wait for the
+/// completer, it claims in the transaction that writes them
+/// (`completer::ClaimRequest`): SQLite has one write lock, and the worker
+/// then takes it once a round, not twice.
+fn claim(
+    shared: &Shared,
+    parts: &Parts,
+    process_id: i64,
+    limits: &ClaimLimits,
+) -> Result<Vec<ClaimedJob>> {
+    if shared.store.backend() == Backend::Sqlite && !shared.backlog.is_empty() {
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        let request = ClaimRequest {
+            claim: Arc::clone(&parts.claim),
+            process_id,
+            limits: limits.clone(),
+            reply,
+        };
+        if parts.completer.tx.send(Message::Claim(request)).is_ok()
+            && let Ok(Some(jobs)) = answer.recv()
+        {
+            return Ok(jobs);
+        }
+    }
+    shared.store.ready_claim(&parts.claim, process_id, limits)
 }
 
 /// How many queues of a list of names are known to be empty after a

@@ -237,7 +237,7 @@ pub(crate) fn start(
             (None, None)
         };
         Ok(Parts {
-            claim: ClaimQuery::new(patterns),
+            claim: Arc::new(ClaimQuery::new(patterns)),
             alone: None,
             listener: Some(listener),
             duty,

@@ -140,7 +140,9 @@ pub(super) enum Alone {
 
 /// What the poller thread owns.
 pub(super) struct Parts {
-    pub claim: ClaimQuery,
+    /// Shared with the completer, which claims on SQLite while it writes
+    /// outcomes (`completer::ClaimRequest`).
+    pub claim: Arc<ClaimQuery>,
     /// The job running alone, or waiting to.
     pub alone: Option<Alone>,
     pub listener: Option<JoinHandle<()>>,

@@ -34,67 +34,18 @@ impl ClaimsDriver for SqliteConnection {
         if claim_candidates(self, claim, 1)?.is_empty() {
             return Ok(Vec::new());
         }
-        let claimed_at = utc_now();
-        let (picked, started, positions) = self
-            .immediate_transaction::<_, diesel::result::Error, _>(|c| {
-                // No claims for a process whose row is gone (it was pruned):
-                // they would be orphans.
-                let alive: Scalar =
-                    Cached(prepared(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
-                if alive.v == 0 {
-                    return Ok((Vec::new(), Vec::new(), HashMap::new()));
-                }
-                // Beyond the idle threads: only jobs of fast kinds, and never
-                // at-most-once ones.
-                let candidates = if limits.ahead > 0 && !limits.fast_kinds.is_empty() {
-                    claim_candidates_ahead(c, claim, limits.total(), &limits.fast_kinds)?
-                } else {
-                    claim_candidates(c, claim, limits.immediate)?
-                };
-                let picked: Vec<&Candidate> = candidates
-                    .iter()
-                    .enumerate()
-                    .filter(|(n, candidate)| *n < limits.immediate || candidate.eligible)
-                    .map(|(_, candidate)| candidate)
-                    .collect();
-                let positions: HashMap<i64, i64> =
-                    picked.iter().map(|c| (c.job_id, c.position)).collect();
-                let picked: Vec<i64> = picked.iter().map(|c| c.job_id).collect();
-                let started: Vec<i64> = picked.iter().copied().take(limits.immediate).collect();
-                if picked.is_empty() {
-                    return Ok((picked, started, positions));
-                }
-                let ids_json = json_ids(&picked);
-                Cached(prepared(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
-                Cached(
-                    prepared(INSERT_CLAIMED)
-                        .bind::<Text, _>(&ids_json)
-                        .bind::<BigInt, _>(process_id)
-                        .bind::<Timestamp, _>(claimed_at)
-                        .bind::<Text, _>(json_ids(&started)),
-                )
-                .execute(c)?;
-                Ok((picked, started, positions))
-            })?;
-        if picked.is_empty() {
-            return Ok(Vec::new());
-        }
-        // The rows are read after the commit, outside the write lock: a
-        // claimed job's row changes only through its claim's holder.
-        let mut jobs: Vec<ClaimedJob> = Cached(
-            prepared(SELECT_CLAIMED_JOBS)
-                .bind::<Text, _>(json_ids(&picked))
-                .bind::<Timestamp, _>(claimed_at)
-                .bind::<Text, _>(json_ids(&started)),
-        )
-        .load(self)?;
-        for job in &mut jobs {
-            job.position = positions.get(&job.id).copied().unwrap_or(job.id);
-        }
-        claim.sort(&mut jobs);
-        Ok(jobs)
+        claim_after(self, claim, process_id, limits, &mut |_| Ok(()))
     }
 
+    fn ready_claim_after(
+        &mut self,
+        claim: &ClaimQuery,
+        process_id: i64,
+        limits: &ClaimLimits,
+        before: &mut dyn FnMut(&mut dyn Driver) -> QueryResult<()>,
+    ) -> QueryResult<Vec<ClaimedJob>> {
+        claim_after(self, claim, process_id, limits, before)
+    }
     fn claimed_mark_started(&mut self, process_id: i64, job_ids: &[i64]) -> QueryResult<()> {
         write_tx(self, |c| {
             Cached(
@@ -258,6 +209,82 @@ impl ClaimsDriver for SqliteConnection {
             Ok(fenced)
         })
     }
+}
+
+/// A claim under the write lock (`BEGIN IMMEDIATE`), after `before` in the
+/// same transaction (the worker's outcomes waiting to be written, or
+/// nothing: one `COMMIT` for both); the claimed rows are read after the
+/// commit, outside the lock.
+fn claim_after(
+    conn: &mut SqliteConnection,
+    claim: &ClaimQuery,
+    process_id: i64,
+    limits: &ClaimLimits,
+    before: &mut dyn FnMut(&mut dyn Driver) -> QueryResult<()>,
+) -> QueryResult<Vec<ClaimedJob>> {
+    let claimed_at = utc_now();
+    let (picked, started, positions) =
+        conn.immediate_transaction::<_, diesel::result::Error, _>(|c| {
+            before(c)?;
+            if limits.total() == 0 {
+                return Ok((Vec::new(), Vec::new(), HashMap::new()));
+            }
+            // No claims for a process whose row is gone (it was pruned):
+            // they would be orphans.
+            let alive: Scalar =
+                Cached(prepared(PROCESS_ALIVE).bind::<BigInt, _>(process_id)).get_result(c)?;
+            if alive.v == 0 {
+                return Ok((Vec::new(), Vec::new(), HashMap::new()));
+            }
+            // Beyond the idle threads: only jobs of fast kinds, and never
+            // at-most-once ones.
+            let candidates = if limits.ahead > 0 && !limits.fast_kinds.is_empty() {
+                claim_candidates_ahead(c, claim, limits.total(), &limits.fast_kinds)?
+            } else {
+                claim_candidates(c, claim, limits.immediate)?
+            };
+            let picked: Vec<&Candidate> = candidates
+                .iter()
+                .enumerate()
+                .filter(|(n, candidate)| *n < limits.immediate || candidate.eligible)
+                .map(|(_, candidate)| candidate)
+                .collect();
+            let positions: HashMap<i64, i64> =
+                picked.iter().map(|c| (c.job_id, c.position)).collect();
+            let picked: Vec<i64> = picked.iter().map(|c| c.job_id).collect();
+            let started: Vec<i64> = picked.iter().copied().take(limits.immediate).collect();
+            if picked.is_empty() {
+                return Ok((picked, started, positions));
+            }
+            let ids_json = json_ids(&picked);
+            Cached(prepared(DELETE_READY_CLAIMED).bind::<Text, _>(&ids_json)).execute(c)?;
+            Cached(
+                prepared(INSERT_CLAIMED)
+                    .bind::<Text, _>(&ids_json)
+                    .bind::<BigInt, _>(process_id)
+                    .bind::<Timestamp, _>(claimed_at)
+                    .bind::<Text, _>(json_ids(&started)),
+            )
+            .execute(c)?;
+            Ok((picked, started, positions))
+        })?;
+    if picked.is_empty() {
+        return Ok(Vec::new());
+    }
+    // The rows are read after the commit, outside the write lock: a
+    // claimed job's row changes only through its claim's holder.
+    let mut jobs: Vec<ClaimedJob> = Cached(
+        prepared(SELECT_CLAIMED_JOBS)
+            .bind::<Text, _>(json_ids(&picked))
+            .bind::<Timestamp, _>(claimed_at)
+            .bind::<Text, _>(json_ids(&started)),
+    )
+    .load(conn)?;
+    for job in &mut jobs {
+        job.position = positions.get(&job.id).copied().unwrap_or(job.id);
+    }
+    claim.sort(&mut jobs);
+    Ok(jobs)
 }
 
 #[cfg(test)]
