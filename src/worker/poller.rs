@@ -200,7 +200,9 @@ pub(super) fn run(shared: &Arc<Shared>, mut parts: Parts) -> Result<()> {
 /// Claims within `limits`. On SQLite, while outcomes wait for the
 /// completer, it claims in the transaction that writes them
 /// (`completer::ClaimRequest`): SQLite has one write lock, and the worker
-/// then takes it once a round, not twice.
+/// then takes it once a round, not twice. The write counts in the claim's
+/// measured round trip (the claim-ahead plan's yardstick): a thread
+/// waiting for work waits for both.
 fn claim(
     shared: &Shared,
     parts: &Parts,
