@@ -207,11 +207,9 @@ mod tests {
         NewJob::plain("default", "noop")
     }
 
-    /// A claim whose `COMMIT` answer was lost: of the rows it returned,
-    /// only those the process holds are kept (its claim committed for
-    /// them); the others were never claimed and stay ready for anyone.
-    #[test]
-    fn a_claim_whose_commit_answer_was_lost_keeps_only_the_jobs_it_holds() {
+    /// A store in a new directory with four ready jobs (their ids), a
+    /// worker registered as `name` (its id), and a claim of every queue.
+    fn four_jobs_and_a_worker(name: &str) -> (tempfile::TempDir, Store, Vec<i64>, i64, ClaimQuery) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::sqlite_in(dir.path());
         let ids: Vec<i64> = store
@@ -224,7 +222,7 @@ mod tests {
         let process = store
             .process_register(&NewProcess {
                 kind: "worker".into(),
-                name: "claims-resolve".into(),
+                name: name.into(),
                 pid: 1,
                 hostname: "test".into(),
                 supervisor_id: None,
@@ -232,6 +230,15 @@ mod tests {
             })
             .unwrap();
         let claim = ClaimQuery::new(vec![QueuePattern::parse("*").unwrap()]);
+        (dir, store, ids, process, claim)
+    }
+
+    /// A claim whose `COMMIT` answer was lost: of the rows it returned,
+    /// only those the process holds are kept (its claim committed for
+    /// them); the others were never claimed and stay ready for anyone.
+    #[test]
+    fn a_claim_whose_commit_answer_was_lost_keeps_only_the_jobs_it_holds() {
+        let (_dir, store, ids, process, claim) = four_jobs_and_a_worker("claims-resolve");
         let limits = ClaimLimits::idle(2);
         // What the lost claim returned: two it holds and two it does not
         // (as if the transaction that claimed them had rolled back).
@@ -295,26 +302,7 @@ mod tests {
         use crate::types::JobStatus;
         use diesel::Connection;
         use diesel::connection::SimpleConnection;
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::sqlite_in(dir.path());
-        let ids: Vec<i64> = store
-            .jobs_enqueue(&[job(), job(), job(), job()])
-            .unwrap()
-            .outcome
-            .into_iter()
-            .map(|o| o.unwrap())
-            .collect();
-        let process = store
-            .process_register(&NewProcess {
-                kind: "worker".into(),
-                name: "joint".into(),
-                pid: 1,
-                hostname: "test".into(),
-                supervisor_id: None,
-                metadata: "{}".into(),
-            })
-            .unwrap();
-        let claim = ClaimQuery::new(vec![QueuePattern::parse("*").unwrap()]);
+        let (dir, store, ids, process, claim) = four_jobs_and_a_worker("joint");
         let status = |id: i64| {
             store
                 .job_info(crate::store::JobLookup::Id(id))

@@ -235,20 +235,7 @@ impl Store {
         starts: &[Start],
         progress: &[Progress],
     ) -> Result<FinishReport> {
-        // Completions a job committed in its own transaction are reported
-        // as written and not written again (their claims are gone: a
-        // fenced write would find nothing and call them lost).
-        let recorded: Vec<i64> = completions
-            .iter()
-            .filter(|c| c.recorded)
-            .map(|c| c.job_id)
-            .collect();
-        if !recorded.is_empty() {
-            let rest: Vec<Completion> = completions
-                .iter()
-                .filter(|c| !c.recorded)
-                .cloned()
-                .collect();
+        if let Some((recorded, rest)) = split_recorded(completions) {
             let mut report = self.claimed_finish(&rest, starts, progress)?;
             report.written.extend(recorded);
             return Ok(report);
@@ -284,17 +271,7 @@ impl Store {
         process_id: i64,
         limits: &crate::store::ClaimLimits,
     ) -> Result<(FinishReport, Vec<crate::store::ClaimedJob>)> {
-        let recorded: Vec<i64> = completions
-            .iter()
-            .filter(|c| c.recorded)
-            .map(|c| c.job_id)
-            .collect();
-        if !recorded.is_empty() {
-            let rest: Vec<Completion> = completions
-                .iter()
-                .filter(|c| !c.recorded)
-                .cloned()
-                .collect();
+        if let Some((recorded, rest)) = split_recorded(completions) {
             let (mut report, jobs) =
                 self.claimed_finish_then_claim(&rest, starts, progress, claim, process_id, limits)?;
             report.written.extend(recorded);
@@ -413,4 +390,20 @@ impl Store {
             Err(error) => Err(error),
         }
     }
+}
+
+/// Completions a job committed in its own transaction, when there are
+/// any, and the others: those are reported as written and not written
+/// again (their claims are gone: a fenced write would find nothing and
+/// call them lost).
+fn split_recorded(completions: &[Completion]) -> Option<(Vec<i64>, Vec<Completion>)> {
+    if !completions.iter().any(|c| c.recorded) {
+        return None;
+    }
+    let (recorded, rest): (Vec<&Completion>, Vec<&Completion>) =
+        completions.iter().partition(|c| c.recorded);
+    Some((
+        recorded.into_iter().map(|c| c.job_id).collect(),
+        rest.into_iter().cloned().collect(),
+    ))
 }

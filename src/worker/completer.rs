@@ -533,14 +533,7 @@ impl Run {
             .claimed_finish(&self.pending[..take], &starts, &self.ending)
         {
             Ok(report) => {
-                if take > 0 {
-                    self.stats.write(take, started.elapsed());
-                }
-                self.failures = 0;
-                self.backlog.set_failing(false);
-                self.starts.clear();
-                self.ending.clear();
-                self.written(take, &report);
+                self.batch_written(take, started, &report);
                 Ok(())
             }
             Err(error) if is_environment(&error) => Err(error),
@@ -594,14 +587,7 @@ impl Run {
             &claim.limits,
         ) {
             Ok((report, jobs)) => {
-                if take > 0 {
-                    self.stats.write(take, started.elapsed());
-                }
-                self.failures = 0;
-                self.backlog.set_failing(false);
-                self.starts.clear();
-                self.ending.clear();
-                self.written(take, &report);
+                self.batch_written(take, started, &report);
                 let _ = claim.reply.send(Some(jobs));
                 Ok(())
             }
@@ -611,6 +597,19 @@ impl Run {
                 self.write(take)
             }
         }
+    }
+
+    /// After a batch of `take` outcomes, the starts and the last progress
+    /// of its jobs, begun at `started`, committed.
+    fn batch_written(&mut self, take: usize, started: Instant, report: &FinishReport) {
+        if take > 0 {
+            self.stats.write(take, started.elapsed());
+        }
+        self.failures = 0;
+        self.backlog.set_failing(false);
+        self.starts.clear();
+        self.ending.clear();
+        self.written(take, report);
     }
 
     /// Writes the first pending completion on its own; one the database
