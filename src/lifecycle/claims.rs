@@ -200,45 +200,14 @@ impl Store {
 #[cfg(all(test, feature = "sqlite"))]
 mod tests {
     use super::*;
-    use crate::store::{NewJob, NewProcess};
-    use crate::types::{Error, QueuePattern};
-
-    fn job() -> NewJob {
-        NewJob::plain("default", "noop")
-    }
-
-    /// A store in a new directory with four ready jobs (their ids), a
-    /// worker registered as `name` (its id), and a claim of every queue.
-    fn four_jobs_and_a_worker(name: &str) -> (tempfile::TempDir, Store, Vec<i64>, i64, ClaimQuery) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::sqlite_in(dir.path());
-        let ids: Vec<i64> = store
-            .jobs_enqueue(&[job(), job(), job(), job()])
-            .unwrap()
-            .outcome
-            .into_iter()
-            .map(|o| o.unwrap())
-            .collect();
-        let process = store
-            .process_register(&NewProcess {
-                kind: "worker".into(),
-                name: name.into(),
-                pid: 1,
-                hostname: "test".into(),
-                supervisor_id: None,
-                metadata: "{}".into(),
-            })
-            .unwrap();
-        let claim = ClaimQuery::new(vec![QueuePattern::parse("*").unwrap()]);
-        (dir, store, ids, process, claim)
-    }
+    use crate::types::Error;
 
     /// A claim whose `COMMIT` answer was lost: of the rows it returned,
     /// only those the process holds are kept (its claim committed for
     /// them); the others were never claimed and stay ready for anyone.
     #[test]
     fn a_claim_whose_commit_answer_was_lost_keeps_only_the_jobs_it_holds() {
-        let (_dir, store, ids, process, claim) = four_jobs_and_a_worker("claims-resolve");
+        let (_dir, store, ids, process, claim) = Store::four_jobs_and_a_worker("claims-resolve");
         let limits = ClaimLimits::idle(2);
         // What the lost claim returned: two it holds and two it does not
         // (as if the transaction that claimed them had rolled back).
@@ -276,104 +245,5 @@ mod tests {
         // The others are still there for the next claim.
         let next = store.ready_claim(&claim, process, &limits).unwrap();
         assert_eq!(sorted(&next), sorted(&not_held));
-    }
-
-    fn succeeded(job_id: i64, process_id: i64, result: &str) -> crate::store::Completion {
-        crate::store::Completion {
-            job_id,
-            process_id,
-            outcome: crate::store::Outcome::Succeeded {
-                result: Some(result.into()),
-                keep: Duration::from_secs(3600),
-            },
-            slot: None,
-            batch_id: None,
-            started: Some(Instant::now()),
-            recorded: false,
-        }
-    }
-
-    /// On SQLite a worker's outcomes and its next claim are written in one
-    /// transaction (`completer::ClaimRequest`): each outcome fenced by its
-    /// claim as in a write of its own, the claim taken after them, and an
-    /// outcome the database refuses takes the claim back with it.
-    #[test]
-    fn outcomes_and_a_claim_in_one_transaction_commit_or_roll_back_together() {
-        use crate::types::JobStatus;
-        use diesel::Connection;
-        use diesel::connection::SimpleConnection;
-        let (dir, store, ids, process, claim) = four_jobs_and_a_worker("joint");
-        let status = |id: i64| {
-            store
-                .job_info(crate::store::JobLookup::Id(id))
-                .unwrap()
-                .status
-        };
-        let sorted = |mut ids: Vec<i64>| {
-            ids.sort_unstable();
-            ids
-        };
-        let first = store
-            .ready_claim(&claim, process, &ClaimLimits::idle(2))
-            .unwrap();
-        assert_eq!(first.len(), 2);
-        // The two claimed, and one whose claim this process does not hold.
-        let mut done: Vec<_> = first
-            .iter()
-            .map(|j| succeeded(j.id, process, "\"ok\""))
-            .collect();
-        done.push(succeeded(ids[0] + 1_000, process, "\"ok\""));
-        let (report, next) = store
-            .claimed_finish_then_claim(&done, &[], &[], &claim, process, &ClaimLimits::idle(4))
-            .unwrap();
-        assert_eq!(
-            sorted(report.written.clone()),
-            sorted(first.iter().map(|j| j.id).collect())
-        );
-        assert_eq!(report.lost, vec![ids[0] + 1_000], "fenced by its claim");
-        let rest: Vec<i64> = ids
-            .iter()
-            .copied()
-            .filter(|id| first.iter().all(|j| j.id != *id))
-            .collect();
-        assert_eq!(sorted(next.iter().map(|j| j.id).collect()), rest);
-        for job in &first {
-            assert_eq!(status(job.id), JobStatus::Succeeded);
-        }
-        for id in &rest {
-            assert_eq!(status(*id), JobStatus::Running);
-        }
-
-        // An outcome the database refuses: neither it nor the claim after
-        // it is written.
-        let path = dir.path().join("q.sqlite3").display().to_string();
-        diesel::sqlite::SqliteConnection::establish(&path)
-            .unwrap()
-            .batch_execute(
-                "CREATE TRIGGER no_poison BEFORE UPDATE OF result ON solidq_jobs
-                 WHEN NEW.result LIKE '%poison%'
-                 BEGIN SELECT RAISE(ABORT, 'poisoned result refused'); END;",
-            )
-            .unwrap();
-        let more: Vec<i64> = store
-            .jobs_enqueue(&[job(), job()])
-            .unwrap()
-            .outcome
-            .into_iter()
-            .map(|o| o.unwrap())
-            .collect();
-        let refused = [
-            succeeded(rest[0], process, "\"fine\""),
-            succeeded(rest[1], process, "\"poison\""),
-        ];
-        store
-            .claimed_finish_then_claim(&refused, &[], &[], &claim, process, &ClaimLimits::idle(2))
-            .unwrap_err();
-        for id in &rest {
-            assert_eq!(status(*id), JobStatus::Running, "the outcomes rolled back");
-        }
-        for id in &more {
-            assert_eq!(status(*id), JobStatus::Ready, "and the claim with them");
-        }
     }
 }

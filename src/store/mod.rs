@@ -483,6 +483,35 @@ impl Store {
         store
     }
 
+    /// A store in a new directory with four ready jobs (their ids), a
+    /// worker registered as `name` (its id), and a claim of every queue.
+    #[cfg(all(test, feature = "sqlite"))]
+    pub(crate) fn four_jobs_and_a_worker(
+        name: &str,
+    ) -> (tempfile::TempDir, Store, Vec<i64>, i64, ClaimQuery) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::sqlite_in(dir.path());
+        let ids: Vec<i64> = store
+            .jobs_enqueue(&vec![NewJob::plain("default", "noop"); 4])
+            .unwrap()
+            .outcome
+            .into_iter()
+            .map(|o| o.unwrap())
+            .collect();
+        let process = store
+            .process_register(&NewProcess {
+                kind: "worker".into(),
+                name: name.into(),
+                pid: 1,
+                hostname: "test".into(),
+                supervisor_id: None,
+                metadata: "{}".into(),
+            })
+            .unwrap();
+        let claim = ClaimQuery::new(vec![crate::types::QueuePattern::parse("*").unwrap()]);
+        (dir, store, ids, process, claim)
+    }
+
     /// [`Store::with_conn`] through the connection's [`Driver`].
     pub(crate) fn with_driver<T>(
         &self,
