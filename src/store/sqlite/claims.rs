@@ -381,14 +381,13 @@ mod tests {
         // An outcome the database refuses: neither it nor the claim after
         // it is written.
         let path = dir.path().join("q.sqlite3").display().to_string();
-        diesel::sqlite::SqliteConnection::establish(&path)
-            .unwrap()
-            .batch_execute(
-                "CREATE TRIGGER no_poison BEFORE UPDATE OF result ON solidq_jobs
+        let mut sql = diesel::sqlite::SqliteConnection::establish(&path).unwrap();
+        sql.batch_execute(
+            "CREATE TRIGGER no_poison BEFORE UPDATE OF result ON solidq_jobs
                  WHEN NEW.result LIKE '%poison%'
                  BEGIN SELECT RAISE(ABORT, 'poisoned result refused'); END;",
-            )
-            .unwrap();
+        )
+        .unwrap();
         let more: Vec<i64> = store
             .jobs_enqueue(&vec![NewJob::plain("default", "noop"); 2])
             .unwrap()
@@ -408,6 +407,33 @@ mod tests {
         }
         for id in &more {
             assert_eq!(status(*id), JobStatus::Ready, "and the claim with them");
+        }
+
+        // A claim the database refuses after outcomes it took: the
+        // outcomes roll back with it (they are written again by the
+        // completer, on their own).
+        sql.batch_execute(
+            "CREATE TRIGGER no_claims BEFORE INSERT ON solidq_claimed_executions
+             BEGIN SELECT RAISE(ABORT, 'claims refused'); END;",
+        )
+        .unwrap();
+        store
+            .claimed_finish_then_claim(
+                &refused[..1],
+                &[],
+                &[],
+                &claim,
+                process,
+                &ClaimLimits::idle(2),
+            )
+            .unwrap_err();
+        assert_eq!(
+            status(rest[0]),
+            JobStatus::Running,
+            "the outcome rolled back"
+        );
+        for id in &more {
+            assert_eq!(status(*id), JobStatus::Ready);
         }
     }
 }
