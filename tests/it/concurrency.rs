@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::child::{Child, child_command};
 use common::jobs::{LimitedBrief, LimitedDiscard, LimitedOne, LimitedThree};
 use common::{TestDb, wait_for};
-use solidq::{FailedFilter, JobStatus, Queue};
+use solidq::{EnqueueOptions, Enqueued, FailedFilter, JobRequest, JobStatus, Queue};
 
 backend_tests!(
     limit_one_never_overlaps_across_four_processes,
@@ -98,28 +98,42 @@ fn assert_slots_all_free(db: &TestDb, key: &str, limit: i64) {
 fn limit_one_never_overlaps_across_four_processes(db: &TestDb) {
     db.create_ledger();
     let queue = db.queue();
-    let jobs: Vec<LimitedOne> = (0..200)
-        .map(|n| LimitedOne {
-            url: db.url.clone(),
-            n,
-            sleep_ms: 5,
-            key: "account-7".into(),
+    // The chain alternates between two queues, each served by two
+    // processes: the next job is never on the finishing process's queues,
+    // so each one is claimed by another process, and the two serving its
+    // queue contest the slot (both claim on every notification:
+    // `wake_all`). With one queue for all, the process that freed the
+    // slot may take the next job itself every time (it holds the duty and
+    // never fills up; on SQLite it claims in the transaction that writes
+    // the finish), and the chain would stay in one process.
+    let requests: Vec<JobRequest> = (0..200)
+        .map(|n| {
+            let job = LimitedOne {
+                url: db.url.clone(),
+                n,
+                sleep_ms: 5,
+                key: "account-7".into(),
+            };
+            let side = if n % 2 == 0 { "even" } else { "odd" };
+            JobRequest::new(&job, EnqueueOptions::new().queue(side)).unwrap()
         })
         .collect();
-    let ids = queue.enqueue_all(&jobs).unwrap();
+    let ids: Vec<i64> = queue
+        .enqueue_batch(&requests)
+        .unwrap()
+        .into_iter()
+        .map(Enqueued::id)
+        .collect();
     assert_eq!(db.count("solidq_blocked_executions"), 199);
-    // Every worker claims on every notification (`wake_all`), so each
-    // next job of the chain goes to whichever process claims first and
-    // the slot is contested across processes. By default the one holding
-    // the duty takes each next job (it never fills up: one runs at a
-    // time), and the chain would stay in one process.
-    let children: Vec<Child> = (0..4)
-        .map(|_| {
+    let children: Vec<Child> = ["even", "even", "odd", "odd"]
+        .into_iter()
+        .map(|side| {
             Child::worker(
                 &db.url,
                 &[
                     ("SOLIDQ_TEST_THREADS", "4"),
                     ("SOLIDQ_TEST_WAKE_ALL", "true"),
+                    ("SOLIDQ_TEST_QUEUES", side),
                 ],
             )
         })
