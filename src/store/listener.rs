@@ -775,8 +775,9 @@ impl SqliteWatcher {
 struct MysqlWatcher {
     conn: diesel::MysqlConnection,
     signature: Signature,
-    /// After a change, when to wake the poller once more ([`SECOND_LOOK`]).
-    again_at: Option<std::time::Instant>,
+    /// After a change, when to look again and which of [`SECOND_LOOKS`]
+    /// that is.
+    again_at: Option<(std::time::Instant, usize)>,
     /// How often the signature is read (`mysql_watch_interval`): the
     /// pickup latency of a job enqueued by another process is about half
     /// of it, plus the claim.
@@ -824,15 +825,36 @@ fn read_signature(conn: &mut diesel::MysqlConnection) -> Result<Signature> {
     .map_err(Error::db("listen"))
 }
 
-/// How long after a change the poller is woken once more. Its first
-/// claim may have run beside another worker's, whose claim held the new
-/// rows locked while it looked at them (`SKIP LOCKED` skipped them), and
-/// nothing changes the signature when that claim commits: the first ready
-/// job, which it read before, did. Without this second look such a worker
-/// waited for its fallback poll (`hoarding::mysql` saw it once in
-/// `.ci/run`: one of two idle workers got none of 40 new jobs in 4 s).
+/// When, after a change, the watcher looks again (each delay counted from
+/// the look before). A worker's claim may have run beside another
+/// worker's, whose claim held the new rows locked while it looked at them
+/// (`SKIP LOCKED` skipped them), and nothing changes the signature when
+/// that claim commits: the first ready job, which it read before, did. So
+/// while any ready row is left, it wakes its poller again, up to three
+/// times, further apart each time (a loaded server's claim commits in
+/// tens of milliseconds). One look 30 ms after the change was not enough:
+/// `hoarding::mysql` saw, in `.ci/run` on a loaded machine, one of two
+/// idle workers get none of 40 new jobs in 4 s (the fallback poll is 5 s)
+/// before it, and again with it.
 #[cfg(feature = "mysql")]
-const SECOND_LOOK: Duration = Duration::from_millis(30);
+const SECOND_LOOKS: [Duration; 3] = [
+    Duration::from_millis(30),
+    Duration::from_millis(120),
+    Duration::from_millis(480),
+];
+
+/// Whether any job is ready (on any queue): one probe of the ready
+/// table's primary key, read only in the moments after a change.
+#[cfg(feature = "mysql")]
+fn any_ready(conn: &mut diesel::MysqlConnection) -> Result<bool> {
+    use diesel::RunQueryDsl;
+    let found: super::mysql::Scalar = super::Cached(crate::store::prepared(
+        "SELECT CAST(EXISTS (SELECT 1 FROM solidq_ready_executions) AS SIGNED) AS v",
+    ))
+    .get_result(conn)
+    .map_err(Error::db("listen"))?;
+    Ok(found.v != 0)
+}
 
 #[cfg(feature = "mysql")]
 impl Listener for MysqlWatcher {
@@ -842,21 +864,29 @@ impl Listener for MysqlWatcher {
             let signature = read_signature(&mut self.conn)?;
             if signature != self.signature {
                 self.signature = signature;
-                self.again_at = Some(std::time::Instant::now() + SECOND_LOOK);
+                self.again_at = Some((std::time::Instant::now() + SECOND_LOOKS[0], 0));
                 return Ok(Heard::Changes);
             }
-            if self
-                .again_at
-                .is_some_and(|at| std::time::Instant::now() >= at)
+            if let Some((at, look)) = self.again_at
+                && std::time::Instant::now() >= at
             {
                 self.again_at = None;
-                return Ok(Heard::Changes);
+                if any_ready(&mut self.conn)? {
+                    if let Some(next) = SECOND_LOOKS.get(look + 1) {
+                        self.again_at = Some((std::time::Instant::now() + *next, look + 1));
+                    }
+                    return Ok(Heard::Changes);
+                }
             }
             let now = std::time::Instant::now();
             if now >= deadline {
                 return Ok(Heard::Nothing);
             }
-            std::thread::sleep(self.interval.min(deadline - now));
+            let mut nap = self.interval.min(deadline - now);
+            if let Some((at, _)) = self.again_at {
+                nap = nap.min(at.saturating_duration_since(now));
+            }
+            std::thread::sleep(nap);
         }
     }
 }
