@@ -848,11 +848,11 @@ const SECOND_LOOKS: [Duration; 3] = [
 #[cfg(feature = "mysql")]
 fn any_ready(conn: &mut diesel::MysqlConnection) -> Result<bool> {
     use diesel::RunQueryDsl;
-    let found: super::mysql::Scalar = super::Cached(crate::store::prepared(
-        "SELECT CAST(EXISTS (SELECT 1 FROM solidq_ready_executions) AS SIGNED) AS v",
-    ))
-    .get_result(conn)
-    .map_err(Error::db("listen"))?;
+    const READY_ANY: &str =
+        crate::store::named::named(include_str!("mysql/claims.sql"), "ready_any");
+    let found: super::mysql::Scalar = super::Cached(crate::store::prepared(READY_ANY))
+        .get_result(conn)
+        .map_err(Error::db("listen"))?;
     Ok(found.v != 0)
 }
 
@@ -1124,5 +1124,66 @@ mod duty_tests {
         waiter.release().unwrap();
         holder.ask().unwrap();
         assert!(holder.granted(Duration::from_secs(2)).unwrap());
+    }
+}
+
+#[cfg(all(test, feature = "mysql"))]
+mod mysql_watcher_tests {
+    use super::*;
+    use crate::store::{JobsDriver, NewJob};
+    use diesel::RunQueryDsl;
+
+    /// After a change the watcher wakes its poller again, up to three
+    /// times ([`SECOND_LOOKS`]), while a job is still ready (a claim may
+    /// have skipped it locked by another's, whose commit changes nothing
+    /// it reads), and not at all once none is (it was claimed).
+    #[test]
+    fn after_a_change_it_looks_again_only_while_a_job_is_ready() {
+        let Some(url) = super::super::conformance::mysql_url() else {
+            return;
+        };
+        let options = super::super::PoolOptions {
+            size: 2,
+            timeout: Duration::from_secs(30),
+            sqlite: super::super::SqliteSettings::default(),
+        };
+        let store = Store::connect(&DatabaseUrl::parse(&url).unwrap(), &options).unwrap();
+        store.migrate().unwrap();
+        let super::super::AnyConnection::Mysql(mut conn) = store.dedicated_connection().unwrap()
+        else {
+            panic!("a MySQL connection");
+        };
+        let mut watcher = MysqlWatcher::open(&store, Duration::from_millis(5)).unwrap();
+        let heard = |watcher: &mut MysqlWatcher| {
+            let mut changes = 0;
+            // Longer than the three looks together (630 ms).
+            let until = std::time::Instant::now() + Duration::from_millis(1_500);
+            while std::time::Instant::now() < until {
+                if matches!(
+                    watcher.wait(Duration::from_millis(100)).unwrap(),
+                    Heard::Changes
+                ) {
+                    changes += 1;
+                }
+            }
+            changes
+        };
+
+        conn.jobs_insert(&[NewJob::plain("mail", "noop")], false)
+            .unwrap();
+        assert_eq!(
+            heard(&mut watcher),
+            1 + SECOND_LOOKS.len(),
+            "the change, then a look each time while the job stays ready"
+        );
+
+        // A job enqueued and claimed before the watcher reads: the change
+        // alone, no look after it.
+        conn.jobs_insert(&[NewJob::plain("mail", "noop")], false)
+            .unwrap();
+        diesel::sql_query("DELETE FROM solidq_ready_executions")
+            .execute(&mut conn)
+            .unwrap();
+        assert_eq!(heard(&mut watcher), 1, "the change only: no job is ready");
     }
 }

@@ -101,3 +101,8 @@ FROM json_each(?1) AS u WHERE solidq_jobs.id = u.value ->> 0
 UPDATE solidq_jobs SET finished_at = ?1, expires_at = ?2, result = ?3,
        attempts = attempts + 1, updated_at = ?1, started_at = ?5
 WHERE id = ?4
+
+-- name: ready_any
+-- Whether any job is ready, on any queue (MySQL's listener reads it after
+-- a change; SQLite's workers watch the file).
+SELECT EXISTS (SELECT 1 FROM solidq_ready_executions) AS v
