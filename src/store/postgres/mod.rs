@@ -244,15 +244,16 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
     // while the counter of jobs made ready below the tail reads as the
     // worker last saw it (`$5`), and at the head otherwise (floor.rs).
     let floored = crate::store::floor::applies(claim);
-    let (floor_cte, from_floor, ahead_from_floor, below) = if floored {
+    let (floor_cte, from_floor, ahead_from_cte, ahead_from_floor, below) = if floored {
         (
             floor::CTE,
             floor::CONDITION,
+            floor::AHEAD_FROM,
             floor::AHEAD_CONDITION,
             floor::BELOW,
         )
     } else {
-        ("", "", "", "")
+        ("", "", "", "", "")
     };
     let immediate = claim.candidates_where_sql("$1", from_floor, LOCK);
     // The ahead part is not read at all when the immediate part came back
@@ -307,7 +308,7 @@ pub(super) fn claim_sql(claim: &ClaimQuery) -> String {
     format!(
         "WITH alive AS (SELECT id FROM solidq_processes WHERE id = $2 FOR KEY SHARE),{floor_cte}
          immediate AS ({immediate}),
-         started AS (SELECT ARRAY({pick_immediate}) AS ids),
+         started AS (SELECT ARRAY({pick_immediate}) AS ids),{ahead_from_cte}
          ahead AS ({ahead}),
          picked AS (SELECT unnest(ids) AS job_id FROM started UNION ALL ({pick_ahead})),
          deleted AS (DELETE FROM solidq_ready_executions
