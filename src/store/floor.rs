@@ -50,8 +50,9 @@
 //!   (a second or so); none is lost. A row another worker's claim holds
 //!   while the look reads it is found too: one claim from the head for
 //!   nothing. The jobs claimed ahead (fast kinds, for busy threads) start
-//!   at the floor even then: a claim from the head walks the dead rows
-//!   once, not twice.
+//!   at the floor even then, or at the last row the claim took for idle
+//!   threads where that is further on: a claim from the head walks the
+//!   dead rows once, not twice.
 //!
 //! And a floor is used only while a scan from the head is expensive
 //! ([`HEAD_CHEAP`]): without a hold, claims scan from the head as they

@@ -68,9 +68,22 @@ impl ClaimsDriver for MysqlConnection {
         }
         let at_floor = bound.filter(|b| b.seen == below);
         let immediate_from = at_floor.filter(|b| !b.head).map(|b| b.floor);
-        let ahead_from = at_floor.map(|b| b.floor);
         // The candidates come with their jobs, read and locked with them.
-        let mut jobs = load_candidates(c, claim, limits.immediate, None, immediate_from)?;
+        let (mut jobs, last) = load_candidates(c, claim, limits.immediate, None, immediate_from)?;
+        // Jobs ahead start at the floor, or at the last row the idle
+        // threads' read took where that is further on (a single pattern:
+        // one order). That read took all it asked for when this one runs,
+        // so every row before its last one was taken by it, held by
+        // another claim or on a paused queue; read again, those were the
+        // rows claimed since purge last ran, walked twice a claim (as on
+        // PostgreSQL: `postgres::floor::AHEAD_FROM`). The floor's range
+        // is of priority 0, so only a last row of priority 0 moves it.
+        let ahead_from = match last {
+            Some((0, position)) if crate::store::floor::applies(claim) => {
+                Some(at_floor.map_or(position, |b| b.floor.max(position)))
+            }
+            _ => at_floor.map(|b| b.floor),
+        };
         let started: Vec<i64> = jobs.iter().map(|j| j.id).collect();
         // Beyond the idle threads: only jobs of fast kinds, and never
         // at-most-once ones; and not looked for when the idle threads'
@@ -80,7 +93,7 @@ impl ClaimsDriver for MysqlConnection {
         // listener's signature, and the next claim takes it).
         if !limits.fast_kinds.is_empty() && jobs.len() >= limits.immediate {
             let ahead = Some((limits.fast_kinds.as_slice(), started.as_slice()));
-            jobs.extend(load_candidates(c, claim, limits.ahead, ahead, ahead_from)?);
+            jobs.extend(load_candidates(c, claim, limits.ahead, ahead, ahead_from)?.0);
         }
         if !jobs.is_empty() {
             let picked: Vec<i64> = jobs.iter().map(|j| j.id).collect();

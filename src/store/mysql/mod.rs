@@ -596,19 +596,23 @@ impl ClaimQuery {
     }
 }
 
+/// Claimed jobs, and the ready priority and place of the last one.
+type Candidates = (Vec<ClaimedJob>, Option<(i32, i64)>);
+
 /// Up to `limit` candidates in claim order with their jobs, locked
 /// (ready row and job row): any job (`ahead = None`), or only jobs that may be claimed ahead, of the fast
 /// kinds and not among the ids given; from the head, or at or after
-/// `(0, floor)` in claim order (`store::floor`).
+/// `(0, floor)` in claim order (`store::floor`). With them, the ready
+/// priority and place of the last one taken.
 fn load_candidates(
     conn: &mut MysqlConnection,
     claim: &ClaimQuery,
     limit: usize,
     ahead: Option<(&[String], &[i64])>,
     floor: Option<i64>,
-) -> QueryResult<Vec<ClaimedJob>> {
+) -> QueryResult<Candidates> {
     if limit == 0 {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), None));
     }
     let mut query = match ahead {
         Some(_) => sql_query(claim.mysql_candidates_ahead(floor.is_some())),
@@ -633,7 +637,8 @@ fn load_candidates(
     rows.dedup_by_key(|c| c.job.id);
     rows.sort_by_key(|c| (c.job.ord, c.ready_priority, c.job.position, c.job.id));
     rows.truncate(limit);
-    Ok(rows.into_iter().map(|c| c.job).collect())
+    let last = rows.last().map(|c| (c.ready_priority, c.job.position));
+    Ok((rows.into_iter().map(|c| c.job).collect(), last))
 }
 
 impl Driver for MysqlConnection {
