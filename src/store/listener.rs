@@ -1052,6 +1052,17 @@ mod tests {
     }
 }
 
+/// A store of two connections on `url`, for the tests below.
+#[cfg(all(test, any(feature = "postgres", feature = "mysql")))]
+fn store_of_two(url: &str) -> Store {
+    let options = super::PoolOptions {
+        size: 2,
+        timeout: Duration::from_secs(30),
+        sqlite: super::SqliteSettings::default(),
+    };
+    Store::connect(&DatabaseUrl::parse(url).unwrap(), &options).unwrap()
+}
+
 #[cfg(all(test, feature = "postgres"))]
 mod duty_tests {
     use std::time::Instant;
@@ -1073,12 +1084,7 @@ mod duty_tests {
         let Some(url) = super::super::conformance::postgres_url() else {
             return;
         };
-        let options = super::super::PoolOptions {
-            size: 2,
-            timeout: Duration::from_secs(30),
-            sqlite: super::super::SqliteSettings::default(),
-        };
-        let store = Store::connect(&DatabaseUrl::parse(&url).unwrap(), &options).unwrap();
+        let store = store_of_two(&url);
         let mut holder = store.duty("mail").unwrap().expect("PostgreSQL 14 or later");
         holder.ask().unwrap();
         assert!(holder.granted(Duration::from_secs(5)).unwrap());
@@ -1142,12 +1148,7 @@ mod mysql_watcher_tests {
         let Some(url) = super::super::conformance::mysql_url() else {
             return;
         };
-        let options = super::super::PoolOptions {
-            size: 2,
-            timeout: Duration::from_secs(30),
-            sqlite: super::super::SqliteSettings::default(),
-        };
-        let store = Store::connect(&DatabaseUrl::parse(&url).unwrap(), &options).unwrap();
+        let store = store_of_two(&url);
         store.migrate().unwrap();
         let super::super::AnyConnection::Mysql(mut conn) = store.dedicated_connection().unwrap()
         else {

@@ -181,6 +181,27 @@ mod tests {
         (p, jobs)
     }
 
+    /// [`two_thousand_ready`] under a held snapshot
+    /// (`migrated_under_a_held_snapshot`), all claimed by claims of 100 of
+    /// queue `floor`: vacuum can remove none of their rows. The working
+    /// connection, the holder's, the process, the jobs to enqueue again,
+    /// and the claim's query (its floor where the claims ended).
+    fn two_thousand_claimed_under_a_hold()
+    -> Option<(PgConnection, PgConnection, i64, Vec<NewJob>, ClaimQuery)> {
+        let (mut conn, holder) = super::super::migrated_under_a_held_snapshot()?;
+        let (p, jobs) = two_thousand_ready(&mut conn);
+        let query = ClaimQuery::new(vec![QueuePattern::Exact("floor".into())]);
+        for _ in 0..20 {
+            assert_eq!(
+                conn.ready_claim(&query, p, &ClaimLimits::idle(100))
+                    .unwrap()
+                    .len(),
+                100
+            );
+        }
+        Some((conn, holder, p, jobs, query))
+    }
+
     /// [`two_thousand_ready`] on a migrated schema of its own, with no
     /// snapshot held (`None`: PostgreSQL is not there, the test skipped
     /// loudly).
@@ -585,19 +606,10 @@ mod tests {
     /// entries and the new ones once (it read them twice before).
     #[test]
     fn a_claim_from_the_head_walks_the_rows_claimed_behind_it_once() {
-        let Some((mut conn, mut holder)) = super::super::migrated_under_a_held_snapshot() else {
+        let Some((mut conn, mut holder, p, jobs, query)) = two_thousand_claimed_under_a_hold()
+        else {
             return;
         };
-        let (p, jobs) = two_thousand_ready(&mut conn);
-        let query = ClaimQuery::new(vec![QueuePattern::Exact("floor".into())]);
-        for _ in 0..20 {
-            assert_eq!(
-                conn.ready_claim(&query, p, &ClaimLimits::idle(100))
-                    .unwrap()
-                    .len(),
-                100
-            );
-        }
         conn.jobs_insert(&jobs[..30], false).unwrap();
         query.floor.lock().unwrap().forget();
         let ahead = ClaimLimits {
@@ -635,19 +647,10 @@ mod tests {
     /// handful, from the head every one of them.
     #[test]
     fn a_claim_from_the_floor_reads_none_of_the_rows_claimed_behind_it() {
-        let Some((mut conn, mut holder)) = super::super::migrated_under_a_held_snapshot() else {
+        let Some((mut conn, mut holder, p, jobs, query)) = two_thousand_claimed_under_a_hold()
+        else {
             return;
         };
-        let (p, jobs) = two_thousand_ready(&mut conn);
-        let query = ClaimQuery::new(vec![QueuePattern::Exact("floor".into())]);
-        for _ in 0..20 {
-            assert_eq!(
-                conn.ready_claim(&query, p, &ClaimLimits::idle(100))
-                    .unwrap()
-                    .len(),
-                100
-            );
-        }
         conn.jobs_insert(&jobs[..2], false).unwrap();
         // What one claim of one job reads of the index, in a transaction
         // rolled back so the next claim finds the same.
