@@ -440,8 +440,9 @@ fn no_rule_module_holds_sql_or_names_a_backend() {
 ///   (`statement.rs`, `insert_jobs` in each backend's `mod.rs`);
 /// * the claim, composed from a worker's list of queues (`params.rs`'s
 ///   `ClaimQuery`, the candidates of each backend's `mod.rs`), and the
-///   steps of a claim that go with it (the floor's reads, `floor.rs` of
-///   PostgreSQL and MySQL, which no other backend has a statement for,
+///   steps of a claim that go with it (the floor's reads and where the
+///   jobs claimed ahead start, `floor.rs` of PostgreSQL and MySQL, which
+///   no other backend has a statement for,
 ///   and MySQL's trim of its counter; the counter's move on MySQL, in
 ///   `portable.rs`, which the statements written once run);
 /// * the fair-share placement's fragments (`fair.rs`), which the named
@@ -464,7 +465,7 @@ const SQL_IN_RUST: &[(&str, usize)] = &[
     ("store/mysql/statement.rs", 3),
     ("store/params.rs", 5),
     ("store/portable.rs", 1),
-    ("store/postgres/floor.rs", 5),
+    ("store/postgres/floor.rs", 6),
     ("store/postgres/health.rs", 1),
     ("store/postgres/jobs.rs", 1),
     ("store/postgres/mod.rs", 11),
