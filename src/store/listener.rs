@@ -775,9 +775,9 @@ impl SqliteWatcher {
 struct MysqlWatcher {
     conn: diesel::MysqlConnection,
     signature: Signature,
-    /// After a change, when to look again and which of [`SECOND_LOOKS`]
-    /// that is.
-    again_at: Option<(std::time::Instant, usize)>,
+    /// After a change, when to look again, which of [`SECOND_LOOKS`] that
+    /// is, and the highest job id before the change.
+    again_at: Option<(std::time::Instant, usize, i64)>,
     /// How often the signature is read (`mysql_watch_interval`): the
     /// pickup latency of a job enqueued by another process is about half
     /// of it, plus the claim.
@@ -830,12 +830,12 @@ fn read_signature(conn: &mut diesel::MysqlConnection) -> Result<Signature> {
 /// worker's, whose claim held the new rows locked while it looked at them
 /// (`SKIP LOCKED` skipped them), and nothing changes the signature when
 /// that claim commits: the first ready job, which it read before, did. So
-/// while any ready row is left, it wakes its poller again, up to three
-/// times, further apart each time (a loaded server's claim commits in
-/// tens of milliseconds). One look 30 ms after the change was not enough:
-/// `hoarding::mysql` saw, in `.ci/run` on a loaded machine, one of two
-/// idle workers get none of 40 new jobs in 4 s (the fallback poll is 5 s)
-/// before it, and again with it.
+/// the first look wakes the poller again whatever it finds, and the later
+/// ones while a job enqueued since the change is still ready (a loaded
+/// server's claim commits in tens of milliseconds). One look 30 ms after
+/// the change was not enough: `hoarding::mysql` saw, in `.ci/run` on a
+/// loaded machine, one of two idle workers get none of 40 new jobs in 4 s
+/// (the fallback poll is 5 s) before it, and again with it.
 #[cfg(feature = "mysql")]
 const SECOND_LOOKS: [Duration; 3] = [
     Duration::from_millis(30),
@@ -843,16 +843,20 @@ const SECOND_LOOKS: [Duration; 3] = [
     Duration::from_millis(480),
 ];
 
-/// Whether any job is ready (on any queue): one probe of the ready
-/// table's primary key, read only in the moments after a change.
+/// Whether a job whose id is above `since` is ready (on any queue): a
+/// range of the ready table's primary key from `since`, so a transaction
+/// held open elsewhere, which keeps the entry of every row claimed since
+/// it began, makes it walk only those of jobs enqueued since the change.
 #[cfg(feature = "mysql")]
-fn any_ready(conn: &mut diesel::MysqlConnection) -> Result<bool> {
+fn ready_since(conn: &mut diesel::MysqlConnection, since: i64) -> Result<bool> {
     use diesel::RunQueryDsl;
-    const READY_ANY: &str =
-        crate::store::named::named(include_str!("mysql/claims.sql"), "ready_any");
-    let found: super::mysql::Scalar = super::Cached(crate::store::prepared(READY_ANY))
-        .get_result(conn)
-        .map_err(Error::db("listen"))?;
+    const READY_SINCE: &str =
+        crate::store::named::named(include_str!("mysql/claims.sql"), "ready_since");
+    let found: super::mysql::Scalar = super::Cached(
+        crate::store::prepared(READY_SINCE).bind::<diesel::sql_types::BigInt, _>(since),
+    )
+    .get_result(conn)
+    .map_err(Error::db("listen"))?;
     Ok(found.v != 0)
 }
 
@@ -863,17 +867,18 @@ impl Listener for MysqlWatcher {
         loop {
             let signature = read_signature(&mut self.conn)?;
             if signature != self.signature {
+                let since = self.signature.last;
                 self.signature = signature;
-                self.again_at = Some((std::time::Instant::now() + SECOND_LOOKS[0], 0));
+                self.again_at = Some((std::time::Instant::now() + SECOND_LOOKS[0], 0, since));
                 return Ok(Heard::Changes);
             }
-            if let Some((at, look)) = self.again_at
+            if let Some((at, look, since)) = self.again_at
                 && std::time::Instant::now() >= at
             {
                 self.again_at = None;
-                if any_ready(&mut self.conn)? {
+                if look == 0 || ready_since(&mut self.conn, since)? {
                     if let Some(next) = SECOND_LOOKS.get(look + 1) {
-                        self.again_at = Some((std::time::Instant::now() + *next, look + 1));
+                        self.again_at = Some((std::time::Instant::now() + *next, look + 1, since));
                     }
                     return Ok(Heard::Changes);
                 }
@@ -883,7 +888,7 @@ impl Listener for MysqlWatcher {
                 return Ok(Heard::Nothing);
             }
             let mut nap = self.interval.min(deadline - now);
-            if let Some((at, _)) = self.again_at {
+            if let Some((at, _, _)) = self.again_at {
                 nap = nap.min(at.saturating_duration_since(now));
             }
             std::thread::sleep(nap);
@@ -1140,9 +1145,11 @@ mod mysql_watcher_tests {
     use diesel::RunQueryDsl;
 
     /// After a change the watcher wakes its poller again, up to three
-    /// times ([`SECOND_LOOKS`]), while a job is still ready (a claim may
-    /// have skipped it locked by another's, whose commit changes nothing
-    /// it reads), and not at all once none is (it was claimed).
+    /// times ([`SECOND_LOOKS`]), while a job enqueued since is still
+    /// ready (a claim may have skipped it locked by another's, whose
+    /// commit changes nothing it reads), and only at the first look once
+    /// none is (it was claimed). A job ready from before the change (here
+    /// the first, left ready) does not keep the looks going.
     #[test]
     fn after_a_change_it_looks_again_only_while_a_job_is_ready() {
         let Some(url) = super::super::conformance::mysql_url() else {
@@ -1178,13 +1185,17 @@ mod mysql_watcher_tests {
             "the change, then a look each time while the job stays ready"
         );
 
-        // A job enqueued and claimed before the watcher reads: the change
-        // alone, no look after it.
+        // A job enqueued and claimed before the watcher reads, the first
+        // still ready: the change and the first look, no more.
         conn.jobs_insert(&[NewJob::plain("mail", "noop")], false)
             .unwrap();
-        diesel::sql_query("DELETE FROM solidq_ready_executions")
+        diesel::sql_query("DELETE FROM solidq_ready_executions ORDER BY job_id DESC LIMIT 1")
             .execute(&mut conn)
             .unwrap();
-        assert_eq!(heard(&mut watcher), 1, "the change only: no job is ready");
+        assert_eq!(
+            heard(&mut watcher),
+            2,
+            "the change and the first look only: no job enqueued since is ready"
+        );
     }
 }

@@ -151,9 +151,12 @@ UPDATE solidq_jobs SET finished_at = UTC_TIMESTAMP(6),
        started_at = (UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND),
        attempts = attempts + 1, updated_at = UTC_TIMESTAMP(6) WHERE id = ?
 
--- name: ready_any
--- Whether any job is ready, on any queue: one probe of the ready table's
--- primary key. MySQL's listener reads it only in the moments after a
--- change of its signature (`store::listener`, `SECOND_LOOKS`); the other
--- backends' listeners are told of new jobs or watch the file.
-SELECT CAST(EXISTS (SELECT 1 FROM solidq_ready_executions) AS SIGNED) AS v
+-- name: ready_since
+-- Whether a job with an id above ? is ready, on any queue: a range of the
+-- ready table's primary key from that id, so under a transaction held
+-- open elsewhere it walks only the entries of jobs enqueued since, not
+-- every row claimed since the hold began. MySQL's listener reads it in
+-- the moments after a change of its signature (`store::listener`,
+-- `SECOND_LOOKS`); the other backends' listeners are told of new jobs or
+-- watch the file.
+SELECT CAST(EXISTS (SELECT 1 FROM solidq_ready_executions WHERE job_id > ?) AS SIGNED) AS v

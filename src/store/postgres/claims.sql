@@ -123,7 +123,8 @@ UPDATE solidq_jobs j SET finished_at = LOCALTIMESTAMP,
 WHERE j.id = ANY (ARRAY(SELECT job_id FROM fenced))
 RETURNING j.id
 
--- name: ready_any
--- Whether any job is ready, on any queue (MySQL's listener reads it after
--- a change; PostgreSQL's workers are told of new jobs).
-SELECT EXISTS (SELECT 1 FROM solidq_ready_executions)::int::bigint AS v
+-- name: ready_since
+-- Whether a job with an id above $1 is ready, on any queue (MySQL's
+-- listener reads it after a change; PostgreSQL's workers are told of new
+-- jobs).
+SELECT EXISTS (SELECT 1 FROM solidq_ready_executions WHERE job_id > $1)::int::bigint AS v

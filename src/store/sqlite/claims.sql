@@ -102,7 +102,7 @@ UPDATE solidq_jobs SET finished_at = ?1, expires_at = ?2, result = ?3,
        attempts = attempts + 1, updated_at = ?1, started_at = ?5
 WHERE id = ?4
 
--- name: ready_any
--- Whether any job is ready, on any queue (MySQL's listener reads it after
--- a change; SQLite's workers watch the file).
-SELECT EXISTS (SELECT 1 FROM solidq_ready_executions) AS v
+-- name: ready_since
+-- Whether a job with an id above ?1 is ready, on any queue (MySQL's
+-- listener reads it after a change; SQLite's workers watch the file).
+SELECT EXISTS (SELECT 1 FROM solidq_ready_executions WHERE job_id > ?1) AS v
