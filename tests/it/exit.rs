@@ -4,17 +4,24 @@
 //! milliseconds, because the enqueuing process sent its wake-up before it
 //! ended (PostgreSQL: the notifier is flushed at drop and at exit, instead
 //! of being torn down inside libpq, which crashed 5–14 % of such runs).
+//! A process that enqueues a burst through two queue handles, faster than
+//! the notifier's pace threshold (its notifications then held up to 5 ms
+//! each), and ends at once wakes the idle worker for its last jobs too.
 
 use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::child::Child;
 use common::recorder::{Event, Recorder};
 use common::{TestDb, jobs, wait_for};
 use solidq::WorkerConfig;
 
-backend_tests!(a_process_that_enqueues_and_exits_at_once_exits_0_and_wakes_an_idle_worker);
+backend_tests!(
+    a_process_that_enqueues_and_exits_at_once_exits_0_and_wakes_an_idle_worker,
+    a_burst_above_the_pace_ended_at_once_wakes_an_idle_worker_for_its_last_jobs
+);
 
 const PROCESSES: usize = 300;
 /// Enqueuing processes running at once.
@@ -109,5 +116,64 @@ fn a_process_that_enqueues_and_exits_at_once_exits_0_and_wakes_an_idle_worker(db
         slow.is_empty(),
         "{} of {PROCESSES} jobs waited {PICKUP:?} or more for an idle worker (a lost wake-up): {slow:?}",
         slow.len()
+    );
+}
+
+/// Jobs the burst enqueues: well above the pace threshold (400 a second)
+/// for about a second at the single-enqueue rates of the benchmark.
+const BURST: usize = 1_000;
+
+fn a_burst_above_the_pace_ended_at_once_wakes_an_idle_worker_for_its_last_jobs(db: &TestDb) {
+    let queue = db.queue();
+    let recorder = Recorder::default();
+    // Idle but for wake-ups: a job whose wake-up was lost waits a minute.
+    let worker = jobs::worker(queue.clone())
+        .config(WorkerConfig {
+            fallback_polling_interval: FALLBACK,
+            ..WorkerConfig::default()
+        })
+        .threads(4)
+        .events(recorder.clone())
+        .start()
+        .unwrap();
+    let mut burst = Child::burst(&db.url, BURST);
+    let status = burst
+        .wait_timeout(Duration::from_secs(60))
+        .expect("the burst ended");
+    let logs = burst.logs();
+    assert!(status.success(), "the burst exited with {status:?}: {logs}");
+    assert_eq!(db.count("solidq_jobs"), BURST as i64, "every job committed");
+    // The worker claims while the burst runs; the jobs after its last
+    // claim wait for the notifications the burst's exit flushed.
+    wait_for(
+        "every job of the burst to succeed (no wake-up lost)",
+        Duration::from_secs(30),
+        || {
+            db.scalar("SELECT count(*) AS v FROM solidq_jobs WHERE finished_at IS NOT NULL")
+                == BURST as i64
+        },
+    );
+    worker.stop().unwrap();
+    let waits: Vec<Duration> = recorder
+        .all()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Claimed(c) => Some(c.wait),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(waits.len(), BURST, "each job claimed once");
+    let longest = waits.iter().max().copied().unwrap_or_default();
+    eprintln!(
+        "{}: a burst of {BURST} ({}) ended at once; pickup longest {longest:?}",
+        db.backend,
+        logs.lines()
+            .find(|l| l.starts_with("rate "))
+            .unwrap_or("no rate")
+            .trim()
+    );
+    assert!(
+        longest < PICKUP,
+        "a job of the burst waited {longest:?} for an idle worker (a lost wake-up)"
     );
 }

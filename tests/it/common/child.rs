@@ -23,6 +23,7 @@ fn child_process() {
     match role.as_str() {
         "worker" => run_worker(),
         "enqueuer" => run_enqueuer(),
+        "burst" => run_burst(),
         "scheduler" => run_scheduler(),
         // Spawned by a supervisor: everything comes from the environment.
         "supervised" => {
@@ -295,6 +296,52 @@ impl Child {
             .env("SOLIDQ_TEST_KEY", key)
             .env("SOLIDQ_TEST_ROUNDS", rounds.to_string())
             .env("RUST_LOG", "error");
+        Child::spawn(command)
+    }
+}
+
+/// Enqueues `SOLIDQ_TEST_JOBS` `Echo` jobs (values 0 to n − 1) one per
+/// call, as fast as it can, from two threads with a queue handle each,
+/// prints `rate <jobs/s>` on stderr and returns: the process ends with
+/// its last enqueues' notifications still pending (on PostgreSQL, held
+/// by the notifier's pace under load).
+pub fn run_burst() {
+    let url = std::env::var("SOLIDQ_TEST_URL").expect("SOLIDQ_TEST_URL");
+    let n: usize = var("SOLIDQ_TEST_JOBS", 1_000);
+    let started = Instant::now();
+    let threads: Vec<_> = (0..2)
+        .map(|first| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let queue = Queue::connect(&url).expect("connect");
+                for value in (first..n).step_by(2) {
+                    queue
+                        .enqueue(&jobs::Echo {
+                            value: serde_json::json!(value),
+                        })
+                        .expect("enqueue");
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("enqueuing thread");
+    }
+    eprintln!("rate {:.0}", n as f64 / started.elapsed().as_secs_f64());
+}
+
+impl Child {
+    /// Spawns a burst of `jobs` enqueues that then exits (see
+    /// [`run_burst`]).
+    pub fn burst(url: &str, jobs: usize) -> Child {
+        let argv = child_command();
+        let mut command = Command::new(&argv[0]);
+        command
+            .args(&argv[1..])
+            .env("SOLIDQ_TEST_CHILD", "burst")
+            .env("SOLIDQ_TEST_URL", url)
+            .env("SOLIDQ_TEST_JOBS", jobs.to_string())
+            .env("RUST_LOG", "warn");
         Child::spawn(command)
     }
 }
