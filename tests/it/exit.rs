@@ -37,19 +37,7 @@ const FALLBACK: Duration = Duration::from_secs(60);
 const PICKUP: Duration = Duration::from_secs(5);
 
 fn a_process_that_enqueues_and_exits_at_once_exits_0_and_wakes_an_idle_worker(db: &TestDb) {
-    let queue = db.queue();
-    let recorder = Recorder::default();
-    // An idle worker polls only every minute as a fallback, so a lost
-    // wake-up shows as a pickup of seconds.
-    let worker = jobs::worker(queue.clone())
-        .config(WorkerConfig {
-            fallback_polling_interval: FALLBACK,
-            ..WorkerConfig::default()
-        })
-        .threads(4)
-        .events(recorder.clone())
-        .start()
-        .unwrap();
+    let (worker, recorder) = idle_worker(db);
     let mut bad = Vec::new();
     for wave in 0..PROCESSES / AT_ONCE {
         let children: Vec<_> = (0..AT_ONCE)
@@ -88,24 +76,7 @@ fn a_process_that_enqueues_and_exits_at_once_exits_0_and_wakes_an_idle_worker(db
     );
     // Under the fallback poll: a job left there waits for a wake-up that
     // was lost.
-    wait_for(
-        "every job to succeed (no wake-up lost)",
-        Duration::from_secs(30),
-        || {
-            db.scalar("SELECT count(*) AS v FROM solidq_jobs WHERE finished_at IS NOT NULL")
-                == PROCESSES as i64
-        },
-    );
-    worker.stop().unwrap();
-    let waits: Vec<Duration> = recorder
-        .all()
-        .into_iter()
-        .filter_map(|e| match e {
-            Event::Claimed(c) => Some(c.wait),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(waits.len(), PROCESSES, "each job claimed once");
+    let waits = claim_waits(db, worker, &recorder, PROCESSES, "every job");
     let slow: Vec<_> = waits.iter().filter(|w| **w >= PICKUP).collect();
     let longest = waits.iter().max().copied().unwrap_or_default();
     eprintln!(
@@ -124,18 +95,7 @@ fn a_process_that_enqueues_and_exits_at_once_exits_0_and_wakes_an_idle_worker(db
 const BURST: usize = 1_000;
 
 fn a_burst_above_the_pace_ended_at_once_wakes_an_idle_worker_for_its_last_jobs(db: &TestDb) {
-    let queue = db.queue();
-    let recorder = Recorder::default();
-    // Idle but for wake-ups: a job whose wake-up was lost waits a minute.
-    let worker = jobs::worker(queue.clone())
-        .config(WorkerConfig {
-            fallback_polling_interval: FALLBACK,
-            ..WorkerConfig::default()
-        })
-        .threads(4)
-        .events(recorder.clone())
-        .start()
-        .unwrap();
+    let (worker, recorder) = idle_worker(db);
     let mut burst = Child::burst(&db.url, BURST);
     let status = burst
         .wait_timeout(Duration::from_secs(60))
@@ -145,24 +105,7 @@ fn a_burst_above_the_pace_ended_at_once_wakes_an_idle_worker_for_its_last_jobs(d
     assert_eq!(db.count("solidq_jobs"), BURST as i64, "every job committed");
     // The worker claims while the burst runs; the jobs after its last
     // claim wait for the notifications the burst's exit flushed.
-    wait_for(
-        "every job of the burst to succeed (no wake-up lost)",
-        Duration::from_secs(30),
-        || {
-            db.scalar("SELECT count(*) AS v FROM solidq_jobs WHERE finished_at IS NOT NULL")
-                == BURST as i64
-        },
-    );
-    worker.stop().unwrap();
-    let waits: Vec<Duration> = recorder
-        .all()
-        .into_iter()
-        .filter_map(|e| match e {
-            Event::Claimed(c) => Some(c.wait),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(waits.len(), BURST, "each job claimed once");
+    let waits = claim_waits(db, worker, &recorder, BURST, "every job of the burst");
     let longest = waits.iter().max().copied().unwrap_or_default();
     eprintln!(
         "{}: a burst of {BURST} ({}) ended at once; pickup longest {longest:?}",
@@ -176,4 +119,52 @@ fn a_burst_above_the_pace_ended_at_once_wakes_an_idle_worker_for_its_last_jobs(d
         longest < PICKUP,
         "a job of the burst waited {longest:?} for an idle worker (a lost wake-up)"
     );
+}
+
+/// A worker in this process, idle but for wake-ups: it polls only every
+/// [`FALLBACK`], so a lost wake-up shows as a pickup of seconds; its
+/// events recorded.
+fn idle_worker(db: &TestDb) -> (solidq::WorkerHandle, Recorder) {
+    let recorder = Recorder::default();
+    let worker = jobs::worker(db.queue())
+        .config(WorkerConfig {
+            fallback_polling_interval: FALLBACK,
+            ..WorkerConfig::default()
+        })
+        .threads(4)
+        .events(recorder.clone())
+        .start()
+        .unwrap();
+    (worker, recorder)
+}
+
+/// Waits until all `n` jobs of the database succeeded (`what`, for the
+/// timeout's message), stops `worker`, and returns how long each claimed
+/// job had waited for it, each job claimed once.
+fn claim_waits(
+    db: &TestDb,
+    worker: solidq::WorkerHandle,
+    recorder: &Recorder,
+    n: usize,
+    what: &str,
+) -> Vec<Duration> {
+    wait_for(
+        &format!("{what} to succeed (no wake-up lost)"),
+        Duration::from_secs(30),
+        || {
+            db.scalar("SELECT count(*) AS v FROM solidq_jobs WHERE finished_at IS NOT NULL")
+                == n as i64
+        },
+    );
+    worker.stop().unwrap();
+    let waits: Vec<Duration> = recorder
+        .all()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Claimed(c) => Some(c.wait),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(waits.len(), n, "each job claimed once");
+    waits
 }
