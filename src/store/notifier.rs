@@ -27,9 +27,9 @@
 //! the same database URL shares one notifier thread (and its connection),
 //! so the pace holds for the process: a program with a handle per request
 //! thread sends no more notifications than one with a single shared
-//! handle. 4 threads enqueueing through 4 handles beside 2 × 16 workers
-//! sent 800 a second with a notifier each (each paced on its own) against
-//! 200 with one.
+//! handle: 4 threads enqueueing through a handle each could send 4 × 200
+//! a second under load with a notifier each (each paced on its own), and
+//! 200 with one (the mixed bench: a third of the `NOTIFY`s of before).
 //!
 //! **Flushed before the process ends.** A program that enqueues and returns
 //! from `main` at once must neither lose the notification (its job would
@@ -117,7 +117,6 @@ impl Pace {
     }
 }
 
-/// A running notifier thread, flushed and joined on drop.
 /// A queue's handle on its process's notifier for its database URL; the
 /// thread is flushed and joined when the last handle on it is dropped.
 pub(crate) struct Notifier {
