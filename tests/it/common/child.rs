@@ -57,6 +57,19 @@ pub fn child_command() -> Vec<String> {
     .collect()
 }
 
+/// The command that runs this test binary as a child of `role` on `url`,
+/// logging at `log` (`RUST_LOG`).
+fn role_command(role: &str, url: &str, log: &str) -> Command {
+    let argv = child_command();
+    let mut command = Command::new(&argv[0]);
+    command
+        .args(&argv[1..])
+        .env("SOLIDQ_TEST_CHILD", role)
+        .env("SOLIDQ_TEST_URL", url)
+        .env("RUST_LOG", log);
+    command
+}
+
 fn var<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
         .ok()
@@ -127,16 +140,8 @@ impl Child {
     /// Spawns a standalone worker process on `url` with extra
     /// `SOLIDQ_TEST_*` settings.
     pub fn worker(url: &str, settings: &[(&str, &str)]) -> Child {
-        let argv = child_command();
-        let mut command = Command::new(&argv[0]);
-        command
-            .args(&argv[1..])
-            .env("SOLIDQ_TEST_CHILD", "worker")
-            .env("SOLIDQ_TEST_URL", url)
-            .env(
-                "RUST_LOG",
-                std::env::var("SOLIDQ_TEST_CHILD_LOG").unwrap_or("info".into()),
-            );
+        let log = std::env::var("SOLIDQ_TEST_CHILD_LOG").unwrap_or("info".into());
+        let mut command = role_command("worker", url, &log);
         for (key, value) in settings {
             command.env(key, value);
         }
@@ -287,15 +292,10 @@ pub fn run_enqueuer() {
 impl Child {
     /// Spawns an enqueuer process (see [`run_enqueuer`]).
     pub fn enqueuer(url: &str, key: &str, rounds: usize) -> Child {
-        let argv = child_command();
-        let mut command = Command::new(&argv[0]);
+        let mut command = role_command("enqueuer", url, "error");
         command
-            .args(&argv[1..])
-            .env("SOLIDQ_TEST_CHILD", "enqueuer")
-            .env("SOLIDQ_TEST_URL", url)
             .env("SOLIDQ_TEST_KEY", key)
-            .env("SOLIDQ_TEST_ROUNDS", rounds.to_string())
-            .env("RUST_LOG", "error");
+            .env("SOLIDQ_TEST_ROUNDS", rounds.to_string());
         Child::spawn(command)
     }
 }
@@ -334,14 +334,8 @@ impl Child {
     /// Spawns a burst of `jobs` enqueues that then exits (see
     /// [`run_burst`]).
     pub fn burst(url: &str, jobs: usize) -> Child {
-        let argv = child_command();
-        let mut command = Command::new(&argv[0]);
-        command
-            .args(&argv[1..])
-            .env("SOLIDQ_TEST_CHILD", "burst")
-            .env("SOLIDQ_TEST_URL", url)
-            .env("SOLIDQ_TEST_JOBS", jobs.to_string())
-            .env("RUST_LOG", "warn");
+        let mut command = role_command("burst", url, "warn");
+        command.env("SOLIDQ_TEST_JOBS", jobs.to_string());
         Child::spawn(command)
     }
 }
@@ -382,15 +376,10 @@ impl Child {
         schedule: &str,
         settings: &[(&str, &str)],
     ) -> Child {
-        let argv = child_command();
-        let mut command = Command::new(&argv[0]);
+        let mut command = role_command("scheduler", url, "solidq=debug");
         command
-            .args(&argv[1..])
-            .env("SOLIDQ_TEST_CHILD", "scheduler")
-            .env("SOLIDQ_TEST_URL", url)
             .env("SOLIDQ_TEST_TASK", task)
-            .env("SOLIDQ_TEST_SCHEDULE", schedule)
-            .env("RUST_LOG", "solidq=debug");
+            .env("SOLIDQ_TEST_SCHEDULE", schedule);
         for (key, value) in settings {
             command.env(key, value);
         }
