@@ -20,7 +20,10 @@ SELECT UTC_TIMESTAMP(6) AS now
 -- it, and InnoDB's history list length: the undo records not purged yet.
 -- INNODB_TRX lists other users' transactions only with the PROCESS
 -- privilege, and is served from a cache that InnoDB refreshes only after
--- 100 ms without a read of it.
+-- 100 ms without a read of it. Only transactions of a session still in the
+-- process list count: InnoDB's own (thread id 0, a DDL's dictionary work)
+-- and one whose session has just ended have no holder to name, and the
+-- row is whole or empty.
 SELECT h.age_ms, h.pid, h.holder, h.state,
        (SELECT CAST(m.`COUNT` AS SIGNED) FROM information_schema.INNODB_METRICS m
         WHERE m.NAME = 'trx_rseg_history_len') AS backlog
@@ -31,7 +34,7 @@ LEFT JOIN (
            CONCAT(p.USER, '@', p.HOST) AS holder,
            p.COMMAND AS state
     FROM information_schema.INNODB_TRX t
-    LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+    JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
     WHERE t.trx_mysql_thread_id <> CONNECTION_ID()
     ORDER BY t.trx_started
     LIMIT 1
